@@ -1,0 +1,55 @@
+package api
+
+// WriteArtifactRequest asks the WriteArtifact activity to store an artifact. Exactly one
+// body source is used: Path (a file in the run's sandbox, copied verbatim) or Content.
+type WriteArtifactRequest struct {
+	RunID   string      `json:"run_id"`
+	Name    string      `json:"name"`
+	Content []byte      `json:"content,omitempty"`
+	Path    string      `json:"path,omitempty"`
+	Sandbox SandboxSpec `json:"sandbox"`
+}
+
+// StagedFile is one file for StageFilesRequest.
+type StagedFile struct {
+	Path    string `json:"path"`
+	Content []byte `json:"content"`
+}
+
+// StageFilesRequest asks the StageFiles activity to write files into the run's sandbox.
+type StageFilesRequest struct {
+	RunID   string       `json:"run_id"`
+	Sandbox SandboxSpec  `json:"sandbox"`
+	Files   []StagedFile `json:"files"`
+}
+
+// StageFilesResult lists the paths written, as the sandbox sees them.
+type StageFilesResult struct {
+	Paths []string `json:"paths"`
+}
+
+// ReleaseSandboxRequest asks the ReleaseSandbox activity to remove a run's own sandbox.
+type ReleaseSandboxRequest struct {
+	RunID   string      `json:"run_id"`
+	Sandbox SandboxSpec `json:"sandbox"`
+}
+
+// Activities of the example workflows.
+const (
+	ActivityFetchDocument   = "FetchDocument"
+	ActivityPublishDocument = "PublishDocument"
+	ActivityFetchMetric     = "FetchMetric"
+)
+
+// Document is what FetchDocument returns.
+type Document struct {
+	ID    string `json:"id"`
+	Title string `json:"title"`
+	Body  string `json:"body"`
+}
+
+// Metric is what FetchMetric returns.
+type Metric struct {
+	Name  string  `json:"name"`
+	Value float64 `json:"value"`
+}

@@ -1,0 +1,114 @@
+// Package artifacts is the artifact store: where the bytes of run artifacts (and archived
+// workspaces) live. The run record keeps only metadata, plus small contents inline, so
+// large outputs never reach Temporal's history. The default store is a directory; the
+// interface is what an object store implements.
+package artifacts
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// ErrNotFound: no such artifact in the store.
+var ErrNotFound = errors.New("artifact not found")
+
+// Store keeps artifact bytes by run and name. Put replaces; implementations are safe for
+// concurrent use.
+type Store interface {
+	Put(ctx context.Context, runID, name string, data []byte) error
+	Get(ctx context.Context, runID, name string) ([]byte, error)
+	// Location describes where an artifact lives, for messages.
+	Location(runID, name string) string
+}
+
+// Open returns the store at rawURL: a file:// URL or a plain directory path. A relative
+// path is resolved against the working directory now, so the store does not move if the
+// process later changes directory.
+func Open(rawURL string) (Store, error) {
+	dir := rawURL
+	if strings.Contains(rawURL, "://") {
+		u, err := url.Parse(rawURL)
+		if err != nil {
+			return nil, fmt.Errorf("open artifact store %q: %w", rawURL, err)
+		}
+		if u.Scheme != "file" {
+			return nil, fmt.Errorf("open artifact store %q: scheme %q is not supported (use file:// or a directory)", rawURL, u.Scheme)
+		}
+		dir = u.Host + u.Path // file://.nexo/artifacts puts ".nexo" in Host
+	}
+	if dir == "" {
+		return nil, fmt.Errorf("open artifact store %q: no directory", rawURL)
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("open artifact store %q: %w", rawURL, err)
+	}
+	return &Dir{Root: abs}, nil
+}
+
+// Dir is a Store in a directory: <Root>/<run id>/<name>.
+type Dir struct {
+	Root string
+}
+
+func (d *Dir) path(runID, name string) (string, error) {
+	for _, part := range []struct{ what, v string }{{"run id", runID}, {"artifact name", name}} {
+		if part.v == "" || part.v == "." || part.v == ".." || strings.ContainsAny(part.v, "/\\\x00") {
+			return "", fmt.Errorf("%s %q is not a plain name", part.what, part.v)
+		}
+	}
+	return filepath.Join(d.Root, runID, name), nil
+}
+
+// Put writes the artifact atomically (temp file + rename), so a reader never sees half.
+func (d *Dir) Put(_ context.Context, runID, name string, data []byte) error {
+	p, err := d.path(runID, name)
+	if err != nil {
+		return fmt.Errorf("put artifact: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return fmt.Errorf("put artifact %s/%s: %w", runID, name, err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(p), "."+name+".*")
+	if err != nil {
+		return fmt.Errorf("put artifact %s/%s: %w", runID, name, err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("put artifact %s/%s: %w", runID, name, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("put artifact %s/%s: %w", runID, name, err)
+	}
+	if err := os.Rename(tmp.Name(), p); err != nil {
+		return fmt.Errorf("put artifact %s/%s: %w", runID, name, err)
+	}
+	return nil
+}
+
+// Get reads the artifact; a missing one is ErrNotFound.
+func (d *Dir) Get(_ context.Context, runID, name string) ([]byte, error) {
+	p, err := d.path(runID, name)
+	if err != nil {
+		return nil, fmt.Errorf("get artifact: %w", err)
+	}
+	b, err := os.ReadFile(p)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("get artifact %s of run %s from %s: %w", name, runID, d.Root, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get artifact %s of run %s: %w", name, runID, err)
+	}
+	return b, nil
+}
+
+// Location is the artifact's file path.
+func (d *Dir) Location(runID, name string) string {
+	return filepath.Join(d.Root, runID, name)
+}

@@ -1,0 +1,112 @@
+package workflows
+
+import (
+	_ "embed"
+	"encoding/json"
+	"fmt"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/nexo-temporal/nexo/api"
+)
+
+// Example workflow type names.
+const (
+	DocumentApprovalName = "DocumentApproval"
+	BuildDashboardName   = "BuildDashboard"
+)
+
+// RegisterAll registers every workflow this project ships on a worker.
+func RegisterAll(r Registry) {
+	Register(r, DocumentApprovalName, DocumentApproval, Options{})
+	Register(r, BuildDashboardName, BuildDashboard, Options{})
+}
+
+// DocumentApprovalInput is the payload of DocumentApproval.
+type DocumentApprovalInput struct {
+	DocID string `json:"doc_id"`
+	// Approved skips the human gate (a pre-approved document).
+	Approved bool `json:"approved"`
+}
+
+// DocumentApprovalResult is what DocumentApproval returns.
+type DocumentApprovalResult struct {
+	Done      bool   `json:"done"`
+	Published string `json:"published"`
+	Approver  string `json:"approver,omitempty"`
+}
+
+// DocumentApproval fetches a document (checkpoint "fetch", which emits "fetching" each
+// time it really runs), waits for a human unless the payload says it is pre-approved,
+// then publishes it (checkpoint "publish"). A denial ends the run done, unpublished.
+func DocumentApproval(ctx workflow.Context, in DocumentApprovalInput) (DocumentApprovalResult, error) {
+	doc, err := Step(ctx, "fetch", func(ctx workflow.Context) (api.Document, error) {
+		if err := Emit(ctx, "fetching", map[string]string{"doc_id": in.DocID}); err != nil {
+			return api.Document{}, err
+		}
+		var d api.Document
+		err := workflow.ExecuteActivity(ctx, api.ActivityFetchDocument, in.DocID).Get(ctx, &d)
+		return d, err
+	})
+	if err != nil {
+		return DocumentApprovalResult{}, err
+	}
+	approver := ""
+	if !in.Approved {
+		input, err := Suspend(ctx, "awaiting approval", "")
+		if err != nil {
+			return DocumentApprovalResult{}, err
+		}
+		if ok, _ := input["approved"].(bool); !ok {
+			reason, _ := input["reason"].(string)
+			if err := Emit(ctx, "rejected", map[string]string{"doc_id": in.DocID, "reason": reason}); err != nil {
+				return DocumentApprovalResult{}, err
+			}
+			return DocumentApprovalResult{Done: true}, nil
+		}
+		approver, _ = input["approver"].(string)
+	}
+	published, err := Checkpoint[string](ctx, "publish", api.ActivityPublishDocument, doc)
+	if err != nil {
+		return DocumentApprovalResult{}, err
+	}
+	return DocumentApprovalResult{Done: true, Published: published, Approver: approver}, nil
+}
+
+// BuildDashboardInput is the payload of BuildDashboard.
+type BuildDashboardInput struct {
+	Title string `json:"title"`
+}
+
+//go:embed templates/dashboard.html.tmpl
+var dashboardTemplate string
+
+// BuildDashboard gathers two independent figures in parallel (CheckpointAll: "sales" and
+// "traffic"), then renders them into the artifact dashboard.html.
+func BuildDashboard(ctx workflow.Context, in BuildDashboardInput) (map[string]any, error) {
+	if in.Title == "" {
+		in.Title = "Dashboard"
+	}
+	steps, err := CheckpointAll(ctx, map[string]StepFunc{
+		"sales":   Call(api.ActivityFetchMetric, "sales"),
+		"traffic": Call(api.ActivityFetchMetric, "traffic"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	var sales, traffic api.Metric
+	if err := json.Unmarshal(steps["sales"], &sales); err != nil {
+		return nil, fmt.Errorf("decode sales: %w", err)
+	}
+	if err := json.Unmarshal(steps["traffic"], &traffic); err != nil {
+		return nil, fmt.Errorf("decode traffic: %w", err)
+	}
+	art, err := Artifact(ctx, "dashboard.html", ArtifactSource{
+		Template: dashboardTemplate,
+		Data:     map[string]any{"Title": in.Title, "Metrics": []api.Metric{sales, traffic}},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"artifact": art.Name, "sales": sales.Value, "traffic": traffic.Value}, nil
+}

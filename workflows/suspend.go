@@ -1,0 +1,161 @@
+package workflows
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/nexo-temporal/nexo/api"
+)
+
+// Suspend pauses the run until a fitting nexo.resume signal arrives and returns that
+// signal's input. While it waits, the run's status is "suspended" and state["__suspend__"]
+// holds the reason and resume key; no worker is held. When resumeKey is set, a signal
+// must carry the same key. A signal that does not fit is recorded as a "signal_ignored"
+// event and the run keeps waiting. A signal with a future "at" schedules the resume on a
+// durable timer.
+//
+// This is a true continuation: code before Suspend does not run again.
+func Suspend(ctx workflow.Context, reason, resumeKey string) (map[string]any, error) {
+	rt := runtimeOf(ctx)
+	rt.suspendGen++
+	rt.suspended = true
+	rt.suspendKey = resumeKey
+	rt.resumeReady = false
+	rt.resumeInput = nil
+	rt.setState(ctx, api.StateSuspend, api.SuspendInfo{Reason: reason, ResumeKey: resumeKey, At: workflow.Now(ctx).UTC()})
+	rt.emit(ctx, "suspended", map[string]string{"reason": reason, "resume_key": resumeKey})
+	rt.setStatus(ctx, api.StatusSuspended)
+
+	if err := workflow.Await(ctx, func() bool { return rt.resumeReady }); err != nil {
+		rt.suspended = false
+		return nil, err
+	}
+	rt.suspended = false
+	input := rt.resumeInput
+	if input == nil {
+		input = map[string]any{}
+	}
+	delete(rt.rec.State, api.StateSuspend)
+	rt.emit(ctx, "resumed", map[string]any{"input": input})
+	rt.setStatus(ctx, api.StatusRunning)
+	return input, nil
+}
+
+// startSignalDispatcher drains the run's signal channels for its whole life, so every
+// signal is either delivered to a waiter or recorded as ignored: none is silently lost
+// and none can crash the run (a payload is decoded here, not by the SDK, which would drop
+// a malformed one without a trace).
+func startSignalDispatcher(ctx workflow.Context, rt *runtime) {
+	resumeCh := workflow.GetSignalChannel(ctx, api.SignalResume)
+	approvalCh := workflow.GetSignalChannel(ctx, api.SignalApproval)
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		for {
+			sel := workflow.NewSelector(ctx)
+			sel.AddReceive(resumeCh, func(c workflow.ReceiveChannel, _ bool) {
+				var raw json.RawMessage
+				c.Receive(ctx, &raw)
+				rt.onResume(ctx, raw)
+			})
+			sel.AddReceive(approvalCh, func(c workflow.ReceiveChannel, _ bool) {
+				var raw json.RawMessage
+				c.Receive(ctx, &raw)
+				rt.onApproval(ctx, raw)
+			})
+			sel.Select(ctx)
+		}
+	})
+}
+
+func (rt *runtime) ignore(ctx workflow.Context, signal, why string) {
+	rt.emit(ctx, "signal_ignored", map[string]string{"signal": signal, "reason": why})
+	workflow.GetLogger(ctx).Warn("signal ignored", "signal", signal, "reason", why)
+}
+
+func (rt *runtime) onResume(ctx workflow.Context, raw json.RawMessage) {
+	var sig api.ResumeSignal
+	if err := decodeSignal(raw, &sig); err != nil {
+		rt.ignore(ctx, api.SignalResume, err.Error())
+		return
+	}
+	if !rt.suspended {
+		rt.ignore(ctx, api.SignalResume, fmt.Sprintf("run is not suspended (%s)", rt.rec.Status))
+		return
+	}
+	if rt.suspendKey != "" && sig.ResumeKey != rt.suspendKey {
+		rt.ignore(ctx, api.SignalResume, fmt.Sprintf("resume key %q does not match the run's key", sig.ResumeKey))
+		return
+	}
+	now := workflow.Now(ctx)
+	if sig.At != nil && sig.At.After(now) {
+		rt.scheduleResume(ctx, sig)
+		return
+	}
+	rt.resumeInput = sig.Input
+	rt.resumeReady = true
+}
+
+// scheduleResume resumes the current suspension at sig.At with a durable timer, unless it
+// has been resumed (or rescheduled) by then.
+func (rt *runtime) scheduleResume(ctx workflow.Context, sig api.ResumeSignal) {
+	gen := rt.suspendGen
+	at := sig.At.UTC()
+	var info api.SuspendInfo
+	_ = json.Unmarshal(rt.rec.State[api.StateSuspend], &info)
+	info.ResumeAt = &at
+	rt.setState(ctx, api.StateSuspend, info)
+	rt.emit(ctx, "resume_scheduled", map[string]any{"at": at})
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		if err := workflow.Sleep(ctx, at.Sub(workflow.Now(ctx))); err != nil {
+			return
+		}
+		var cur api.SuspendInfo
+		_ = json.Unmarshal(rt.rec.State[api.StateSuspend], &cur)
+		// Only the newest schedule of the same suspension fires.
+		if rt.suspendGen != gen || !rt.suspended || rt.resumeReady || cur.ResumeAt == nil || !cur.ResumeAt.Equal(at) {
+			return
+		}
+		rt.resumeInput = sig.Input
+		rt.resumeReady = true
+	})
+}
+
+// approvalWaiter is the tool call currently waiting for a human decision.
+type approvalWaiter struct {
+	callID   string
+	decision *api.ApprovalSignal
+}
+
+func (rt *runtime) onApproval(ctx workflow.Context, raw json.RawMessage) {
+	var sig api.ApprovalSignal
+	if err := decodeSignal(raw, &sig); err != nil {
+		rt.ignore(ctx, api.SignalApproval, err.Error())
+		return
+	}
+	w := rt.approvals
+	if w == nil || w.decision != nil {
+		rt.ignore(ctx, api.SignalApproval, fmt.Sprintf("no tool call is waiting for approval (call %q)", sig.CallID))
+		return
+	}
+	if sig.CallID != "" && sig.CallID != w.callID {
+		rt.ignore(ctx, api.SignalApproval, fmt.Sprintf("call %q is not pending (pending: %q)", sig.CallID, w.callID))
+		return
+	}
+	w.decision = &sig
+}
+
+// decodeSignal decodes a signal payload strictly: unknown fields are a mistake worth
+// reporting (a typo such as "aproved" must not read as a denial).
+func decodeSignal(raw json.RawMessage, v any) error {
+	if len(raw) == 0 || string(raw) == "null" {
+		return fmt.Errorf("malformed signal: empty payload")
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("malformed signal: %v", err)
+	}
+	return nil
+}
