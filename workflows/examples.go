@@ -76,37 +76,48 @@ func DocumentApproval(ctx workflow.Context, in DocumentApprovalInput) (DocumentA
 // BuildDashboardInput is the payload of BuildDashboard.
 type BuildDashboardInput struct {
 	Title string `json:"title"`
+	// Metrics to gather, each an independent checkpoint (default sales and traffic).
+	Metrics []string `json:"metrics"`
 }
 
 //go:embed templates/dashboard.html.tmpl
 var dashboardTemplate string
 
-// BuildDashboard gathers two independent figures in parallel (CheckpointAll: "sales" and
-// "traffic"), then renders them into the artifact dashboard.html.
+// BuildDashboard gathers independent figures in parallel (CheckpointAll, one checkpoint
+// per metric), then renders them into the artifact dashboard.html. An unknown metric fails
+// the run after the others were stored, which shows `starter rerun` paying only for what
+// is missing.
 func BuildDashboard(ctx workflow.Context, in BuildDashboardInput) (map[string]any, error) {
 	if in.Title == "" {
 		in.Title = "Dashboard"
 	}
-	steps, err := CheckpointAll(ctx, map[string]StepFunc{
-		"sales":   Call(api.ActivityFetchMetric, "sales"),
-		"traffic": Call(api.ActivityFetchMetric, "traffic"),
-	})
+	if len(in.Metrics) == 0 {
+		in.Metrics = []string{"sales", "traffic"}
+	}
+	steps := make(map[string]StepFunc, len(in.Metrics))
+	for _, m := range in.Metrics {
+		steps[m] = Call(api.ActivityFetchMetric, m)
+	}
+	stored, err := CheckpointAll(ctx, steps)
 	if err != nil {
 		return nil, err
 	}
-	var sales, traffic api.Metric
-	if err := json.Unmarshal(steps["sales"], &sales); err != nil {
-		return nil, fmt.Errorf("decode sales: %w", err)
-	}
-	if err := json.Unmarshal(steps["traffic"], &traffic); err != nil {
-		return nil, fmt.Errorf("decode traffic: %w", err)
+	metrics := make([]api.Metric, 0, len(in.Metrics))
+	values := map[string]float64{}
+	for _, name := range in.Metrics {
+		var m api.Metric
+		if err := json.Unmarshal(stored[name], &m); err != nil {
+			return nil, fmt.Errorf("decode metric %s: %w", name, err)
+		}
+		metrics = append(metrics, m)
+		values[name] = m.Value
 	}
 	art, err := Artifact(ctx, "dashboard.html", ArtifactSource{
 		Template: dashboardTemplate,
-		Data:     map[string]any{"Title": in.Title, "Metrics": []api.Metric{sales, traffic}},
+		Data:     map[string]any{"Title": in.Title, "Metrics": metrics},
 	})
 	if err != nil {
 		return nil, err
 	}
-	return map[string]any{"artifact": art.Name, "sales": sales.Value, "traffic": traffic.Value}, nil
+	return map[string]any{"artifact": art.Name, "metrics": values}, nil
 }

@@ -1,0 +1,157 @@
+package activities
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"time"
+	"unicode/utf8"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/nexo-temporal/nexo/api"
+	"github.com/nexo-temporal/nexo/artifacts"
+	"github.com/nexo-temporal/nexo/sandbox"
+)
+
+// Activities are the worker-side implementations. Construct with New.
+type Activities struct {
+	store       artifacts.Store
+	sandboxes   *Sandboxes
+	inlineLimit int
+}
+
+// New returns the activities over an artifact store and the worker's sandboxes.
+// inlineLimit is the largest artifact whose content is also kept in the run record.
+func New(store artifacts.Store, sandboxes *Sandboxes, inlineLimit int) *Activities {
+	return &Activities{store: store, sandboxes: sandboxes, inlineLimit: inlineLimit}
+}
+
+// Registry is the part of a Temporal worker Register needs.
+type Registry interface {
+	RegisterActivityWithOptions(a any, options activity.RegisterOptions)
+}
+
+// Register registers every activity under its api name.
+func (a *Activities) Register(r Registry) {
+	for name, fn := range map[string]any{
+		api.ActivityWriteArtifact:   a.WriteArtifact,
+		api.ActivityStageFiles:      a.StageFiles,
+		api.ActivityReleaseSandbox:  a.ReleaseSandbox,
+		api.ActivityFetchDocument:   a.FetchDocument,
+		api.ActivityPublishDocument: a.PublishDocument,
+		api.ActivityFetchMetric:     a.FetchMetric,
+	} {
+		r.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
+	}
+}
+
+// WriteArtifact stores an artifact's bytes and returns its metadata, with the content
+// inline when it is at most the inline limit (base64 when it is not UTF-8).
+func (a *Activities) WriteArtifact(ctx context.Context, req api.WriteArtifactRequest) (api.Artifact, error) {
+	body := req.Content
+	if req.Path != "" {
+		sb, err := a.sandboxes.Get(req.RunID, req.Sandbox)
+		if err != nil {
+			return api.Artifact{}, classify(fmt.Errorf("artifact %s: %w", req.Name, err))
+		}
+		body, err = sb.Read(ctx, req.Path)
+		if err != nil {
+			return api.Artifact{}, classify(fmt.Errorf("artifact %s: read %s from the run's sandbox: %w", req.Name, req.Path, err))
+		}
+	}
+	if err := a.store.Put(ctx, req.RunID, req.Name, body); err != nil {
+		return api.Artifact{}, fmt.Errorf("write artifact %s of run %s: %w", req.Name, req.RunID, err)
+	}
+	sum := sha256.Sum256(body)
+	meta := api.Artifact{
+		Name:   req.Name,
+		At:     time.Now().UTC(),
+		Size:   int64(len(body)),
+		SHA256: hex.EncodeToString(sum[:]),
+	}
+	text := utf8.Valid(body)
+	if !text {
+		meta.Encoding = api.EncodingBase64
+	}
+	if len(body) <= a.inlineLimit {
+		content := string(body)
+		if !text {
+			content = base64.StdEncoding.EncodeToString(body)
+		}
+		meta.Content = &content
+	}
+	return meta, nil
+}
+
+// StageFiles writes files into the run's sandbox.
+func (a *Activities) StageFiles(ctx context.Context, req api.StageFilesRequest) (api.StageFilesResult, error) {
+	sb, err := a.sandboxes.Get(req.RunID, req.Sandbox)
+	if err != nil {
+		return api.StageFilesResult{}, classify(fmt.Errorf("stage files: %w", err))
+	}
+	var res api.StageFilesResult
+	for _, f := range req.Files {
+		p, err := sb.Write(ctx, f.Path, f.Content)
+		if err != nil {
+			return api.StageFilesResult{}, classify(fmt.Errorf("stage %s: %w", f.Path, err))
+		}
+		res.Paths = append(res.Paths, p)
+	}
+	return res, nil
+}
+
+// ReleaseSandbox closes the run's sandbox and removes it when the run owns it.
+func (a *Activities) ReleaseSandbox(ctx context.Context, req api.ReleaseSandboxRequest) error {
+	return a.sandboxes.Release(ctx, req.RunID, req.Sandbox)
+}
+
+// FetchDocument is the example "fetch" step: it returns the document with the given id.
+func (a *Activities) FetchDocument(_ context.Context, docID string) (api.Document, error) {
+	if docID == "" {
+		return api.Document{}, temporal.NewNonRetryableApplicationError("fetch document: doc_id is empty", api.ErrTypeBadInput, nil)
+	}
+	return api.Document{ID: docID, Title: "Document " + docID, Body: "The body of document " + docID + "."}, nil
+}
+
+// PublishDocument is the example "publish" step: it returns where the document went.
+func (a *Activities) PublishDocument(_ context.Context, doc api.Document) (string, error) {
+	if doc.ID == "" {
+		return "", temporal.NewNonRetryableApplicationError("publish document: document has no id", api.ErrTypeBadInput, nil)
+	}
+	return "published/" + doc.ID, nil
+}
+
+// KnownMetrics are the figures FetchMetric can fetch.
+var KnownMetrics = []string{"sales", "signups", "traffic"}
+
+// FetchMetric is the example dashboard step: a figure derived from the metric's name. An
+// unknown metric is a non-retryable error.
+func (a *Activities) FetchMetric(_ context.Context, name string) (api.Metric, error) {
+	if !slices.Contains(KnownMetrics, name) {
+		return api.Metric{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("fetch metric: unknown metric %q (known: %v)", name, KnownMetrics), api.ErrTypeNotFound, nil)
+	}
+	h := fnv.New32a()
+	h.Write([]byte(name))
+	return api.Metric{Name: name, Value: float64(h.Sum32() % 10000)}, nil
+}
+
+// classify turns errors that retrying cannot fix into non-retryable application errors.
+func classify(err error) error {
+	switch {
+	case errors.Is(err, sandbox.ErrEscape):
+		return temporal.NewNonRetryableApplicationError(err.Error(), api.ErrTypeEscape, err)
+	case errors.Is(err, sandbox.ErrNotFound):
+		return temporal.NewNonRetryableApplicationError(err.Error(), api.ErrTypeNotFound, err)
+	case errors.Is(err, ErrSandboxUnavailable):
+		return temporal.NewNonRetryableApplicationError(err.Error(), api.ErrTypeBadInput, err)
+	}
+	return err
+}

@@ -1,0 +1,247 @@
+// Package e2e holds the end-to-end tests: the embedded Temporal server, the real worker
+// binary and the real starter binary, driven as a user would. Every test binary that links
+// the Temporal server costs a minute or more to link, so all of them live in this package.
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nexo-temporal/nexo/api"
+	"github.com/nexo-temporal/nexo/devserver"
+)
+
+// bins holds the worker and starter binaries built once for the package.
+var bins struct {
+	dir, worker, starter string
+}
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "nexo-e2e-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	bins.dir = dir
+	bins.worker = filepath.Join(dir, "worker")
+	bins.starter = filepath.Join(dir, "starter")
+	for _, b := range []struct{ out, pkg string }{{bins.worker, "./worker"}, {bins.starter, "./starter"}} {
+		cmd := exec.Command("go", "build", "-o", b.out, b.pkg)
+		cmd.Dir = ".."
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			fmt.Fprintf(os.Stderr, "build %s: %v\n", b.pkg, err)
+			os.Exit(1)
+		}
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// platform is one worker --dev process (embedded server + worker) in its own directory.
+type platform struct {
+	t        testing.TB
+	dir      string
+	frontend int
+	ui       int
+	cmd      *exec.Cmd
+	done     chan struct{}
+	mu       sync.Mutex
+	out      bytes.Buffer
+}
+
+// newPlatform picks free ports and a fresh directory; start() runs the worker.
+func newPlatform(t testing.TB) *platform {
+	t.Helper()
+	fp, err := devserver.FreePort("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	up, err := devserver.FreePort("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &platform{t: t, dir: t.TempDir(), frontend: fp, ui: up}
+	t.Cleanup(p.stop)
+	return p
+}
+
+func (p *platform) env() []string {
+	return append(os.Environ(),
+		fmt.Sprintf("NEXO_TEMPORAL_ADDRESS=127.0.0.1:%d", p.frontend),
+		fmt.Sprintf("NEXO_DEV_FRONTEND_PORT=%d", p.frontend),
+		fmt.Sprintf("NEXO_DEV_UI_PORT=%d", p.ui),
+		"NEXO_DEV_DB_PATH="+filepath.Join(p.dir, ".nexo", "temporal.db"),
+		"NEXO_LOG_LEVEL=warn",
+	)
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
+}
+
+// start runs `worker --dev` and returns once it says it is ready.
+func (p *platform) start() {
+	p.t.Helper()
+	cmd := exec.Command(bins.worker, "--dev")
+	cmd.Dir = p.dir
+	cmd.Env = p.env()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	cmd.Stderr = lockedWriter{&p.mu, &p.out}
+	if err := cmd.Start(); err != nil {
+		p.t.Fatal(err)
+	}
+	p.cmd = cmd
+	p.done = make(chan struct{})
+	ready := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		once := sync.Once{}
+		for sc.Scan() {
+			line := sc.Text()
+			p.mu.Lock()
+			p.out.WriteString(line + "\n")
+			p.mu.Unlock()
+			if strings.HasPrefix(line, "Nexo worker ready") {
+				once.Do(func() { close(ready) })
+			}
+		}
+	}()
+	go func() { _ = cmd.Wait(); close(p.done) }()
+	select {
+	case <-ready:
+	case <-p.done:
+		p.t.Fatalf("worker exited before it was ready:\n%s", p.output())
+	case <-time.After(90 * time.Second):
+		p.t.Fatalf("worker not ready after 90s:\n%s", p.output())
+	}
+}
+
+func (p *platform) output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out.String()
+}
+
+// kill sends SIGKILL: no cleanup, exactly like a crashed host.
+func (p *platform) kill() {
+	p.t.Helper()
+	if p.cmd == nil {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+	p.cmd = nil
+}
+
+// stop sends SIGINT (Ctrl-C) and waits for a clean exit.
+func (p *platform) stop() {
+	if p.cmd == nil {
+		return
+	}
+	_ = p.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+		p.t.Errorf("worker did not exit within 30s of Ctrl-C:\n%s", p.output())
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+	p.cmd = nil
+}
+
+// result of one starter invocation.
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+// starter runs the starter binary in the platform's directory.
+func (p *platform) starter(args ...string) result {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bins.starter, args...)
+	cmd.Dir = p.dir
+	cmd.Env = p.env()
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		p.t.Fatalf("starter %v: %v", args, err)
+	}
+	return result{stdout: out.String(), stderr: errb.String(), code: code}
+}
+
+// ok runs the starter and fails the test on a non-zero exit.
+func (p *platform) ok(args ...string) string {
+	p.t.Helper()
+	r := p.starter(args...)
+	if r.code != 0 {
+		p.t.Fatalf("starter %s: exit %d\nstdout: %s\nstderr: %s\nworker:\n%s", strings.Join(args, " "), r.code, r.stdout, r.stderr, p.output())
+	}
+	return r.stdout
+}
+
+// record returns `starter show --json`.
+func (p *platform) record(id string) api.Record {
+	p.t.Helper()
+	var rec api.Record
+	out := p.ok("show", id, "--json")
+	if err := json.Unmarshal([]byte(out), &rec); err != nil {
+		p.t.Fatalf("decode show --json: %v\n%s", err, out)
+	}
+	return rec
+}
+
+// waitStatus polls the record until it has status want.
+func (p *platform) waitStatus(id string, want api.Status) api.Record {
+	p.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		rec := p.record(id)
+		if rec.Status == want {
+			return rec
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("run %s: status %s, want %s after 60s\n%+v", id, rec.Status, want, rec)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func countEvents(rec api.Record, typ string) int {
+	n := 0
+	for _, e := range rec.Events {
+		if e.Type == typ {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,304 @@
+package runs
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/converter"
+
+	"github.com/nexo-temporal/nexo/api"
+)
+
+// ResumeRequest continues a run paused by Suspend.
+type ResumeRequest struct {
+	Input map[string]any
+	Key   string
+	// At schedules the resume (a durable timer in the run); zero means now.
+	At time.Time
+}
+
+// Resume sends nexo.resume after checking the run is suspended by Suspend (not waiting
+// for a tool-call approval) and the key fits.
+func (c *Client) Resume(ctx context.Context, id string, req ResumeRequest) error {
+	rec, err := c.Get(ctx, id)
+	if err != nil {
+		return err
+	}
+	si, err := suspension(rec)
+	if err != nil {
+		return err
+	}
+	if si.ResumeKey != "" && req.Key != si.ResumeKey {
+		return &BadRequestError{Msg: fmt.Sprintf("run %s waits for resume key %q; pass it with --key", id, si.ResumeKey)}
+	}
+	sig := api.ResumeSignal{Input: req.Input, ResumeKey: si.ResumeKey}
+	if sig.Input == nil {
+		sig.Input = map[string]any{}
+	}
+	if !req.At.IsZero() {
+		at := req.At.UTC()
+		sig.At = &at
+	}
+	return c.signal(ctx, id, api.SignalResume, sig)
+}
+
+func suspension(rec api.Record) (api.SuspendInfo, error) {
+	if rec.Status != api.StatusSuspended {
+		return api.SuspendInfo{}, &StateError{ID: rec.ID, Status: rec.Status, Want: "suspended"}
+	}
+	if a, ok := rec.Approval(); ok {
+		return api.SuspendInfo{}, &StateError{ID: rec.ID, Status: rec.Status, Want: "suspended by the workflow",
+			Hint: fmt.Sprintf("it waits for approval of tool call %s (%s); use approve or deny", a.CallID, a.Tool)}
+	}
+	si, ok := rec.Suspend()
+	if !ok {
+		return api.SuspendInfo{}, &StateError{ID: rec.ID, Status: rec.Status, Want: "suspended by the workflow"}
+	}
+	return si, nil
+}
+
+// Decision is a human's answer to a run waiting for approval.
+type Decision struct {
+	Approved bool
+	Reason   string
+	// CallID, when set, must name the pending tool call.
+	CallID string
+	// Always remembers an approval of this tool for the rest of the run.
+	Always bool
+	// By names who decided.
+	By string
+}
+
+// Decide answers whatever the run waits for: a pending tool call gets nexo.approval; a run
+// paused by Suspend is resumed with {"approved": bool, "reason"?, "approver"?}. It
+// returns a description of what was decided.
+func (c *Client) Decide(ctx context.Context, id string, d Decision) (string, error) {
+	rec, err := c.Get(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	if rec.Status != api.StatusSuspended {
+		return "", &StateError{ID: id, Status: rec.Status, Want: "suspended"}
+	}
+	verb := "approved"
+	if !d.Approved {
+		verb = "denied"
+	}
+	if a, ok := rec.Approval(); ok {
+		if d.CallID != "" && d.CallID != a.CallID {
+			return "", &StateError{ID: id, Status: rec.Status, Want: "waiting for call " + d.CallID,
+				Hint: fmt.Sprintf("the pending call is %s (%s)", a.CallID, a.Tool)}
+		}
+		sig := api.ApprovalSignal{CallID: a.CallID, Approved: d.Approved, Reason: d.Reason, Always: d.Always, By: d.By}
+		if err := c.signal(ctx, id, api.SignalApproval, sig); err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("%s tool call %s (%s) of run %s", verb, a.CallID, a.Tool, id), nil
+	}
+	if d.CallID != "" {
+		return "", &StateError{ID: id, Status: rec.Status, Want: "waiting for call " + d.CallID, Hint: "no tool call is pending"}
+	}
+	si, err := suspension(rec)
+	if err != nil {
+		return "", err
+	}
+	input := map[string]any{"approved": d.Approved}
+	if d.Reason != "" {
+		input["reason"] = d.Reason
+	}
+	if d.By != "" {
+		input["approver"] = d.By
+	}
+	if err := c.signal(ctx, id, api.SignalResume, api.ResumeSignal{Input: input, ResumeKey: si.ResumeKey}); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%s run %s (%s)", verb, id, si.Reason), nil
+}
+
+func (c *Client) signal(ctx context.Context, id, name string, arg any) error {
+	if err := c.tc.SignalWorkflow(ctx, id, "", name, arg); err != nil {
+		return fmt.Errorf("signal %s to run %s: %w", name, id, err)
+	}
+	return nil
+}
+
+// Cancel requests cancellation of an open run.
+func (c *Client) Cancel(ctx context.Context, id string) error {
+	desc, err := c.describe(ctx, id)
+	if err != nil {
+		return err
+	}
+	if st := desc.GetWorkflowExecutionInfo().GetStatus(); st != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return &StateError{ID: id, Status: closedStatus(st), Want: "open"}
+	}
+	if err := c.tc.CancelWorkflow(ctx, id, ""); err != nil {
+		return fmt.Errorf("cancel run %s: %w", id, err)
+	}
+	return nil
+}
+
+// Rerun starts a failed, interrupted or canceled run again as a new run with the same
+// workflow and payload, seeded with its completed checkpoints, so only missing steps run.
+func (c *Client) Rerun(ctx context.Context, id string) (string, error) {
+	rec, err := c.Get(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	switch rec.Status {
+	case api.StatusFailed, api.StatusInterrupted, api.StatusCanceled:
+	default:
+		return "", &StateError{ID: id, Status: rec.Status, Want: "failed, interrupted or canceled",
+			Hint: "only a run that did not finish can be re-run"}
+	}
+	seed := map[string]json.RawMessage{}
+	for k, v := range rec.State {
+		if !api.IsReservedStateKey(k) {
+			seed[k] = v
+		}
+	}
+	return c.Start(ctx, StartRequest{Workflow: rec.Workflow, Payload: rec.Payload,
+		Options: &api.RunOptions{Seed: seed, RerunOf: id}})
+}
+
+// Summary is one row of List.
+type Summary struct {
+	ID        string     `json:"id"`
+	Workflow  string     `json:"workflow"`
+	Status    api.Status `json:"status"`
+	CreatedAt time.Time  `json:"created_at"`
+	ClosedAt  *time.Time `json:"closed_at,omitempty"`
+}
+
+// ListRequest filters List.
+type ListRequest struct {
+	Status    api.Status // empty: any
+	Workflow  string     // empty: any
+	Limit     int        // <= 0: 50
+	PageToken []byte
+}
+
+// List returns runs newest first, through the visibility API, and the next page token.
+func (c *Client) List(ctx context.Context, req ListRequest) ([]Summary, []byte, error) {
+	q, err := listQuery(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	limit := req.Limit
+	if limit <= 0 {
+		limit = 50
+	}
+	resp, err := c.tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+		Namespace: c.namespace, PageSize: int32(limit), NextPageToken: req.PageToken, Query: q,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("list runs (query %q): %w", q, err)
+	}
+	out := make([]Summary, 0, len(resp.GetExecutions()))
+	now := time.Now()
+	for _, e := range resp.GetExecutions() {
+		s := Summary{ID: e.GetExecution().GetWorkflowId(), Workflow: e.GetType().GetName(),
+			CreatedAt: e.GetStartTime().AsTime().UTC()}
+		if e.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			s.Status = api.StatusPending
+			if et := e.GetExecutionTime(); et != nil && et.AsTime().After(now) {
+				s.Status = api.StatusQueued
+			}
+			if p := e.GetSearchAttributes().GetIndexedFields()[api.SearchAttributeStatus]; p != nil {
+				var v string
+				if converter.GetDefaultDataConverter().FromPayload(p, &v) == nil && v != "" {
+					s.Status = api.Status(v)
+				}
+			}
+		} else {
+			s.Status = closedStatus(e.GetStatus())
+			t := e.GetCloseTime().AsTime().UTC()
+			s.ClosedAt = &t
+		}
+		out = append(out, s)
+	}
+	return out, resp.GetNextPageToken(), nil
+}
+
+func listQuery(req ListRequest) (string, error) {
+	var parts []string
+	if req.Workflow != "" {
+		if strings.ContainsAny(req.Workflow, `'"\`) {
+			return "", &BadRequestError{Msg: fmt.Sprintf("workflow name %q contains a quote", req.Workflow)}
+		}
+		parts = append(parts, fmt.Sprintf("WorkflowType = '%s'", req.Workflow))
+	}
+	switch req.Status {
+	case "":
+	case api.StatusRunning, api.StatusSuspended:
+		parts = append(parts, fmt.Sprintf("ExecutionStatus = 'Running' AND %s = '%s'", api.SearchAttributeStatus, req.Status))
+	case api.StatusPending, api.StatusQueued:
+		parts = append(parts, fmt.Sprintf("ExecutionStatus = 'Running' AND %s IS NULL", api.SearchAttributeStatus))
+	case api.StatusDone:
+		parts = append(parts, "ExecutionStatus = 'Completed'")
+	case api.StatusFailed:
+		parts = append(parts, "ExecutionStatus = 'Failed'")
+	case api.StatusCanceled:
+		parts = append(parts, "ExecutionStatus = 'Canceled'")
+	case api.StatusInterrupted:
+		parts = append(parts, "(ExecutionStatus = 'Terminated' OR ExecutionStatus = 'TimedOut')")
+	default:
+		return "", &BadRequestError{Msg: fmt.Sprintf("unknown status %q (want one of %v)", req.Status, api.Statuses)}
+	}
+	return strings.Join(parts, " AND "), nil
+}
+
+// Follow calls fn with the run's record now and every time it changes, until fn returns
+// true, the run closes, or ctx ends. It waits on history with a long poll rather than
+// polling the query, so an idle run costs nothing. It returns the last record.
+func (c *Client) Follow(ctx context.Context, id string, fn func(rec api.Record) bool) (api.Record, error) {
+	desc, err := c.describe(ctx, id)
+	if err != nil {
+		return api.Record{}, err
+	}
+	seen := desc.GetWorkflowExecutionInfo().GetHistoryLength()
+	rec, err := c.Get(ctx, id)
+	if err != nil {
+		return api.Record{}, err
+	}
+	if fn(rec) || rec.Status.Closed() {
+		return rec, nil
+	}
+	it := c.tc.GetWorkflowHistory(ctx, id, "", true, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			if ctx.Err() != nil {
+				return rec, ctx.Err()
+			}
+			return rec, fmt.Errorf("follow run %s: %w", id, err)
+		}
+		if ev.GetEventId() <= seen {
+			continue
+		}
+		switch ev.GetEventType() {
+		case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED,
+			enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED,
+			enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED,
+			enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TIMED_OUT, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
+		default:
+			continue
+		}
+		next, err := c.Get(ctx, id)
+		if err != nil {
+			return rec, err
+		}
+		rec = next
+		if fn(rec) || rec.Status.Closed() {
+			return rec, nil
+		}
+	}
+	if ctx.Err() != nil {
+		return rec, ctx.Err()
+	}
+	return c.Get(ctx, id)
+}

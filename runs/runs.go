@@ -1,0 +1,267 @@
+// Package runs is the client side of the compatibility layer: it starts runs, reads their
+// run records, lists them, follows them and sends them decisions, talking to Temporal only.
+// The starter CLI and the HTTP gateway are thin shells over a Client, so both give the
+// same answers and the same errors.
+//
+// Every operation that changes a run validates it against its record first, so a user gets
+// "run X is not suspended (done)" instead of a signal that silently does nothing.
+package runs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+
+	"github.com/nexo-temporal/nexo/api"
+)
+
+// NotFoundError: no run has the id.
+type NotFoundError struct{ ID string }
+
+func (e *NotFoundError) Error() string { return fmt.Sprintf("no run %s", e.ID) }
+
+// StateError: the run is not in a status the operation needs.
+type StateError struct {
+	ID     string
+	Status api.Status
+	Want   string // e.g. "suspended"
+	Hint   string
+}
+
+func (e *StateError) Error() string {
+	msg := fmt.Sprintf("run %s is not %s (%s)", e.ID, e.Want, e.Status)
+	if e.Hint != "" {
+		msg += "; " + e.Hint
+	}
+	return msg
+}
+
+// BadRequestError: the caller's input cannot be used.
+type BadRequestError struct{ Msg string }
+
+func (e *BadRequestError) Error() string { return e.Msg }
+
+// NoWorkerError: nothing answered the run's query in time.
+type NoWorkerError struct {
+	ID        string
+	TaskQueue string
+	Err       error
+}
+
+func (e *NoWorkerError) Error() string {
+	return fmt.Sprintf("run %s: no worker answered the %s query (is a worker polling task queue %q?): %v", e.ID, api.QueryRun, e.TaskQueue, e.Err)
+}
+
+func (e *NoWorkerError) Unwrap() error { return e.Err }
+
+// Client reads and drives runs.
+type Client struct {
+	tc           client.Client
+	namespace    string
+	taskQueue    string
+	QueryTimeout time.Duration
+}
+
+// New returns a Client over a connected Temporal client.
+func New(tc client.Client, namespace, taskQueue string) *Client {
+	return &Client{tc: tc, namespace: namespace, taskQueue: taskQueue, QueryTimeout: 5 * time.Second}
+}
+
+// StartRequest starts a run.
+type StartRequest struct {
+	Workflow   string
+	Payload    json.RawMessage
+	ID         string // empty: a new UUIDv7
+	StartDelay time.Duration
+	Options    *api.RunOptions
+}
+
+// Start starts a run and returns its id.
+func (c *Client) Start(ctx context.Context, req StartRequest) (string, error) {
+	if req.Workflow == "" {
+		return "", &BadRequestError{Msg: "workflow name is empty"}
+	}
+	payload := req.Payload
+	if len(payload) == 0 {
+		payload = json.RawMessage("{}")
+	}
+	if !json.Valid(payload) {
+		return "", &BadRequestError{Msg: fmt.Sprintf("input is not valid JSON: %.80s", payload)}
+	}
+	if req.StartDelay < 0 {
+		return "", &BadRequestError{Msg: fmt.Sprintf("start delay %v is negative", req.StartDelay)}
+	}
+	id := req.ID
+	if id == "" {
+		u, err := uuid.NewV7()
+		if err != nil {
+			return "", fmt.Errorf("generate run id: %w", err)
+		}
+		id = u.String()
+	}
+	args := []any{payload}
+	if req.Options != nil {
+		args = append(args, req.Options)
+	}
+	_, err := c.tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:                       id,
+		TaskQueue:                c.taskQueue,
+		StartDelay:               req.StartDelay,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+	}, req.Workflow, args...)
+	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	if errors.As(err, &started) {
+		return "", &BadRequestError{Msg: fmt.Sprintf("run id %s is already taken; choose another --id", id)}
+	}
+	if err != nil {
+		return "", fmt.Errorf("start %s run %s: %w", req.Workflow, id, err)
+	}
+	return id, nil
+}
+
+// Get returns the run record. A running run answers through the nexo.run query; a run
+// that has not begun (queued, or pending with no worker yet) and a closed run that no
+// worker can replay are reconstructed from history, so `show` works even then.
+func (c *Client) Get(ctx context.Context, id string) (api.Record, error) {
+	desc, err := c.describe(ctx, id)
+	if err != nil {
+		return api.Record{}, err
+	}
+	info := desc.GetWorkflowExecutionInfo()
+	st := info.GetStatus()
+	if st == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		if et := info.GetExecutionTime(); et != nil && et.AsTime().After(time.Now()) {
+			return c.fromHistory(ctx, id, api.StatusQueued)
+		}
+		rec, qerr := c.query(ctx, id)
+		if qerr == nil {
+			return rec, nil
+		}
+		if started, _ := c.hasCompletedTask(ctx, id); !started {
+			return c.fromHistory(ctx, id, api.StatusPending)
+		}
+		return api.Record{}, &NoWorkerError{ID: id, TaskQueue: c.taskQueue, Err: qerr}
+	}
+	closed := closedStatus(st)
+	rec, qerr := c.query(ctx, id)
+	if qerr != nil {
+		return c.fromHistory(ctx, id, closed)
+	}
+	rec.Status = closed
+	return rec, nil
+}
+
+func (c *Client) describe(ctx context.Context, id string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
+	if id == "" {
+		return nil, &BadRequestError{Msg: "run id is empty"}
+	}
+	desc, err := c.tc.DescribeWorkflowExecution(ctx, id, "")
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return nil, &NotFoundError{ID: id}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("describe run %s: %w", id, err)
+	}
+	return desc, nil
+}
+
+func (c *Client) query(ctx context.Context, id string) (api.Record, error) {
+	qctx, cancel := context.WithTimeout(ctx, c.QueryTimeout)
+	defer cancel()
+	v, err := c.tc.QueryWorkflow(qctx, id, "", api.QueryRun)
+	if err != nil {
+		return api.Record{}, err
+	}
+	var rec api.Record
+	if err := v.Get(&rec); err != nil {
+		return api.Record{}, fmt.Errorf("decode record of run %s: %w", id, err)
+	}
+	return rec, nil
+}
+
+func closedStatus(st enumspb.WorkflowExecutionStatus) api.Status {
+	switch st {
+	case enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED:
+		return api.StatusDone
+	case enumspb.WORKFLOW_EXECUTION_STATUS_FAILED:
+		return api.StatusFailed
+	case enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED:
+		return api.StatusCanceled
+	case enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
+		return api.StatusRunning
+	default: // terminated, timed out, continued as new
+		return api.StatusInterrupted
+	}
+}
+
+func (c *Client) hasCompletedTask(ctx context.Context, id string) (bool, error) {
+	it := c.tc.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			return false, err
+		}
+		if ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// fromHistory reconstructs what history alone can tell: workflow, payload, times, and for
+// a closed run its result or error. Events and state live in workflow memory only.
+func (c *Client) fromHistory(ctx context.Context, id string, status api.Status) (api.Record, error) {
+	rec := api.Record{ID: id, Status: status, Payload: json.RawMessage("{}"),
+		State: map[string]json.RawMessage{}, Events: []api.Event{}, Artifacts: []api.Artifact{}}
+	it := c.tc.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			return api.Record{}, fmt.Errorf("read history of run %s: %w", id, err)
+		}
+		rec.UpdatedAt = ev.GetEventTime().AsTime().UTC()
+		switch ev.GetEventType() {
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
+			a := ev.GetWorkflowExecutionStartedEventAttributes()
+			rec.Workflow = a.GetWorkflowType().GetName()
+			rec.CreatedAt = ev.GetEventTime().AsTime().UTC()
+			if p := firstPayload(a.GetInput()); p != nil {
+				rec.Payload = p
+			}
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
+			rec.Result = firstPayload(ev.GetWorkflowExecutionCompletedEventAttributes().GetResult())
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED:
+			msg := ev.GetWorkflowExecutionFailedEventAttributes().GetFailure().GetMessage()
+			rec.Error = &msg
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED:
+			msg := "terminated: " + ev.GetWorkflowExecutionTerminatedEventAttributes().GetReason()
+			rec.Error = &msg
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TIMED_OUT:
+			msg := "timed out"
+			rec.Error = &msg
+		}
+	}
+	return rec, nil
+}
+
+func firstPayload(ps *commonpb.Payloads) json.RawMessage {
+	if ps == nil || len(ps.GetPayloads()) == 0 {
+		return nil
+	}
+	d := ps.GetPayloads()[0].GetData()
+	if !json.Valid(d) {
+		return nil
+	}
+	return json.RawMessage(d)
+}

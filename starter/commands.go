@@ -1,0 +1,647 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/nexo-temporal/nexo/api"
+	"github.com/nexo-temporal/nexo/artifacts"
+	"github.com/nexo-temporal/nexo/runs"
+)
+
+func needArgs(args []string, n int, what string) error {
+	if len(args) != n {
+		return usagef("want %s, got %d argument(s)", what, len(args))
+	}
+	return nil
+}
+
+// readInput returns JSON given inline, as @file, or as @- (standard input).
+func readInput(s string) (json.RawMessage, error) {
+	if s == "" {
+		return nil, nil
+	}
+	b := []byte(s)
+	if strings.HasPrefix(s, "@") {
+		var err error
+		if s == "@-" {
+			b, err = io.ReadAll(os.Stdin)
+		} else {
+			b, err = os.ReadFile(s[1:])
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read --input %s: %w", s, err)
+		}
+	}
+	if !json.Valid(b) {
+		return nil, usagef("--input is not valid JSON: %.80s", strings.TrimSpace(string(b)))
+	}
+	return b, nil
+}
+
+func inputObject(s string) (map[string]any, error) {
+	raw, err := readInput(s)
+	if err != nil || raw == nil {
+		return nil, err
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, usagef("--input must be a JSON object: %v", err)
+	}
+	return m, nil
+}
+
+func runCmd() *command {
+	return &command{
+		name: "run", args: "<workflow>", summary: "Start a run of a workflow and print its id.",
+		flags: func(fs *pflag.FlagSet) {
+			fs.String("input", "", "payload as JSON, @file, or @- for standard input")
+			fs.String("id", "", "run id (default: a new UUIDv7)")
+			fs.Duration("start-delay", 0, "start the run after this long (e.g. 10m); it is queued until then")
+			fs.Bool("wait", false, "follow the run until it is done, failed or suspended")
+			fs.Bool("json", false, "print the run record as JSON when waiting, else {\"id\": ...}")
+		},
+		run: func(ctx context.Context, e *env, fs *pflag.FlagSet, args []string) error {
+			if err := needArgs(args, 1, "a workflow name"); err != nil {
+				return err
+			}
+			in, _ := fs.GetString("input")
+			payload, err := readInput(in)
+			if err != nil {
+				return err
+			}
+			id, _ := fs.GetString("id")
+			delay, _ := fs.GetDuration("start-delay")
+			rc, err := e.runs(ctx)
+			if err != nil {
+				return err
+			}
+			id, err = rc.Start(ctx, runs.StartRequest{Workflow: args[0], Payload: payload, ID: id, StartDelay: delay})
+			if err != nil {
+				return err
+			}
+			asJSON, _ := fs.GetBool("json")
+			if wait, _ := fs.GetBool("wait"); wait {
+				fmt.Fprintf(e.stderr, "started %s run %s\n", args[0], id)
+				return waitRun(ctx, e, rc, id, 0, asJSON)
+			}
+			if asJSON {
+				return e.printJSON(map[string]string{"id": id})
+			}
+			fmt.Fprintln(e.stdout, id)
+			return nil
+		},
+	}
+}
+
+// waitRun follows a run, printing each new event to stderr, until it closes or suspends
+// again after event afterSeq; then prints the outcome and what to do next.
+func waitRun(ctx context.Context, e *env, rc *runs.Client, id string, afterSeq int64, asJSON bool) error {
+	last := afterSeq
+	rec, err := rc.Follow(ctx, id, func(rec api.Record) bool {
+		suspendedAgain := false
+		for _, ev := range rec.Events {
+			if ev.Seq <= last {
+				continue
+			}
+			last = ev.Seq
+			fmt.Fprintf(e.stderr, "  %s\n", eventLine(ev))
+			if ev.Type == "suspended" {
+				suspendedAgain = true
+			}
+		}
+		return rec.Status == api.StatusSuspended && (suspendedAgain || afterSeq == 0 && last > 0)
+	})
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		if err := e.printJSON(rec); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(e.stdout, "run %s is %s\n", id, statusDetail(rec))
+		if next := nextSteps(rec); next != "" {
+			fmt.Fprintln(e.stdout, next)
+		}
+	}
+	if rec.Status == api.StatusFailed {
+		return fmt.Errorf("run %s failed: %s", id, deref(rec.Error))
+	}
+	return nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func statusDetail(rec api.Record) string {
+	switch {
+	case rec.Status == api.StatusSuspended:
+		if a, ok := rec.Approval(); ok {
+			return fmt.Sprintf("suspended: approval of %s (call %s)", a.Tool, a.CallID)
+		}
+		if si, ok := rec.Suspend(); ok {
+			s := "suspended: " + si.Reason
+			if si.ResumeAt != nil {
+				s += ", resumes at " + si.ResumeAt.Format(time.RFC3339)
+			}
+			return s
+		}
+	case rec.Error != nil:
+		return fmt.Sprintf("%s: %s", rec.Status, *rec.Error)
+	}
+	return string(rec.Status)
+}
+
+func nextSteps(rec api.Record) string {
+	switch rec.Status {
+	case api.StatusSuspended:
+		if a, ok := rec.Approval(); ok {
+			return fmt.Sprintf("next: starter approve %s --call %s   or   starter deny %s --call %s --reason \"...\"", rec.ID, a.CallID, rec.ID, a.CallID)
+		}
+		if si, ok := rec.Suspend(); ok && si.ResumeKey != "" {
+			return fmt.Sprintf("next: starter approve %s   or   starter resume %s --key %s --input '{...}'", rec.ID, rec.ID, si.ResumeKey)
+		}
+		return fmt.Sprintf("next: starter approve %s   or   starter deny %s --reason \"...\"   or   starter resume %s --input '{...}'", rec.ID, rec.ID, rec.ID)
+	case api.StatusFailed, api.StatusInterrupted, api.StatusCanceled:
+		return fmt.Sprintf("next: starter logs %s   or   starter rerun %s", rec.ID, rec.ID)
+	case api.StatusDone:
+		return fmt.Sprintf("next: starter show %s", rec.ID)
+	}
+	return ""
+}
+
+func eventLine(ev api.Event) string {
+	data := string(ev.Data)
+	if data == "null" {
+		data = ""
+	}
+	return fmt.Sprintf("#%-3d %s  %-16s %s", ev.Seq, ev.At.Format("15:04:05.000"), ev.Type, data)
+}
+
+func showCmd() *command {
+	return &command{
+		name: "show", args: "<run-id>", summary: "Show a run's record: status, payload, result, state, events, artifacts.",
+		flags: func(fs *pflag.FlagSet) { fs.Bool("json", false, "print the run record as JSON") },
+		run: func(ctx context.Context, e *env, fs *pflag.FlagSet, args []string) error {
+			if err := needArgs(args, 1, "a run id"); err != nil {
+				return err
+			}
+			rc, err := e.runs(ctx)
+			if err != nil {
+				return err
+			}
+			rec, err := rc.Get(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			if asJSON, _ := fs.GetBool("json"); asJSON {
+				return e.printJSON(rec)
+			}
+			printRecord(e.stdout, rec)
+			return nil
+		},
+	}
+}
+
+func printRecord(w io.Writer, rec api.Record) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
+	row("Run", rec.ID)
+	row("Workflow", rec.Workflow)
+	row("Status", statusDetail(rec))
+	row("Created", rec.CreatedAt.Format(time.RFC3339))
+	row("Updated", rec.UpdatedAt.Format(time.RFC3339))
+	row("Payload", string(rec.Payload))
+	if rec.Result != nil {
+		row("Result", string(rec.Result))
+	}
+	if rec.Error != nil {
+		row("Error", *rec.Error)
+	}
+	if a, ok := rec.Approval(); ok {
+		row("Pending", fmt.Sprintf("tool call %s: %s (%s)", a.CallID, a.Tool, a.Capability))
+		if len(a.Args) > 0 && string(a.Args) != "null" {
+			row("  args", string(a.Args))
+		}
+	}
+	var keys []string
+	for _, k := range sortedKeys(rec.State) {
+		if !api.IsReservedStateKey(k) {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) > 0 {
+		row("Checkpoints", strings.Join(keys, ", "))
+	}
+	row("Events", fmt.Sprintf("%d (starter logs %s)", len(rec.Events), rec.ID))
+	for _, a := range rec.Artifacts {
+		row("Artifact", fmt.Sprintf("%s (%d bytes)", a.Name, a.Size))
+	}
+	tw.Flush()
+	if next := nextSteps(rec); next != "" {
+		fmt.Fprintln(w, next)
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	return slices.Sorted(maps.Keys(m))
+}
+
+func listCmd() *command {
+	return &command{
+		name: "list", args: "", summary: "List runs, newest first (through Temporal's visibility API).",
+		flags: func(fs *pflag.FlagSet) {
+			fs.String("status", "", "only runs with this status: "+joinStatuses())
+			fs.String("workflow", "", "only runs of this workflow")
+			fs.Int("limit", 50, "at most this many runs")
+			fs.Bool("json", false, "print JSON")
+		},
+		run: func(ctx context.Context, e *env, fs *pflag.FlagSet, args []string) error {
+			if err := needArgs(args, 0, "no arguments"); err != nil {
+				return err
+			}
+			var req runs.ListRequest
+			if s, _ := fs.GetString("status"); s != "" {
+				st, err := api.ParseStatus(s)
+				if err != nil {
+					return usagef("--status: %v", err)
+				}
+				req.Status = st
+			}
+			req.Workflow, _ = fs.GetString("workflow")
+			req.Limit, _ = fs.GetInt("limit")
+			rc, err := e.runs(ctx)
+			if err != nil {
+				return err
+			}
+			rows, _, err := rc.List(ctx, req)
+			if err != nil {
+				return err
+			}
+			if asJSON, _ := fs.GetBool("json"); asJSON {
+				return e.printJSON(rows)
+			}
+			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tWORKFLOW\tSTATUS\tSTARTED")
+			for _, r := range rows {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.ID, r.Workflow, r.Status, r.CreatedAt.Format(time.RFC3339))
+			}
+			return tw.Flush()
+		},
+	}
+}
+
+func joinStatuses() string {
+	var s []string
+	for _, st := range api.Statuses {
+		s = append(s, string(st))
+	}
+	return strings.Join(s, ", ")
+}
+
+func logsCmd() *command {
+	return &command{
+		name: "logs", args: "<run-id>", summary: "Print a run's events in order, one per line.",
+		flags: func(fs *pflag.FlagSet) {
+			fs.BoolP("follow", "f", false, "keep printing new events until the run closes")
+			fs.Bool("json", false, "print one JSON event per line")
+		},
+		run: func(ctx context.Context, e *env, fs *pflag.FlagSet, args []string) error {
+			if err := needArgs(args, 1, "a run id"); err != nil {
+				return err
+			}
+			rc, err := e.runs(ctx)
+			if err != nil {
+				return err
+			}
+			asJSON, _ := fs.GetBool("json")
+			var last int64
+			print := func(rec api.Record) {
+				for _, ev := range rec.Events {
+					if ev.Seq <= last {
+						continue
+					}
+					last = ev.Seq
+					if asJSON {
+						b, _ := json.Marshal(ev)
+						fmt.Fprintln(e.stdout, string(b))
+					} else {
+						fmt.Fprintln(e.stdout, eventLine(ev))
+					}
+				}
+			}
+			if follow, _ := fs.GetBool("follow"); follow {
+				_, err := rc.Follow(ctx, args[0], func(rec api.Record) bool { print(rec); return false })
+				if errors.Is(err, context.Canceled) {
+					return nil
+				}
+				return err
+			}
+			rec, err := rc.Get(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			print(rec)
+			return nil
+		},
+	}
+}
+
+func resumeCmd() *command {
+	return &command{
+		name: "resume", args: "<run-id>", summary: "Resume a run suspended by the workflow, with input.",
+		flags: func(fs *pflag.FlagSet) {
+			fs.String("input", "", "resume input as a JSON object, @file or @-")
+			fs.String("key", "", "the resume key the run suspended with, if any")
+			fs.String("at", "", "resume at this time (RFC 3339, e.g. 2026-12-01T09:00:00Z) with a durable timer")
+			fs.Duration("in", 0, "resume after this long (e.g. 2h) with a durable timer")
+			fs.Bool("wait", false, "follow the run until it is done, failed or suspended again")
+		},
+		run: func(ctx context.Context, e *env, fs *pflag.FlagSet, args []string) error {
+			if err := needArgs(args, 1, "a run id"); err != nil {
+				return err
+			}
+			in, _ := fs.GetString("input")
+			input, err := inputObject(in)
+			if err != nil {
+				return err
+			}
+			req := runs.ResumeRequest{Input: input}
+			req.Key, _ = fs.GetString("key")
+			atS, _ := fs.GetString("at")
+			inD, _ := fs.GetDuration("in")
+			switch {
+			case atS != "" && inD != 0:
+				return usagef("give --at or --in, not both")
+			case atS != "":
+				at, err := time.Parse(time.RFC3339, atS)
+				if err != nil {
+					return usagef("--at %q: want RFC 3339 such as 2026-12-01T09:00:00Z", atS)
+				}
+				req.At = at
+			case inD < 0:
+				return usagef("--in %v is negative", inD)
+			case inD > 0:
+				req.At = time.Now().Add(inD)
+			}
+			rc, err := e.runs(ctx)
+			if err != nil {
+				return err
+			}
+			before, err := rc.Get(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			if err := rc.Resume(ctx, args[0], req); err != nil {
+				return err
+			}
+			if !req.At.IsZero() {
+				fmt.Fprintf(e.stdout, "run %s resumes at %s\n", args[0], req.At.UTC().Format(time.RFC3339))
+				return nil
+			}
+			fmt.Fprintf(e.stdout, "resumed run %s\n", args[0])
+			if wait, _ := fs.GetBool("wait"); wait {
+				return waitRun(ctx, e, rc, args[0], lastSeq(before), false)
+			}
+			return nil
+		},
+	}
+}
+
+func lastSeq(rec api.Record) int64 {
+	if n := len(rec.Events); n > 0 {
+		return rec.Events[n-1].Seq
+	}
+	return 0
+}
+
+func decideFlags(deny bool) func(fs *pflag.FlagSet) {
+	return func(fs *pflag.FlagSet) {
+		fs.String("call", "", "the pending tool call id (default: whatever is pending)")
+		if deny {
+			fs.String("reason", "", "why (required; the workflow or the model sees it)")
+		} else {
+			fs.String("reason", "", "why (recorded)")
+			fs.Bool("always", false, "approve this tool for the rest of the run")
+		}
+		fs.String("by", os.Getenv("USER"), "who decides (recorded)")
+		fs.Bool("wait", false, "follow the run until it is done, failed or suspended again")
+	}
+}
+
+func decide(approved bool) func(ctx context.Context, e *env, fs *pflag.FlagSet, args []string) error {
+	return func(ctx context.Context, e *env, fs *pflag.FlagSet, args []string) error {
+		if err := needArgs(args, 1, "a run id"); err != nil {
+			return err
+		}
+		d := runs.Decision{Approved: approved}
+		d.CallID, _ = fs.GetString("call")
+		d.Reason, _ = fs.GetString("reason")
+		d.By, _ = fs.GetString("by")
+		if approved {
+			d.Always, _ = fs.GetBool("always")
+		} else if strings.TrimSpace(d.Reason) == "" {
+			return usagef("deny needs --reason")
+		}
+		rc, err := e.runs(ctx)
+		if err != nil {
+			return err
+		}
+		before, err := rc.Get(ctx, args[0])
+		if err != nil {
+			return err
+		}
+		what, err := rc.Decide(ctx, args[0], d)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(e.stdout, what)
+		if wait, _ := fs.GetBool("wait"); wait {
+			return waitRun(ctx, e, rc, args[0], lastSeq(before), false)
+		}
+		return nil
+	}
+}
+
+func approveCmd() *command {
+	return &command{name: "approve", args: "<run-id>",
+		summary: "Approve what a suspended run waits for: a pending tool call, or the workflow's own pause.",
+		flags:   decideFlags(false), run: decide(true)}
+}
+
+func denyCmd() *command {
+	return &command{name: "deny", args: "<run-id> --reason TEXT",
+		summary: "Deny what a suspended run waits for, with a reason.",
+		flags:   decideFlags(true), run: decide(false)}
+}
+
+func artifactsCmd() *command {
+	return &command{
+		name: "artifacts", args: "<run-id>", summary: "List a run's artifacts.",
+		flags: func(fs *pflag.FlagSet) { fs.Bool("json", false, "print JSON") },
+		run: func(ctx context.Context, e *env, fs *pflag.FlagSet, args []string) error {
+			if err := needArgs(args, 1, "a run id"); err != nil {
+				return err
+			}
+			rc, err := e.runs(ctx)
+			if err != nil {
+				return err
+			}
+			rec, err := rc.Get(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			if asJSON, _ := fs.GetBool("json"); asJSON {
+				return e.printJSON(rec.Artifacts)
+			}
+			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tSIZE\tSHA256\tAT")
+			for _, a := range rec.Artifacts {
+				fmt.Fprintf(tw, "%s\t%d\t%.12s\t%s\n", a.Name, a.Size, a.SHA256, a.At.Format(time.RFC3339))
+			}
+			return tw.Flush()
+		},
+	}
+}
+
+func artifactCmd() *command {
+	return &command{
+		name: "artifact", args: "<run-id> <name>", summary: "Write one artifact's bytes to standard output or a file.",
+		flags: func(fs *pflag.FlagSet) {
+			fs.StringP("output", "o", "", "write to this file instead of standard output")
+		},
+		run: func(ctx context.Context, e *env, fs *pflag.FlagSet, args []string) error {
+			if err := needArgs(args, 2, "a run id and an artifact name"); err != nil {
+				return err
+			}
+			rc, err := e.runs(ctx)
+			if err != nil {
+				return err
+			}
+			rec, err := rc.Get(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			a, ok := rec.FindArtifact(args[1])
+			if !ok {
+				var names []string
+				for _, a := range rec.Artifacts {
+					names = append(names, a.Name)
+				}
+				return fmt.Errorf("run %s has no artifact %q (it has: %s)", args[0], args[1], strings.Join(names, ", "))
+			}
+			body, err := artifactBody(e, rec.ID, a)
+			if err != nil {
+				return err
+			}
+			if out, _ := fs.GetString("output"); out != "" {
+				if err := os.WriteFile(out, body, 0o644); err != nil {
+					return fmt.Errorf("write artifact %s to %s: %w", a.Name, out, err)
+				}
+				fmt.Fprintf(e.stderr, "wrote %s (%d bytes) to %s\n", a.Name, len(body), out)
+				return nil
+			}
+			_, err = e.stdout.Write(body)
+			return err
+		},
+	}
+}
+
+// artifactBody returns the bytes: inline content when the record has it, else from the
+// artifact store, checked against the recorded sha256.
+func artifactBody(e *env, runID string, a api.Artifact) ([]byte, error) {
+	var body []byte
+	if a.Content != nil {
+		body = []byte(*a.Content)
+		if a.Encoding == api.EncodingBase64 {
+			var err error
+			if body, err = base64.StdEncoding.DecodeString(*a.Content); err != nil {
+				return nil, fmt.Errorf("decode artifact %s: %w", a.Name, err)
+			}
+		}
+	} else {
+		cfg, err := e.config()
+		if err != nil {
+			return nil, err
+		}
+		st, err := artifacts.Open(cfg.Artifacts.URL)
+		if err != nil {
+			return nil, err
+		}
+		if body, err = st.Get(context.Background(), runID, a.Name); err != nil {
+			return nil, fmt.Errorf("%w (artifacts.url is %s; the starter reads the store the worker wrote)", err, cfg.Artifacts.URL)
+		}
+	}
+	sum := sha256.Sum256(body)
+	if a.SHA256 != "" && hex.EncodeToString(sum[:]) != a.SHA256 {
+		return nil, fmt.Errorf("artifact %s of run %s does not match its recorded sha256 (store changed or corrupt)", a.Name, runID)
+	}
+	return body, nil
+}
+
+func cancelCmd() *command {
+	return &command{
+		name: "cancel", args: "<run-id>", summary: "Cancel an open run.",
+		run: func(ctx context.Context, e *env, fs *pflag.FlagSet, args []string) error {
+			if err := needArgs(args, 1, "a run id"); err != nil {
+				return err
+			}
+			rc, err := e.runs(ctx)
+			if err != nil {
+				return err
+			}
+			if err := rc.Cancel(ctx, args[0]); err != nil {
+				return err
+			}
+			fmt.Fprintf(e.stdout, "cancel requested for run %s\n", args[0])
+			return nil
+		},
+	}
+}
+
+func rerunCmd() *command {
+	return &command{
+		name: "rerun", args: "<run-id>",
+		summary: "Start a failed run again as a new run; completed checkpoints carry over, only missing steps run.",
+		flags: func(fs *pflag.FlagSet) {
+			fs.Bool("wait", false, "follow the new run until it is done, failed or suspended")
+		},
+		run: func(ctx context.Context, e *env, fs *pflag.FlagSet, args []string) error {
+			if err := needArgs(args, 1, "a run id"); err != nil {
+				return err
+			}
+			rc, err := e.runs(ctx)
+			if err != nil {
+				return err
+			}
+			id, err := rc.Rerun(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(e.stdout, id)
+			if wait, _ := fs.GetBool("wait"); wait {
+				return waitRun(ctx, e, rc, id, 0, false)
+			}
+			return nil
+		},
+	}
+}

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+
+	"github.com/spf13/pflag"
+	"go.temporal.io/sdk/client"
+
+	"github.com/nexo-temporal/nexo/config"
+	"github.com/nexo-temporal/nexo/connect"
+	"github.com/nexo-temporal/nexo/runs"
+)
+
+// env is what a command runs with: output streams, and config and clients made on first
+// use (so --help and usage errors never need a server).
+type env struct {
+	stdout, stderr io.Writer
+	fs             *pflag.FlagSet
+
+	cfg    *config.Config
+	tc     client.Client
+	client *runs.Client
+}
+
+func bindCommonFlags(fs *pflag.FlagSet) {
+	config.BindFlags(fs)
+}
+
+func (e *env) config() (config.Config, error) {
+	if e.cfg != nil {
+		return *e.cfg, nil
+	}
+	cfg, err := config.Load(config.LoadOptions{Flags: e.fs})
+	if err != nil {
+		return config.Config{}, err
+	}
+	e.cfg = &cfg
+	return cfg, nil
+}
+
+func (e *env) runs(ctx context.Context) (*runs.Client, error) {
+	if e.client != nil {
+		return e.client, nil
+	}
+	cfg, err := e.config()
+	if err != nil {
+		return nil, err
+	}
+	// The SDK logs at info about its own connection; a CLI shows only warnings.
+	logger := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	tc, err := connect.Dial(ctx, cfg, logger)
+	if err != nil {
+		return nil, err
+	}
+	e.tc = tc
+	e.client = runs.New(tc, cfg.Temporal.Namespace, cfg.Temporal.TaskQueue)
+	return e.client, nil
+}
+
+func (e *env) close() {
+	if e.tc != nil {
+		e.tc.Close()
+	}
+}
+
+// printJSON writes v as indented JSON.
+func (e *env) printJSON(v any) error {
+	enc := json.NewEncoder(e.stdout)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return fmt.Errorf("encode output: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,139 @@
+// Command starter is the command-line client of Nexo on Temporal: it starts runs, shows
+// their run records, lists and follows them, and sends resumes and approvals. It talks to
+// Temporal only (through package runs), never to a database.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/pflag"
+)
+
+// command is one subcommand.
+type command struct {
+	name    string
+	args    string // usage of positional arguments
+	summary string
+	flags   func(fs *pflag.FlagSet)
+	run     func(ctx context.Context, e *env, fs *pflag.FlagSet, args []string) error
+}
+
+// usageError is a mistake in the command line: exit code 2 and the command's usage.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, a ...any) error { return &usageError{msg: fmt.Sprintf(format, a...)} }
+
+func commands() []*command {
+	return []*command{
+		runCmd(), showCmd(), listCmd(), logsCmd(), resumeCmd(), approveCmd(), denyCmd(),
+		artifactsCmd(), artifactCmd(), cancelCmd(), rerunCmd(),
+	}
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run executes one command line and returns the exit code: 0 ok, 1 failed, 2 usage.
+func run(ctx context.Context, argv []string, stdout, stderr io.Writer) int {
+	cmds := commands()
+	if len(argv) == 0 || argv[0] == "help" || argv[0] == "-h" || argv[0] == "--help" {
+		if len(argv) > 1 {
+			for _, c := range cmds {
+				if c.name == argv[1] {
+					fs := newFlagSet(c)
+					fs.SetOutput(stdout)
+					printUsage(stdout, c, fs)
+					return 0
+				}
+			}
+		}
+		printOverview(stdout, cmds)
+		if len(argv) == 0 {
+			return 2
+		}
+		return 0
+	}
+	var cmd *command
+	for _, c := range cmds {
+		if c.name == argv[0] {
+			cmd = c
+		}
+	}
+	if cmd == nil {
+		fmt.Fprintf(stderr, "starter: unknown command %q\n\n", argv[0])
+		printOverview(stderr, cmds)
+		return 2
+	}
+	fs := newFlagSet(cmd)
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(argv[1:]); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			fs.SetOutput(stdout)
+			printUsage(stdout, cmd, fs)
+			return 0
+		}
+		fmt.Fprintf(stderr, "starter %s: %v\n", cmd.name, err)
+		printUsage(stderr, cmd, fs)
+		return 2
+	}
+	e := &env{stdout: stdout, stderr: stderr, fs: fs}
+	defer e.close()
+	err := cmd.run(ctx, e, fs, fs.Args())
+	var ue *usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "starter %s: %v\n", cmd.name, err)
+		printUsage(stderr, cmd, fs)
+		return 2
+	default:
+		fmt.Fprintf(stderr, "starter %s: %v\n", cmd.name, err)
+		return 1
+	}
+}
+
+func newFlagSet(c *command) *pflag.FlagSet {
+	fs := pflag.NewFlagSet(c.name, pflag.ContinueOnError)
+	fs.SortFlags = false
+	if c.flags != nil {
+		c.flags(fs)
+	}
+	bindCommonFlags(fs)
+	return fs
+}
+
+func printOverview(w io.Writer, cmds []*command) {
+	fmt.Fprintln(w, "starter: start, inspect and approve Nexo runs on Temporal.")
+	fmt.Fprintln(w, "\nUsage: starter <command> [arguments] [flags]\n\nCommands:")
+	for _, c := range cmds {
+		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w, "\nRun 'starter <command> --help' for a command's arguments and flags.")
+}
+
+func printUsage(w io.Writer, c *command, fs *pflag.FlagSet) {
+	fmt.Fprintf(w, "Usage: starter %s %s\n\n%s\n\nFlags:\n", c.name, c.args, c.summary)
+	fmt.Fprint(w, indent(fs.FlagUsages()))
+}
+
+func indent(s string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	for i, l := range lines {
+		lines[i] = "  " + strings.TrimLeft(l, " ")
+	}
+	return strings.Join(lines, "\n") + "\n"
+}
