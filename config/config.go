@@ -1,0 +1,199 @@
+// Package config turns a YAML file, NEXO_* environment variables and command-line flags
+// into one typed Config. It is the only importer of viper, and it uses its own viper
+// instance, never the global one. Load never logs; Validate names the bad field.
+//
+// # Sources and precedence
+//
+// A flag beats an environment variable, which beats the config file, which beats the
+// default (see Defaults). Every key below can come from any of the four:
+//
+//	key                      environment variable             default
+//	temporal.address         NEXO_TEMPORAL_ADDRESS            127.0.0.1:7233
+//	temporal.namespace       NEXO_TEMPORAL_NAMESPACE          default
+//	temporal.task_queue      NEXO_TEMPORAL_TASK_QUEUE         nexo
+//	temporal.api_key_env     NEXO_TEMPORAL_API_KEY_ENV        "" (no API key)
+//	temporal.tls.enabled     NEXO_TEMPORAL_TLS_ENABLED        false
+//	temporal.tls.cert_file   NEXO_TEMPORAL_TLS_CERT_FILE      ""
+//	temporal.tls.key_file    NEXO_TEMPORAL_TLS_KEY_FILE       ""
+//	temporal.tls.ca_file     NEXO_TEMPORAL_TLS_CA_FILE        ""
+//	temporal.tls.server_name NEXO_TEMPORAL_TLS_SERVER_NAME    ""
+//	dev.ip                   NEXO_DEV_IP                      127.0.0.1
+//	dev.frontend_port        NEXO_DEV_FRONTEND_PORT           7233
+//	dev.ui_port              NEXO_DEV_UI_PORT                 8233 (0 disables the UI)
+//	dev.db_path              NEXO_DEV_DB_PATH                 .nexo/temporal.db
+//	artifacts.url            NEXO_ARTIFACTS_URL               file://.nexo/artifacts
+//	artifacts.inline_limit   NEXO_ARTIFACTS_INLINE_LIMIT      32768
+//	sandbox.root             NEXO_SANDBOX_ROOT                .nexo/workspaces
+//	sandbox.shell_timeout    NEXO_SANDBOX_SHELL_TIMEOUT       2m
+//	log.level                NEXO_LOG_LEVEL                   info
+//	log.format               NEXO_LOG_FORMAT                  text
+//
+// The environment variable of a key is NEXO_ followed by the key in upper case with "."
+// replaced by "_". An empty variable counts as unset.
+//
+// The config file is, in order: LoadOptions.File, the --config flag, NEXO_CONFIG, then
+// ./nexo.yaml if it exists. Its format follows its extension (.yaml, .yml, .json, .toml;
+// none means YAML). A key in the file that no field reads is an error, so a typo
+// ("adress") fails loudly instead of being ignored.
+//
+// Flags: BindFlags defines the flags the binaries share (--config, --address, --namespace,
+// --task-queue, --log-level). Besides those, Load honours any flag in the FlagSet whose
+// name is a key above ("temporal.tls.enabled", "dev.ui_port"), so a binary can expose more
+// keys without touching this package. Only flags the user set count: a flag's own default
+// never overrides the file or the environment; Defaults is the one source of defaults.
+//
+// Relative paths (db_path, root, file:// artifact URLs, TLS files) are kept as given; the
+// binaries resolve them against their working directory.
+//
+// # Adding a section
+//
+// Add a field with a mapstructure tag to Config (and its defaults to Defaults). Every
+// leaf of the new struct becomes a key with an environment variable and flag name of its
+// own, and the file may then contain it; nothing else in Load changes. Map and slice
+// fields (agents:, mcp servers) are read from the file as a whole; their inner keys are
+// checked against the element struct.
+package config
+
+import (
+	"os"
+	"strings"
+	"time"
+
+	"github.com/nexo-temporal/nexo/api"
+)
+
+// DefaultFile is the config file Load reads from the working directory when no file is
+// named.
+const DefaultFile = "nexo.yaml"
+
+// Defaults returns the configuration used for every key that no file, environment
+// variable or flag sets.
+func Defaults() Config {
+	return Config{
+		Temporal: Temporal{
+			Address:   "127.0.0.1:7233",
+			Namespace: api.DefaultNamespace,
+			TaskQueue: api.DefaultTaskQueue,
+		},
+		Dev: Dev{
+			IP:           "127.0.0.1",
+			FrontendPort: 7233,
+			UIPort:       8233,
+			DBPath:       ".nexo/temporal.db",
+		},
+		Artifacts: Artifacts{
+			URL:         "file://.nexo/artifacts",
+			InlineLimit: 32768,
+		},
+		Sandbox: Sandbox{
+			Root:         ".nexo/workspaces",
+			ShellTimeout: 2 * time.Minute,
+		},
+		Log: Log{
+			Level:  "info",
+			Format: "text",
+		},
+	}
+}
+
+// Config is everything a worker or starter needs. Every key has a default (see
+// Defaults), so an environment override such as NEXO_TEMPORAL_ADDRESS always reaches it.
+type Config struct {
+	Temporal  Temporal  `mapstructure:"temporal"`
+	Dev       Dev       `mapstructure:"dev"`
+	Artifacts Artifacts `mapstructure:"artifacts"`
+	Sandbox   Sandbox   `mapstructure:"sandbox"`
+	Log       Log       `mapstructure:"log"`
+}
+
+// Temporal says how to reach the Temporal frontend.
+type Temporal struct {
+	// Address is host:port of the frontend (default 127.0.0.1:7233).
+	Address string `mapstructure:"address"`
+	// Namespace (default "default").
+	Namespace string `mapstructure:"namespace"`
+	// TaskQueue the worker polls and the starter targets (default "nexo").
+	TaskQueue string `mapstructure:"task_queue"`
+	TLS       TLS    `mapstructure:"tls"`
+	// APIKeyEnv names the environment variable holding an API key (Temporal Cloud). The
+	// key itself is never a config value, so it cannot end up in a file or a log.
+	APIKeyEnv string `mapstructure:"api_key_env"`
+}
+
+// TLS configures the client's TLS. Enabled with no files uses the system roots.
+type TLS struct {
+	Enabled    bool   `mapstructure:"enabled"`
+	CertFile   string `mapstructure:"cert_file"`
+	KeyFile    string `mapstructure:"key_file"`
+	CAFile     string `mapstructure:"ca_file"`
+	ServerName string `mapstructure:"server_name"`
+}
+
+// Dev configures the embedded Temporal server started by `worker --dev`.
+type Dev struct {
+	// IP the frontend and UI bind to (default 127.0.0.1).
+	IP string `mapstructure:"ip"`
+	// FrontendPort (default 7233).
+	FrontendPort int `mapstructure:"frontend_port"`
+	// UIPort (default 8233); 0 disables the Web UI.
+	UIPort int `mapstructure:"ui_port"`
+	// DBPath is the SQLite file (default .nexo/temporal.db) so runs survive a restart.
+	DBPath string `mapstructure:"db_path"`
+}
+
+// Artifacts configures the artifact store.
+type Artifacts struct {
+	// URL of the store: a directory path or file:// URL (default file://.nexo/artifacts).
+	URL string `mapstructure:"url"`
+	// InlineLimit is the largest artifact (bytes) whose content is also kept inline in
+	// the run record (default 32768).
+	InlineLimit int `mapstructure:"inline_limit"`
+}
+
+// Sandbox configures sandboxes the worker creates.
+type Sandbox struct {
+	// Root holds the per-run workspaces of local sandboxes (default .nexo/workspaces).
+	Root string `mapstructure:"root"`
+	// ShellTimeout bounds a command unless the caller gives less (default 2m).
+	ShellTimeout time.Duration `mapstructure:"shell_timeout"`
+}
+
+// Log configures the binaries' slog output.
+type Log struct {
+	// Level is debug, info, warn or error (default info).
+	Level string `mapstructure:"level"`
+	// Format is text or json (default text).
+	Format string `mapstructure:"format"`
+}
+
+// APIKey returns the Temporal API key from the environment variable named by APIKeyEnv,
+// or "" when APIKeyEnv is empty or the variable is unset. getenv is usually os.Getenv;
+// nil means os.Getenv.
+func (t Temporal) APIKey(getenv func(string) string) string {
+	if t.APIKeyEnv == "" {
+		return ""
+	}
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	return getenv(t.APIKeyEnv)
+}
+
+// APIKey is shorthand for c.Temporal.APIKey(getenv).
+func (c Config) APIKey(getenv func(string) string) string {
+	return c.Temporal.APIKey(getenv)
+}
+
+// LocalDir returns the directory of a local artifact store: URL itself when it is a plain
+// path, the rest after "file://" otherwise (so "file://.nexo/artifacts" is the relative
+// directory .nexo/artifacts, and "file:///var/nexo" is /var/nexo). ok is false for any
+// other scheme, which names a remote store.
+func (a Artifacts) LocalDir() (dir string, ok bool) {
+	if rest, found := strings.CutPrefix(a.URL, "file://"); found {
+		return rest, true
+	}
+	if strings.Contains(a.URL, "://") {
+		return "", false
+	}
+	return a.URL, true
+}

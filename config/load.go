@@ -1,0 +1,400 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/go-viper/mapstructure/v2"
+	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
+)
+
+// Sentinel errors of the package; the returned errors wrap them and add the file or key.
+var (
+	// ErrUnknownKey is wrapped by the error for a config-file key that no field reads.
+	ErrUnknownKey = errors.New("unknown config key")
+)
+
+// envPrefix starts every environment variable Load reads.
+const envPrefix = "NEXO"
+
+// envConfigFile names the config file when neither LoadOptions.File nor --config does.
+const envConfigFile = envPrefix + "_CONFIG"
+
+// LoadOptions says where Load looks. The zero value reads ./nexo.yaml if present, the
+// process environment, and no flags.
+type LoadOptions struct {
+	// File is the config file to read; it must exist. Empty: the --config flag, then
+	// NEXO_CONFIG, then ./nexo.yaml if present.
+	File string
+	// Flags are the parsed command-line flags; nil means none. Load reads the flags
+	// BindFlags defines and any flag named exactly like a key ("dev.ui_port"), when set.
+	Flags *pflag.FlagSet
+	// Env is the environment as "KEY=value" pairs; nil means os.Environ(). Tests pass
+	// their own so they need not touch the process environment.
+	Env []string
+	// RequireFile makes a missing config file an error even when none was named.
+	RequireFile bool
+}
+
+// Load builds the Config from defaults, the config file, NEXO_* environment variables and
+// flags (later ones win), then validates it. It never logs; every problem is in the
+// returned error, which names the file, key or field at fault.
+func Load(opts LoadOptions) (Config, error) {
+	env := envMap(opts.Env)
+	defaults := defaultValues()
+
+	v := viper.New()
+	for key, value := range defaults {
+		v.SetDefault(key, value)
+	}
+
+	file, err := configFile(opts, env)
+	if err != nil {
+		return Config{}, err
+	}
+	if file != "" {
+		if err := readFile(v, file); err != nil {
+			return Config{}, err
+		}
+	}
+
+	// Viper reads the environment only through os.LookupEnv, so an injected Env could not
+	// reach it. Instead the NEXO_* values are merged over the file's: the same precedence
+	// (flag > env > file > default), for exactly the keys Config has.
+	if overrides := envOverrides(defaults, env); len(overrides) > 0 {
+		if err := v.MergeConfigMap(overrides); err != nil {
+			return Config{}, fmt.Errorf("apply %s_* environment: %w", envPrefix, err)
+		}
+	}
+
+	if opts.Flags != nil {
+		if err := bindFlags(v, opts.Flags, defaults); err != nil {
+			return Config{}, err
+		}
+	}
+
+	var (
+		cfg Config
+		md  mapstructure.Metadata
+	)
+	decodeErr := v.Unmarshal(&cfg, func(dc *mapstructure.DecoderConfig) {
+		dc.Metadata = &md
+		dc.DecodeHook = mapstructure.ComposeDecodeHookFunc(
+			rejectBareNumberDuration,
+			mapstructure.StringToTimeDurationHookFunc(),
+			mapstructure.StringToWeakSliceHookFunc(","),
+		)
+	})
+	// Only the file can carry keys Config lacks: the environment and flags are looked up
+	// by known key. Report them before any decode error, since a typo is the likelier fault.
+	if len(md.Unused) > 0 {
+		return Config{}, unknownKeys(file, md.Unused, defaults)
+	}
+	if decodeErr != nil {
+		return Config{}, fmt.Errorf("decode config%s: %w", inFile(file), fieldErrors(decodeErr, env))
+	}
+	if err := cfg.Validate(); err != nil {
+		return Config{}, fmt.Errorf("invalid config%s: %w", inFile(file), err)
+	}
+	return cfg, nil
+}
+
+// configFile picks the file to read ("" for none) following LoadOptions.File's rules.
+func configFile(opts LoadOptions, env map[string]string) (string, error) {
+	named, source := opts.File, ""
+	if named == "" && opts.Flags != nil {
+		if f := opts.Flags.Lookup(FlagConfig); f != nil && f.Changed {
+			named, source = f.Value.String(), "--"+FlagConfig
+		}
+	}
+	if named == "" && env[envConfigFile] != "" {
+		named, source = env[envConfigFile], envConfigFile
+	}
+	if named != "" {
+		if source != "" {
+			source = " (from " + source + ")"
+		}
+		info, err := os.Stat(named)
+		if err != nil {
+			return "", fmt.Errorf("config file %q%s: %w", named, source, err)
+		}
+		if info.IsDir() {
+			return "", fmt.Errorf("config file %q%s: is a directory", named, source)
+		}
+		return named, nil
+	}
+	switch _, err := os.Stat(DefaultFile); {
+	case err == nil:
+		return DefaultFile, nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return "", fmt.Errorf("config file %q: %w", DefaultFile, err)
+	case opts.RequireFile:
+		return "", fmt.Errorf("no config file: pass --%s, set %s or create ./%s: %w",
+			FlagConfig, envConfigFile, DefaultFile, fs.ErrNotExist)
+	}
+	return "", nil
+}
+
+// readFile loads file into v, choosing the format by extension.
+func readFile(v *viper.Viper, file string) error {
+	ext := strings.ToLower(strings.TrimPrefix(filepath.Ext(file), "."))
+	switch ext {
+	case "":
+		ext = "yaml"
+	case "yaml", "yml", "json", "toml":
+	default:
+		return fmt.Errorf("config file %q: unsupported extension %q (want .yaml, .yml, .json or .toml)", file, "."+ext)
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		return fmt.Errorf("open config file: %w", err)
+	}
+	defer f.Close()
+	v.SetConfigType(ext)
+	if err := v.ReadConfig(f); err != nil {
+		return fmt.Errorf("read config file %q: %w", file, err)
+	}
+	return nil
+}
+
+// envMap turns "KEY=value" pairs into a map; nil means the process environment.
+func envMap(pairs []string) map[string]string {
+	if pairs == nil {
+		pairs = os.Environ()
+	}
+	m := make(map[string]string, len(pairs))
+	for _, kv := range pairs {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// envName is the environment variable of a key: temporal.task_queue → NEXO_TEMPORAL_TASK_QUEUE.
+func envName(key string) string {
+	return envPrefix + "_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
+}
+
+// envOverrides returns the set, non-empty NEXO_* variables of known keys as a nested map
+// ready for viper.MergeConfigMap. Values stay strings; decoding converts them.
+func envOverrides(defaults map[string]any, env map[string]string) map[string]any {
+	out := map[string]any{}
+	for key := range defaults {
+		value := env[envName(key)]
+		if value == "" {
+			continue
+		}
+		m := out
+		parts := strings.Split(key, ".")
+		for _, p := range parts[:len(parts)-1] {
+			next, ok := m[p].(map[string]any)
+			if !ok {
+				next = map[string]any{}
+				m[p] = next
+			}
+			m = next
+		}
+		m[parts[len(parts)-1]] = value
+	}
+	return out
+}
+
+// bindFlags binds every flag the user set whose name is a config key, or one of the
+// short names BindFlags defines. Flags left unset are not bound at all, so only Defaults
+// supplies defaults and an unset flag can never shadow the file or the environment.
+func bindFlags(v *viper.Viper, fs *pflag.FlagSet, defaults map[string]any) error {
+	bind := func(key string, f *pflag.Flag) error {
+		if err := v.BindPFlag(key, f); err != nil {
+			return fmt.Errorf("bind flag --%s to %s: %w", f.Name, key, err)
+		}
+		return nil
+	}
+	// Short names first, so a flag spelled as the key itself wins when both are set.
+	for _, name := range sortedKeys(flagKeys) {
+		if f := fs.Lookup(name); f != nil && f.Changed {
+			if err := bind(flagKeys[name], f); err != nil {
+				return err
+			}
+		}
+	}
+	for key := range defaults {
+		if f := fs.Lookup(key); f != nil && f.Changed {
+			if err := bind(key, f); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// durationType is the type the duration decode hook guards.
+var durationType = reflect.TypeOf(time.Duration(0))
+
+// rejectBareNumberDuration refuses a number for a duration field: YAML "shell_timeout:
+// 120" would otherwise decode as 120 nanoseconds.
+func rejectBareNumberDuration(from, to reflect.Type, data any) (any, error) {
+	if to != durationType || from == durationType {
+		return data, nil
+	}
+	switch from.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
+		reflect.Float32, reflect.Float64:
+		return nil, fmt.Errorf("bare number %v: want a duration with a unit, such as \"2m\" or \"30s\"", data)
+	}
+	return data, nil
+}
+
+// fieldErrors rewrites mapstructure's decode errors as *FieldError, one per field, so a
+// value of the wrong type reads like a Validate error ("dev.ui_port \"eighty\": want int")
+// and says which environment variable it came from.
+func fieldErrors(err error, env map[string]string) error {
+	var out []error
+	var walk func(error)
+	walk = func(err error) {
+		if joined, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range joined.Unwrap() {
+				walk(e)
+			}
+			return
+		}
+		var de *mapstructure.DecodeError
+		if !errors.As(err, &de) {
+			out = append(out, err)
+			return
+		}
+		fe := &FieldError{Field: de.Name(), Problem: de.Unwrap().Error()}
+		var (
+			pe *mapstructure.ParseError
+			ue *mapstructure.UnconvertibleTypeError
+		)
+		switch {
+		case errors.As(de, &pe):
+			fe.Value, fe.Problem = pe.Value, "want "+pe.Expected.Type().String()
+		case errors.As(de, &ue):
+			fe.Value, fe.Problem = ue.Value, "want "+ue.Expected.Type().String()
+		}
+		if name := envName(de.Name()); env[name] != "" {
+			fe.Problem += " (from " + name + ")"
+		}
+		out = append(out, fe)
+	}
+	// mapstructure wraps several errors as "decoding failed ...: %w" around a join.
+	var joined interface{ Unwrap() []error }
+	if errors.As(err, &joined) {
+		walk(joined.(error))
+	} else {
+		walk(err)
+	}
+	return errors.Join(out...)
+}
+
+// unknownKeys builds the error for config-file keys no field reads, suggesting the
+// nearest known key for each.
+func unknownKeys(file string, unused []string, defaults map[string]any) error {
+	sort.Strings(unused)
+	known := sortedKeys(defaults)
+	errs := make([]error, 0, len(unused))
+	for _, key := range unused {
+		hint := ""
+		if s := nearest(key, known); s != "" {
+			hint = fmt.Sprintf(" (did you mean %q?)", s)
+		}
+		errs = append(errs, fmt.Errorf("%w %q%s", ErrUnknownKey, key, hint))
+	}
+	return fmt.Errorf("config%s: %w", inFile(file), errors.Join(errs...))
+}
+
+// inFile renders " file F" for error messages, or nothing when no file was read.
+func inFile(file string) string {
+	if file == "" {
+		return ""
+	}
+	return fmt.Sprintf(" file %q", file)
+}
+
+// nearest returns the known key closest to key by edit distance, or "" when none is
+// close enough to be a plausible typo.
+func nearest(key string, known []string) string {
+	best, bestDist := "", len(key)/3+1
+	for _, k := range known {
+		if d := editDistance(key, k); d < bestDist {
+			best, bestDist = k, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// defaultValues flattens Defaults() into dotted keys ("temporal.tls.enabled") and values,
+// following the mapstructure tags. Nested structs are descended; anything else (scalars,
+// durations, maps, slices) is one key. This is what makes a new field a known key with
+// an environment variable, without listing it anywhere else.
+func defaultValues() map[string]any {
+	out := map[string]any{}
+	flatten("", reflect.ValueOf(Defaults()), out)
+	return out
+}
+
+func flatten(prefix string, v reflect.Value, out map[string]any) {
+	t := v.Type()
+	for i := range t.NumField() {
+		field := t.Field(i)
+		if !field.IsExported() {
+			continue
+		}
+		name, _, _ := strings.Cut(field.Tag.Get("mapstructure"), ",")
+		if name == "" || name == "-" {
+			name = strings.ToLower(field.Name)
+		}
+		key := name
+		if prefix != "" {
+			key = prefix + "." + name
+		}
+		fv := v.Field(i)
+		if fv.Kind() == reflect.Struct {
+			flatten(key, fv, out)
+			continue
+		}
+		out[key] = fv.Interface()
+	}
+}
+
+// sortedKeys returns m's keys in order, so iteration (and so errors) are deterministic.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

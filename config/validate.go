@@ -1,0 +1,144 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// MaxInlineLimit caps artifacts.inline_limit. An inline artifact travels in the run record
+// (a query result) base64-encoded, so 1 MiB becomes ~1.4 MB, which still fits under
+// Temporal's 2 MB payload limit with room for the rest of the record.
+const MaxInlineLimit = 1 << 20
+
+// Accepted values of log.level and log.format.
+var (
+	logLevels  = []string{"debug", "info", "warn", "error"}
+	logFormats = []string{"text", "json"}
+)
+
+// envVarName matches a POSIX environment variable name.
+var envVarName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// FieldError is one invalid field: its config key, the value found, and what was wanted.
+type FieldError struct {
+	// Field is the config key, e.g. "temporal.address".
+	Field string
+	// Value is the offending value; nil when the problem is an absence.
+	Value any
+	// Problem says what is wrong or wanted, e.g. "want host:port".
+	Problem string
+}
+
+func (e *FieldError) Error() string {
+	switch v := e.Value.(type) {
+	case nil:
+		return fmt.Sprintf("%s: %s", e.Field, e.Problem)
+	case string:
+		return fmt.Sprintf("%s %q: %s", e.Field, v, e.Problem)
+	default:
+		return fmt.Sprintf("%s %v: %s", e.Field, v, e.Problem)
+	}
+}
+
+// Validate checks every field and returns all problems at once (errors.Join of
+// *FieldError), or nil. It does not touch the file system: TLS files and paths are
+// checked by whoever opens them.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(field string, value any, problem string, args ...any) {
+		errs = append(errs, &FieldError{Field: field, Value: value, Problem: fmt.Sprintf(problem, args...)})
+	}
+
+	// temporal
+	t := c.Temporal
+	if err := checkHostPort(t.Address); err != "" {
+		bad("temporal.address", t.Address, "%s", err)
+	}
+	if strings.TrimSpace(t.Namespace) == "" {
+		bad("temporal.namespace", t.Namespace, "must not be empty")
+	}
+	if strings.TrimSpace(t.TaskQueue) == "" {
+		bad("temporal.task_queue", t.TaskQueue, "must not be empty")
+	}
+	if t.APIKeyEnv != "" && !envVarName.MatchString(t.APIKeyEnv) {
+		bad("temporal.api_key_env", t.APIKeyEnv,
+			"want the name of an environment variable, such as TEMPORAL_API_KEY (the key itself never goes in config)")
+	}
+	tls := t.TLS
+	if tls.CertFile != "" && tls.KeyFile == "" {
+		bad("temporal.tls.key_file", nil, "required when temporal.tls.cert_file is set")
+	}
+	if tls.KeyFile != "" && tls.CertFile == "" {
+		bad("temporal.tls.cert_file", nil, "required when temporal.tls.key_file is set")
+	}
+	if !tls.Enabled && (tls.CertFile != "" || tls.KeyFile != "" || tls.CAFile != "" || tls.ServerName != "") {
+		bad("temporal.tls.enabled", false, "cert_file, key_file, ca_file or server_name is set; set enabled: true or remove them")
+	}
+
+	// dev
+	d := c.Dev
+	if net.ParseIP(d.IP) == nil {
+		bad("dev.ip", d.IP, "want an IP address, such as 127.0.0.1")
+	}
+	if d.FrontendPort < 1 || d.FrontendPort > 65535 {
+		bad("dev.frontend_port", d.FrontendPort, "want a port in 1-65535")
+	}
+	switch {
+	case d.UIPort < 0 || d.UIPort > 65535:
+		bad("dev.ui_port", d.UIPort, "want a port in 1-65535, or 0 to disable the UI")
+	case d.UIPort != 0 && d.UIPort == d.FrontendPort:
+		bad("dev.ui_port", d.UIPort, "same as dev.frontend_port")
+	}
+
+	// artifacts
+	a := c.Artifacts
+	if strings.TrimSpace(a.URL) == "" {
+		bad("artifacts.url", a.URL, "want a directory or a file:// URL")
+	} else if dir, ok := a.LocalDir(); ok && dir == "" {
+		bad("artifacts.url", a.URL, "file:// URL without a path")
+	}
+	if a.InlineLimit < 0 {
+		bad("artifacts.inline_limit", a.InlineLimit, "must not be negative (0 keeps no content inline)")
+	} else if a.InlineLimit > MaxInlineLimit {
+		bad("artifacts.inline_limit", a.InlineLimit,
+			"want at most %d: inline content travels in the run record, which must stay under Temporal's 2 MB payload limit", MaxInlineLimit)
+	}
+
+	// sandbox
+	s := c.Sandbox
+	if strings.TrimSpace(s.Root) == "" {
+		bad("sandbox.root", s.Root, "must not be empty")
+	}
+	if s.ShellTimeout < time.Second {
+		bad("sandbox.shell_timeout", s.ShellTimeout, "want at least 1s")
+	}
+
+	// log
+	if !slices.Contains(logLevels, strings.ToLower(c.Log.Level)) {
+		bad("log.level", c.Log.Level, "want one of %s", strings.Join(logLevels, ", "))
+	}
+	if !slices.Contains(logFormats, strings.ToLower(c.Log.Format)) {
+		bad("log.format", c.Log.Format, "want one of %s", strings.Join(logFormats, ", "))
+	}
+
+	return errors.Join(errs...)
+}
+
+// checkHostPort returns "" when addr is host:port with a port in 1-65535, else the problem.
+func checkHostPort(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || host == "" || port == "" {
+		return "want host:port"
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 1 || n > 65535 {
+		return "want a port in 1-65535"
+	}
+	return ""
+}

@@ -1,0 +1,111 @@
+package config
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name   string
+		change func(c *Config)
+		want   string // the whole message of the one FieldError expected
+	}{
+		{"address without port", func(c *Config) { c.Temporal.Address = "foo" }, `temporal.address "foo": want host:port`},
+		{"address without host", func(c *Config) { c.Temporal.Address = ":7233" }, `temporal.address ":7233": want host:port`},
+		{"address port out of range", func(c *Config) { c.Temporal.Address = "h:70000" }, `temporal.address "h:70000": want a port in 1-65535`},
+		{"address port not a number", func(c *Config) { c.Temporal.Address = "h:http" }, `temporal.address "h:http": want a port in 1-65535`},
+		{"empty namespace", func(c *Config) { c.Temporal.Namespace = "" }, `temporal.namespace "": must not be empty`},
+		{"empty task queue", func(c *Config) { c.Temporal.TaskQueue = " " }, `temporal.task_queue " ": must not be empty`},
+		{"api key pasted instead of a variable name", func(c *Config) { c.Temporal.APIKeyEnv = "eyJhbGciOi.J9" },
+			`temporal.api_key_env "eyJhbGciOi.J9": want the name of an environment variable, such as TEMPORAL_API_KEY (the key itself never goes in config)`},
+		{"cert without key", func(c *Config) { c.Temporal.TLS = TLS{Enabled: true, CertFile: "c.pem"} },
+			`temporal.tls.key_file: required when temporal.tls.cert_file is set`},
+		{"key without cert", func(c *Config) { c.Temporal.TLS = TLS{Enabled: true, KeyFile: "k.pem"} },
+			`temporal.tls.cert_file: required when temporal.tls.key_file is set`},
+		{"tls files while disabled", func(c *Config) { c.Temporal.TLS = TLS{CAFile: "ca.pem"} },
+			`temporal.tls.enabled false: cert_file, key_file, ca_file or server_name is set; set enabled: true or remove them`},
+		{"dev ip not an IP", func(c *Config) { c.Dev.IP = "localhost" }, `dev.ip "localhost": want an IP address, such as 127.0.0.1`},
+		{"frontend port zero", func(c *Config) { c.Dev.FrontendPort = 0 }, `dev.frontend_port 0: want a port in 1-65535`},
+		{"frontend port too big", func(c *Config) { c.Dev.FrontendPort = 65536 }, `dev.frontend_port 65536: want a port in 1-65535`},
+		{"ui port negative", func(c *Config) { c.Dev.UIPort = -1 }, `dev.ui_port -1: want a port in 1-65535, or 0 to disable the UI`},
+		{"ui port equals frontend", func(c *Config) { c.Dev.UIPort = 7233 }, `dev.ui_port 7233: same as dev.frontend_port`},
+		{"empty artifacts url", func(c *Config) { c.Artifacts.URL = "" }, `artifacts.url "": want a directory or a file:// URL`},
+		{"file url without path", func(c *Config) { c.Artifacts.URL = "file://" }, `artifacts.url "file://": file:// URL without a path`},
+		{"negative inline limit", func(c *Config) { c.Artifacts.InlineLimit = -1 }, `artifacts.inline_limit -1: must not be negative (0 keeps no content inline)`},
+		{"inline limit above the payload budget", func(c *Config) { c.Artifacts.InlineLimit = MaxInlineLimit + 1 },
+			`artifacts.inline_limit 1048577: want at most 1048576: inline content travels in the run record, which must stay under Temporal's 2 MB payload limit`},
+		{"empty sandbox root", func(c *Config) { c.Sandbox.Root = "" }, `sandbox.root "": must not be empty`},
+		{"shell timeout below a second", func(c *Config) { c.Sandbox.ShellTimeout = 120 }, `sandbox.shell_timeout 120ns: want at least 1s`},
+		{"unknown log level", func(c *Config) { c.Log.Level = "verbose" }, `log.level "verbose": want one of debug, info, warn, error`},
+		{"unknown log format", func(c *Config) { c.Log.Format = "xml" }, `log.format "xml": want one of text, json`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := Defaults()
+			tt.change(&c)
+			err := c.Validate()
+			if err == nil {
+				t.Fatalf("Validate() = nil, want %q", tt.want)
+			}
+			if err.Error() != tt.want {
+				t.Errorf("Validate() = %q\nwant          %q", err, tt.want)
+			}
+			var fe *FieldError
+			if !errors.As(err, &fe) {
+				t.Errorf("Validate() = %T, want it to wrap a *FieldError", err)
+			}
+		})
+	}
+}
+
+func TestValidateAccepts(t *testing.T) {
+	tests := []struct {
+		name   string
+		change func(c *Config)
+	}{
+		{"defaults", func(*Config) {}},
+		{"ui disabled", func(c *Config) { c.Dev.UIPort = 0 }},
+		{"ipv6 address", func(c *Config) { c.Temporal.Address = "[::1]:7233"; c.Dev.IP = "::1" }},
+		{"cloud with mTLS and api key env", func(c *Config) {
+			c.Temporal.Address = "ns.acct.tmprl.cloud:7233"
+			c.Temporal.APIKeyEnv = "TEMPORAL_API_KEY"
+			c.Temporal.TLS = TLS{Enabled: true, CertFile: "c.pem", KeyFile: "k.pem", CAFile: "ca.pem", ServerName: "x"}
+		}},
+		{"tls with system roots", func(c *Config) { c.Temporal.TLS = TLS{Enabled: true} }},
+		{"plain directory for artifacts, nothing inline", func(c *Config) { c.Artifacts = Artifacts{URL: "data/artifacts", InlineLimit: 0} }},
+		{"log level in capitals", func(c *Config) { c.Log.Level = "WARN" }},
+		{"one second shell timeout", func(c *Config) { c.Sandbox.ShellTimeout = time.Second }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := Defaults()
+			tt.change(&c)
+			if err := c.Validate(); err != nil {
+				t.Errorf("Validate() = %v, want nil", err)
+			}
+		})
+	}
+}
+
+// TestValidateListsAllProblems: a user fixing a config sees every problem in one run.
+func TestValidateListsAllProblems(t *testing.T) {
+	c := Defaults()
+	c.Temporal.Address = "foo"
+	c.Log.Level = "loud"
+	c.Artifacts.InlineLimit = -5
+	err := c.Validate()
+	if err == nil {
+		t.Fatal("Validate() = nil, want three problems")
+	}
+	for _, field := range []string{"temporal.address", "log.level", "artifacts.inline_limit"} {
+		if !strings.Contains(err.Error(), field) {
+			t.Errorf("Validate() = %q, missing %s", err, field)
+		}
+	}
+	if n := len(err.(interface{ Unwrap() []error }).Unwrap()); n != 3 {
+		t.Errorf("Validate() joined %d errors, want 3", n)
+	}
+}
