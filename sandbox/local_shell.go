@@ -1,0 +1,195 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"sync"
+	"time"
+	"unicode/utf8"
+)
+
+// drainGrace bounds how long Shell waits, after the command's process group is dead, for
+// its output pipes to close. A process that left the group (setsid) may hold them open;
+// Shell then stops reading rather than wait for it.
+const drainGrace = time.Second
+
+// Shell runs command with `sh -c` in the workspace directory and returns its output and
+// exit status; a non-zero exit is a result, not an error.
+//
+// The command gets a cleared environment (PATH, HOME, LANG and LocalOptions.Env), no stdin,
+// and its own process group. When it finishes, times out (timeout <= 0 means
+// DefaultShellTimeout), or ctx ends, the whole group is killed with SIGKILL, so children
+// and background jobs (`sleep 100 & wait`) die with it and nothing it started outlives the
+// call. On timeout the result has TimedOut set and ExitCode 137 (128+SIGKILL), and the
+// error is nil; when ctx itself ended the same result comes with an error wrapping the
+// context's cause. Stdout and stderr are captured separately, each capped at MaxOutput
+// bytes (the tail is kept).
+func (l *Local) Shell(ctx context.Context, command string, timeout time.Duration) (ShellResult, error) {
+	if err := l.check(ctx); err != nil {
+		return ShellResult{}, fmt.Errorf("run shell: %w", err)
+	}
+	if !shellSupported {
+		return ShellResult{}, fmt.Errorf("run shell: %w on %s", ErrNoShell, runtime.GOOS)
+	}
+	if timeout <= 0 {
+		timeout = DefaultShellTimeout
+	}
+	runCtx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return ShellResult{}, fmt.Errorf("run shell: %w", err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return ShellResult{}, fmt.Errorf("run shell: %w", err)
+	}
+	cmd := exec.Command("/bin/sh", "-c", command)
+	cmd.Dir = l.realRoot
+	cmd.Env = l.env
+	cmd.Stdout, cmd.Stderr = outW, errW // *os.File: the child writes to the pipes directly
+	setProcessGroup(cmd)
+
+	l.mu.Lock()
+	if l.closed.Load() {
+		l.mu.Unlock()
+		closeAll(outR, outW, errR, errW)
+		return ShellResult{}, fmt.Errorf("run shell: %w", ErrClosed)
+	}
+	err = cmd.Start()
+	if err == nil {
+		l.groups[cmd.Process.Pid] = struct{}{}
+	}
+	l.mu.Unlock()
+	closeAll(outW, errW) // the child holds its own copies
+	if err != nil {
+		closeAll(outR, errR)
+		return ShellResult{}, fmt.Errorf("run shell: start sh: %w", err)
+	}
+	pgid := cmd.Process.Pid
+
+	stdout, stderr := &tailBuffer{max: l.maxOutput}, &tailBuffer{max: l.maxOutput}
+	var readers sync.WaitGroup
+	readers.Add(2)
+	go drain(&readers, stdout, outR)
+	go drain(&readers, stderr, errR)
+
+	// Wait for the leader to exit without reaping it where the OS allows (Linux): while it
+	// is an unreaped zombie its pid, which is the group id, cannot be reused, so killing
+	// the group afterwards cannot hit an unrelated process.
+	type exit struct {
+		reaped bool
+		err    error
+	}
+	exited := make(chan exit, 1)
+	go func() {
+		if waitExited(pgid) != nil {
+			exited <- exit{reaped: true, err: cmd.Wait()}
+			return
+		}
+		exited <- exit{}
+	}()
+	killed := false
+	var ex exit
+	select {
+	case ex = <-exited:
+	case <-runCtx.Done():
+		killGroup(pgid)
+		_ = cmd.Process.Kill() // in case the group is gone; the unreaped leader is still ours
+		killed = true
+		ex = <-exited
+	}
+	killGroup(pgid) // background jobs the command left behind
+	l.mu.Lock()
+	delete(l.groups, pgid)
+	l.mu.Unlock()
+	if !ex.reaped {
+		ex.err = cmd.Wait()
+	}
+
+	drained := make(chan struct{})
+	go func() { readers.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(drainGrace):
+		closeAll(outR, errR) // unblocks the readers
+		<-drained
+	}
+
+	res := ShellResult{Stdout: stdout.String(), Stderr: stderr.String(), TimedOut: killed}
+	if cmd.ProcessState != nil {
+		res.ExitCode = exitCode(cmd.ProcessState)
+	}
+	var exitErr *exec.ExitError
+	if ex.err != nil && !errors.As(ex.err, &exitErr) {
+		return res, fmt.Errorf("run shell: wait: %w", ex.err)
+	}
+	if killed && ctx.Err() != nil {
+		return res, fmt.Errorf("run shell: %w", context.Cause(ctx))
+	}
+	return res, nil
+}
+
+// drain copies r into buf until EOF (or until r is closed under it), then closes r.
+func drain(wg *sync.WaitGroup, buf *tailBuffer, r *os.File) {
+	defer wg.Done()
+	defer r.Close()
+	_, _ = io.Copy(buf, r)
+}
+
+func closeAll(fs ...*os.File) {
+	for _, f := range fs {
+		_ = f.Close()
+	}
+}
+
+// tailBuffer keeps the last max bytes written to it and counts the rest, holding at most
+// 2·max bytes at any time. Not safe for concurrent use: one reader goroutine owns it until
+// the output is drained.
+type tailBuffer struct {
+	max     int
+	buf     []byte
+	dropped int64
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	n := len(p)
+	if len(p) >= t.max {
+		t.dropped += int64(len(t.buf) + len(p) - t.max)
+		t.buf = append(t.buf[:0], p[len(p)-t.max:]...)
+		return n, nil
+	}
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > 2*t.max {
+		cut := len(t.buf) - t.max
+		t.dropped += int64(cut)
+		t.buf = append(t.buf[:0], t.buf[cut:]...)
+	}
+	return n, nil
+}
+
+// String returns the kept tail, prefixed with a "[truncated N bytes]" line when something
+// was dropped. The cut never splits a UTF-8 sequence.
+func (t *tailBuffer) String() string {
+	b, dropped := t.buf, t.dropped
+	if len(b) > t.max {
+		dropped += int64(len(b) - t.max)
+		b = b[len(b)-t.max:]
+	}
+	if dropped == 0 {
+		return string(b)
+	}
+	for i := 0; i < utf8.UTFMax && len(b) > 0 && !utf8.RuneStart(b[0]); i++ {
+		b = b[1:]
+		dropped++
+	}
+	return fmt.Sprintf("[truncated %d bytes]\n", dropped) + string(b)
+}

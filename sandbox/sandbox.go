@@ -1,0 +1,61 @@
+// Package sandbox is where an agent's and a run's file and shell operations happen: the
+// Sandbox interface, the path guard every tier relies on, and the in-memory (Virtual) and
+// host-directory (Local) tiers. The Docker tier lives in sandbox/docker.
+//
+// Ownership: a run owns its sandbox and closes it when the run ends; agents borrow it.
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Sentinel errors shared by every tier. Tiers wrap them with the operation and path, so
+// callers test with errors.Is.
+var (
+	// ErrEscape: a path leads outside the sandbox's workspace (.., absolute, or symlink).
+	ErrEscape = errors.New("path escapes the sandbox")
+	// ErrNotFound: the file does not exist.
+	ErrNotFound = errors.New("file not found")
+	// ErrNoShell: this tier cannot run commands.
+	ErrNoShell = errors.New("sandbox has no shell")
+	// ErrClosed: the sandbox was closed.
+	ErrClosed = errors.New("sandbox is closed")
+)
+
+// ShellResult is the outcome of one command. A non-zero ExitCode is a result, not an error.
+type ShellResult struct {
+	Stdout   string `json:"stdout"`
+	Stderr   string `json:"stderr"`
+	ExitCode int    `json:"exit_code"`
+	// TimedOut is set when the command was killed for exceeding its timeout.
+	TimedOut bool `json:"timed_out,omitempty"`
+}
+
+// FileInfo is what Stat reports, enough for a read-before-write guard.
+type FileInfo struct {
+	Size    int64
+	ModTime time.Time
+}
+
+// Sandbox is a workspace an agent or a run acts in. Paths are relative to the workspace
+// (an absolute path must lie inside it). Implementations are safe for concurrent use.
+type Sandbox interface {
+	// Read returns the file's bytes.
+	Read(ctx context.Context, path string) ([]byte, error)
+	// Write creates or replaces the file, creating parent directories, and returns its
+	// path as the sandbox sees it.
+	Write(ctx context.Context, path string, data []byte) (string, error)
+	// Stat reports size and modification time.
+	Stat(ctx context.Context, path string) (FileInfo, error)
+	// Glob returns the workspace-relative paths matching pattern ("**" crosses
+	// directories), sorted, never following a symlink out of the workspace.
+	Glob(ctx context.Context, pattern string) ([]string, error)
+	// Shell runs cmd with sh -c in the workspace; the process is killed after timeout.
+	Shell(ctx context.Context, cmd string, timeout time.Duration) (ShellResult, error)
+	// Instructions tells the model what this sandbox is (appended to the system prompt).
+	Instructions() string
+	// Close releases the sandbox. Closing twice is not an error.
+	Close(ctx context.Context) error
+}
