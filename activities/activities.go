@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/nexo-temporal/nexo/agents"
 	"github.com/nexo-temporal/nexo/api"
 	"github.com/nexo-temporal/nexo/artifacts"
 	"github.com/nexo-temporal/nexo/sandbox"
@@ -22,15 +23,45 @@ import (
 
 // Activities are the worker-side implementations. Construct with New.
 type Activities struct {
-	store       artifacts.Store
-	sandboxes   *Sandboxes
-	inlineLimit int
+	store        artifacts.Store
+	sandboxes    *Sandboxes
+	inlineLimit  int
+	llm          *LLM
+	agents       map[string]agents.Spec
+	fetcher      *Fetcher
+	shellTimeout time.Duration
 }
 
-// New returns the activities over an artifact store and the worker's sandboxes.
-// inlineLimit is the largest artifact whose content is also kept in the run record.
-func New(store artifacts.Store, sandboxes *Sandboxes, inlineLimit int) *Activities {
-	return &Activities{store: store, sandboxes: sandboxes, inlineLimit: inlineLimit}
+// Deps are what the activities work with.
+type Deps struct {
+	Store     artifacts.Store
+	Sandboxes *Sandboxes
+	// InlineLimit is the largest artifact whose content is also kept in the run record.
+	InlineLimit int
+	// LLM is the model endpoint; nil means agents cannot run on this worker.
+	LLM *LLM
+	// Agents are the configured agent definitions, by name.
+	Agents []agents.Spec
+	// Fetcher serves the fetch tool; nil means the default (public addresses only).
+	Fetcher *Fetcher
+	// ShellTimeout caps any command a tool runs (default 2m).
+	ShellTimeout time.Duration
+}
+
+// New returns the activities.
+func New(d Deps) *Activities {
+	a := &Activities{store: d.Store, sandboxes: d.Sandboxes, inlineLimit: d.InlineLimit, llm: d.LLM,
+		agents: map[string]agents.Spec{}, fetcher: d.Fetcher, shellTimeout: d.ShellTimeout}
+	for _, s := range d.Agents {
+		a.agents[s.Name] = s
+	}
+	if a.fetcher == nil {
+		a.fetcher = NewFetcher()
+	}
+	if a.shellTimeout <= 0 {
+		a.shellTimeout = 2 * time.Minute
+	}
+	return a
 }
 
 // Registry is the part of a Temporal worker Register needs.
@@ -41,12 +72,17 @@ type Registry interface {
 // Register registers every activity under its api name.
 func (a *Activities) Register(r Registry) {
 	for name, fn := range map[string]any{
-		api.ActivityWriteArtifact:   a.WriteArtifact,
-		api.ActivityStageFiles:      a.StageFiles,
-		api.ActivityReleaseSandbox:  a.ReleaseSandbox,
-		api.ActivityFetchDocument:   a.FetchDocument,
-		api.ActivityPublishDocument: a.PublishDocument,
-		api.ActivityFetchMetric:     a.FetchMetric,
+		api.ActivityWriteArtifact:    a.WriteArtifact,
+		api.ActivityStageFiles:       a.StageFiles,
+		api.ActivityReleaseSandbox:   a.ReleaseSandbox,
+		api.ActivityFetchDocument:    a.FetchDocument,
+		api.ActivityPublishDocument:  a.PublishDocument,
+		api.ActivityFetchMetric:      a.FetchMetric,
+		api.ActivityResolveAgent:     a.ResolveAgent,
+		api.ActivityCompleteChat:     a.CompleteChat,
+		api.ActivityRunTool:          a.RunTool,
+		api.ActivityCollectOutputs:   a.CollectOutputs,
+		api.ActivityRestoreArtifacts: a.RestoreArtifacts,
 	} {
 		r.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}
@@ -148,7 +184,7 @@ func classify(err error) error {
 	switch {
 	case errors.Is(err, sandbox.ErrEscape):
 		return temporal.NewNonRetryableApplicationError(err.Error(), api.ErrTypeEscape, err)
-	case errors.Is(err, sandbox.ErrNotFound):
+	case errors.Is(err, sandbox.ErrNotFound), errors.Is(err, artifacts.ErrNotFound):
 		return temporal.NewNonRetryableApplicationError(err.Error(), api.ErrTypeNotFound, err)
 	case errors.Is(err, ErrSandboxUnavailable):
 		return temporal.NewNonRetryableApplicationError(err.Error(), api.ErrTypeBadInput, err)

@@ -64,7 +64,7 @@ type ApprovalInfo struct {
 }
 
 // Suspend decodes the run's suspension, if any.
-func (r *Record) Suspend() (SuspendInfo, bool) {
+func (r Record) Suspend() (SuspendInfo, bool) {
 	var s SuspendInfo
 	raw, ok := r.State[StateSuspend]
 	if !ok || json.Unmarshal(raw, &s) != nil {
@@ -74,7 +74,7 @@ func (r *Record) Suspend() (SuspendInfo, bool) {
 }
 
 // Approval decodes the tool call waiting for a decision, if any.
-func (r *Record) Approval() (ApprovalInfo, bool) {
+func (r Record) Approval() (ApprovalInfo, bool) {
 	var a ApprovalInfo
 	raw, ok := r.State[StateApproval]
 	if !ok || json.Unmarshal(raw, &a) != nil {
@@ -84,7 +84,7 @@ func (r *Record) Approval() (ApprovalInfo, bool) {
 }
 
 // FindArtifact returns the artifact called name.
-func (r *Record) FindArtifact(name string) (Artifact, bool) {
+func (r Record) FindArtifact(name string) (Artifact, bool) {
 	for _, a := range r.Artifacts {
 		if a.Name == name {
 			return a, true

@@ -27,6 +27,11 @@
 //	sandbox.shell_timeout    NEXO_SANDBOX_SHELL_TIMEOUT       2m
 //	log.level                NEXO_LOG_LEVEL                   info
 //	log.format               NEXO_LOG_FORMAT                  text
+//	llm.base_url             NEXO_LLM_BASE_URL                "" (required with agents)
+//	llm.model                NEXO_LLM_MODEL                   ""
+//	llm.api_key_env          NEXO_LLM_API_KEY_ENV             OPENAI_API_KEY
+//	llm.timeout              NEXO_LLM_TIMEOUT                 5m
+//	agents                   NEXO_AGENTS                      none (a list; set it in the file)
 //
 // The environment variable of a key is NEXO_ followed by the key in upper case with "."
 // replaced by "_". An empty variable counts as unset.
@@ -59,6 +64,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nexo-temporal/nexo/agents"
 	"github.com/nexo-temporal/nexo/api"
 )
 
@@ -93,6 +99,10 @@ func Defaults() Config {
 			Level:  "info",
 			Format: "text",
 		},
+		LLM: LLM{
+			APIKeyEnv: "OPENAI_API_KEY",
+			Timeout:   5 * time.Minute,
+		},
 	}
 }
 
@@ -104,6 +114,35 @@ type Config struct {
 	Artifacts Artifacts `mapstructure:"artifacts"`
 	Sandbox   Sandbox   `mapstructure:"sandbox"`
 	Log       Log       `mapstructure:"log"`
+	LLM       LLM       `mapstructure:"llm"`
+	// Agents are the agent definitions this worker can run (`starter agent NAME`).
+	Agents []agents.Spec `mapstructure:"agents"`
+}
+
+// LLM configures the model endpoint agents call: any OpenAI-compatible chat completions
+// API (OpenAI, Ollama, vLLM, ...).
+type LLM struct {
+	// BaseURL of the API, e.g. https://api.openai.com/v1 or http://127.0.0.1:11434/v1.
+	BaseURL string `mapstructure:"base_url"`
+	// Model used unless an agent names its own.
+	Model string `mapstructure:"model"`
+	// APIKeyEnv names the environment variable holding the API key (default
+	// OPENAI_API_KEY); the key itself is never a config value. Unset is fine for local
+	// servers that need no key.
+	APIKeyEnv string `mapstructure:"api_key_env"`
+	// Timeout bounds one model request (default 5m).
+	Timeout time.Duration `mapstructure:"timeout"`
+}
+
+// APIKey reads the model API key from the environment variable LLM.APIKeyEnv names.
+func (l LLM) APIKey(getenv func(string) string) string {
+	if l.APIKeyEnv == "" {
+		return ""
+	}
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	return getenv(l.APIKeyEnv)
 }
 
 // Temporal says how to reach the Temporal frontend.

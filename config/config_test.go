@@ -52,6 +52,7 @@ func TestDefaults(t *testing.T) {
 		Artifacts: Artifacts{URL: "file://.nexo/artifacts", InlineLimit: 32768},
 		Sandbox:   Sandbox{Root: ".nexo/workspaces", ShellTimeout: 2 * time.Minute},
 		Log:       Log{Level: "info", Format: "text"},
+		LLM:       LLM{APIKeyEnv: "OPENAI_API_KEY", Timeout: 5 * time.Minute},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Load() =\n%+v\nwant\n%+v", got, want)
@@ -302,8 +303,8 @@ func TestLoadErrors(t *testing.T) {
 		},
 		{
 			name:  "every unknown key is listed",
-			files: map[string]string{DefaultFile: "llm:\n  model: x\nlog:\n  levl: debug\n"},
-			want:  []string{`"llm"`, `"log.levl"`},
+			files: map[string]string{DefaultFile: "skillz:\n  path: x\nlog:\n  levl: debug\n"},
+			want:  []string{`"skillz"`, `"log.levl"`},
 			is:    ErrUnknownKey,
 		},
 		{

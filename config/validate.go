@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
@@ -119,6 +120,42 @@ func (c Config) Validate() error {
 		bad("sandbox.shell_timeout", s.ShellTimeout, "want at least 1s")
 	}
 
+	// llm
+	l := c.LLM
+	if l.BaseURL != "" {
+		if u, err := url.Parse(l.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			bad("llm.base_url", l.BaseURL, "want an http(s) URL such as http://127.0.0.1:11434/v1")
+		}
+	}
+	if l.APIKeyEnv != "" && !envVarName.MatchString(l.APIKeyEnv) {
+		bad("llm.api_key_env", l.APIKeyEnv,
+			"want the name of an environment variable, such as OPENAI_API_KEY (the key itself never goes in config)")
+	}
+	if l.Timeout < time.Second {
+		bad("llm.timeout", l.Timeout, "want at least 1s")
+	}
+
+	// agents
+	seen := map[string]bool{}
+	for i, ag := range c.Agents {
+		field := fmt.Sprintf("agents[%d]", i)
+		if ag.Name != "" {
+			field = fmt.Sprintf("agents[%s]", ag.Name)
+		}
+		if err := ag.Validate(); err != nil {
+			for _, e := range unjoin(err) {
+				errs = append(errs, fmt.Errorf("%s.%w", field, e))
+			}
+		}
+		if seen[ag.Name] {
+			bad(field+".name", ag.Name, "defined twice")
+		}
+		seen[ag.Name] = true
+	}
+	if len(c.Agents) > 0 && l.BaseURL == "" {
+		bad("llm.base_url", l.BaseURL, "required when agents are configured")
+	}
+
 	// log
 	if !slices.Contains(logLevels, strings.ToLower(c.Log.Level)) {
 		bad("log.level", c.Log.Level, "want one of %s", strings.Join(logLevels, ", "))
@@ -141,4 +178,12 @@ func checkHostPort(addr string) string {
 		return "want a port in 1-65535"
 	}
 	return ""
+}
+
+// unjoin splits an errors.Join result into its parts.
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
 }

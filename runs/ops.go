@@ -3,11 +3,13 @@ package runs
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/converter"
 
@@ -25,7 +27,7 @@ type ResumeRequest struct {
 // Resume sends nexo.resume after checking the run is suspended by Suspend (not waiting
 // for a tool-call approval) and the key fits.
 func (c *Client) Resume(ctx context.Context, id string, req ResumeRequest) error {
-	rec, err := c.Get(ctx, id)
+	rec, err := c.current(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -75,13 +77,22 @@ type Decision struct {
 }
 
 // Decide answers whatever the run waits for: a pending tool call gets nexo.approval; a run
-// paused by Suspend is resumed with {"approved": bool, "reason"?, "approver"?}. It
-// returns a description of what was decided.
-func (c *Client) Decide(ctx context.Context, id string, d Decision) (string, error) {
-	rec, err := c.Get(ctx, id)
+// paused by Suspend is resumed with {"approved": bool, "reason"?, "approver"?}. It reads
+// the run's record first and returns a description of what was decided and that record.
+func (c *Client) Decide(ctx context.Context, id string, d Decision) (string, api.Record, error) {
+	rec, err := c.current(ctx, id)
 	if err != nil {
-		return "", err
+		return "", api.Record{}, err
 	}
+	what, err := c.DecideRecord(ctx, rec, d)
+	return what, rec, err
+}
+
+// DecideRecord is Decide against a record the caller has just read (for example while
+// following the run), saving a round trip. If the run moved on meanwhile, the run records
+// the late signal as ignored; nothing else happens.
+func (c *Client) DecideRecord(ctx context.Context, rec api.Record, d Decision) (string, error) {
+	id := rec.ID
 	if rec.Status != api.StatusSuspended {
 		return "", &StateError{ID: id, Status: rec.Status, Want: "suspended"}
 	}
@@ -120,8 +131,30 @@ func (c *Client) Decide(ctx context.Context, id string, d Decision) (string, err
 	return fmt.Sprintf("%s run %s (%s)", verb, id, si.Reason), nil
 }
 
+// current is the record of a run about to receive a decision. An open run answers the
+// query directly; anything else (closed, not started, unknown) goes through Get, which
+// describes the run first. Deciding is on every approval's path, so it skips a round trip.
+func (c *Client) current(ctx context.Context, id string) (api.Record, error) {
+	if id == "" {
+		return api.Record{}, &BadRequestError{Msg: "run id is empty"}
+	}
+	if rec, err := c.query(ctx, id); err == nil && (rec.Status == api.StatusSuspended || rec.Status == api.StatusRunning) {
+		return rec, nil
+	}
+	return c.Get(ctx, id)
+}
+
 func (c *Client) signal(ctx context.Context, id, name string, arg any) error {
-	if err := c.tc.SignalWorkflow(ctx, id, "", name, arg); err != nil {
+	err := c.tc.SignalWorkflow(ctx, id, "", name, arg)
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		// The run closed between the check and the signal (terminated while suspended).
+		if rec, gerr := c.Get(ctx, id); gerr == nil {
+			return &StateError{ID: id, Status: rec.Status, Want: "suspended"}
+		}
+		return &NotFoundError{ID: id}
+	}
+	if err != nil {
 		return fmt.Errorf("signal %s to run %s: %w", name, id, err)
 	}
 	return nil
@@ -260,13 +293,23 @@ func (c *Client) Follow(ctx context.Context, id string, fn func(rec api.Record) 
 	if err != nil {
 		return api.Record{}, err
 	}
-	seen := desc.GetWorkflowExecutionInfo().GetHistoryLength()
-	rec, err := c.Get(ctx, id)
-	if err != nil {
-		return api.Record{}, err
-	}
-	if fn(rec) || rec.Status.Closed() {
-		return rec, nil
+	info := desc.GetWorkflowExecutionInfo()
+	seen := info.GetHistoryLength()
+	var rec api.Record
+	// A run whose first workflow task has not completed has nothing to show yet (its
+	// history is started, task scheduled, maybe task started): wait for that task instead
+	// of asking a query that would only wait for it too.
+	fresh := info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING && seen <= 3 &&
+		(info.GetExecutionTime() == nil || !info.GetExecutionTime().AsTime().After(time.Now()))
+	if fresh {
+		seen = 0
+	} else {
+		if rec, err = c.getDescribed(ctx, id, desc); err != nil {
+			return api.Record{}, err
+		}
+		if fn(rec) || rec.Status.Closed() {
+			return rec, nil
+		}
 	}
 	it := c.tc.GetWorkflowHistory(ctx, id, "", true, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {
@@ -280,15 +323,21 @@ func (c *Client) Follow(ctx context.Context, id string, fn func(rec api.Record) 
 		if ev.GetEventId() <= seen {
 			continue
 		}
+		var next api.Record
 		switch ev.GetEventType() {
-		case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED,
-			enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED,
+		case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+			// The run is open and its state just changed: the query alone says how.
+			next, err = c.query(ctx, id)
+			if err != nil {
+				next, err = c.Get(ctx, id)
+			}
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED,
 			enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED,
 			enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TIMED_OUT, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
+			next, err = c.Get(ctx, id)
 		default:
 			continue
 		}
-		next, err := c.Get(ctx, id)
 		if err != nil {
 			return rec, err
 		}

@@ -17,8 +17,8 @@ import (
 	"github.com/google/uuid"
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/nexo-temporal/nexo/api"
@@ -137,6 +137,10 @@ func (c *Client) Get(ctx context.Context, id string) (api.Record, error) {
 	if err != nil {
 		return api.Record{}, err
 	}
+	return c.getDescribed(ctx, id, desc)
+}
+
+func (c *Client) getDescribed(ctx context.Context, id string, desc *workflowservice.DescribeWorkflowExecutionResponse) (api.Record, error) {
 	info := desc.GetWorkflowExecutionInfo()
 	st := info.GetStatus()
 	if st == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {

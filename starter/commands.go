@@ -120,7 +120,7 @@ func waitRun(ctx context.Context, e *env, rc *runs.Client, id string, afterSeq i
 			}
 			last = ev.Seq
 			fmt.Fprintf(e.stderr, "  %s\n", eventLine(ev))
-			if ev.Type == "suspended" {
+			if ev.Type == "suspended" || ev.Type == "approval_requested" {
 				suspendedAgain = true
 			}
 		}
@@ -135,6 +135,9 @@ func waitRun(ctx context.Context, e *env, rc *runs.Client, id string, afterSeq i
 		}
 	} else {
 		fmt.Fprintf(e.stdout, "run %s is %s\n", id, statusDetail(rec))
+		if rec.Status == api.StatusDone {
+			fmt.Fprintf(e.stdout, "result: %s\n", rec.Result)
+		}
 		if next := nextSteps(rec); next != "" {
 			fmt.Fprintln(e.stdout, next)
 		}
@@ -183,8 +186,6 @@ func nextSteps(rec api.Record) string {
 		return fmt.Sprintf("next: starter approve %s   or   starter deny %s --reason \"...\"   or   starter resume %s --input '{...}'", rec.ID, rec.ID, rec.ID)
 	case api.StatusFailed, api.StatusInterrupted, api.StatusCanceled:
 		return fmt.Sprintf("next: starter logs %s   or   starter rerun %s", rec.ID, rec.ID)
-	case api.StatusDone:
-		return fmt.Sprintf("next: starter show %s", rec.ID)
 	}
 	return ""
 }
@@ -466,11 +467,7 @@ func decide(approved bool) func(ctx context.Context, e *env, fs *pflag.FlagSet, 
 		if err != nil {
 			return err
 		}
-		before, err := rc.Get(ctx, args[0])
-		if err != nil {
-			return err
-		}
-		what, err := rc.Decide(ctx, args[0], d)
+		what, before, err := rc.Decide(ctx, args[0], d)
 		if err != nil {
 			return err
 		}

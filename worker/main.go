@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -107,10 +108,23 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) error {
 		WorkerStopTimeout: 10 * time.Second,
 	})
 	workflows.RegisterAll(w)
-	activities.New(store, sandboxes, cfg.Artifacts.InlineLimit).Register(w)
+	deps := activities.Deps{Store: store, Sandboxes: sandboxes, InlineLimit: cfg.Artifacts.InlineLimit,
+		Agents: cfg.Agents, ShellTimeout: cfg.Sandbox.ShellTimeout}
+	if cfg.LLM.BaseURL != "" {
+		deps.LLM = activities.NewLLM(activities.LLMConfig{BaseURL: cfg.LLM.BaseURL, Model: cfg.LLM.Model,
+			APIKey: cfg.LLM.APIKey(os.Getenv), Timeout: cfg.LLM.Timeout})
+	}
+	activities.New(deps).Register(w)
 
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("start worker on task queue %s: %w", cfg.Temporal.TaskQueue, err)
+	}
+	if len(cfg.Agents) > 0 {
+		names := make([]string, len(cfg.Agents))
+		for i, a := range cfg.Agents {
+			names[i] = a.Name
+		}
+		fmt.Fprintf(stdout, "Agents: %s (model %s at %s)\n", strings.Join(names, ", "), cfg.LLM.Model, cfg.LLM.BaseURL)
 	}
 	fmt.Fprintf(stdout, "Nexo worker ready: task queue %s at %s\n", cfg.Temporal.TaskQueue, cfg.Temporal.Address)
 	logger.Info("worker ready", slog.String("task_queue", cfg.Temporal.TaskQueue), slog.String("address", cfg.Temporal.Address))

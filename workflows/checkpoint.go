@@ -91,7 +91,9 @@ type StepError struct {
 	Err  error
 }
 
-func (e *StepError) Error() string { return fmt.Sprintf("checkpoint %s: %s", e.Name, errorMessage(e.Err)) }
+func (e *StepError) Error() string {
+	return fmt.Sprintf("checkpoint %s: %s", e.Name, errorMessage(e.Err))
+}
 
 // Unwrap returns the cause.
 func (e *StepError) Unwrap() error { return e.Err }

@@ -20,6 +20,7 @@ const (
 func RegisterAll(r Registry) {
 	Register(r, DocumentApprovalName, DocumentApproval, Options{})
 	Register(r, BuildDashboardName, BuildDashboard, Options{})
+	Register(r, api.WorkflowAgentRun, AgentRun, Options{})
 }
 
 // DocumentApprovalInput is the payload of DocumentApproval.

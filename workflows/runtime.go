@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/nexo-temporal/nexo/api"
+	"github.com/nexo-temporal/nexo/permissions"
 )
 
 // Registry is the part of a Temporal worker that Register needs, so tests can pass a
@@ -80,12 +81,17 @@ type runtime struct {
 	sandboxUsed bool
 
 	// suspension bookkeeping, see suspend.go.
-	suspendGen   int
-	suspendKey   string
-	suspended    bool
-	resumeInput  map[string]any
-	resumeReady  bool
-	approvals    *approvalWaiter
+	suspendGen  int
+	suspendKey  string
+	suspended   bool
+	resumeInput map[string]any
+	resumeReady bool
+	pending     *approvalWaiter
+
+	// agent state: human decisions remembered for the run, and the file versions the
+	// agent has read (for the read-before-write guard).
+	approvals permissions.Approvals
+	stamps    map[string]api.FileStamp
 }
 
 func start(ctx workflow.Context, name string, payload json.RawMessage, ro *api.RunOptions, opts Options) (*runtime, workflow.Context) {

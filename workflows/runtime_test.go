@@ -35,12 +35,21 @@ func (f *fakeActs) register(env *testsuite.TestWorkflowEnvironment) {
 		f.publishes++
 		return "published/" + d.ID, nil
 	}, activity.RegisterOptions{Name: api.ActivityPublishDocument})
+	completed := make(chan struct{}, 16)
 	env.RegisterActivityWithOptions(func(_ context.Context, name string) (api.Metric, error) {
 		f.metricCalls[name]++
 		if f.metricFails[name] > 0 {
+			// Fail only after another step completed, so "completed steps stay" is what
+			// the test sees rather than a race with the cancellation of the others.
+			select {
+			case <-completed:
+				time.Sleep(20 * time.Millisecond)
+			case <-time.After(5 * time.Second):
+			}
 			f.metricFails[name]--
 			return api.Metric{}, temporal.NewNonRetryableApplicationError(name+" backend down", "Boom", nil)
 		}
+		defer func() { completed <- struct{}{} }()
 		return api.Metric{Name: name, Value: float64(len(name))}, nil
 	}, activity.RegisterOptions{Name: api.ActivityFetchMetric})
 	env.RegisterActivityWithOptions(func(_ context.Context, req api.WriteArtifactRequest) (api.Artifact, error) {

@@ -80,6 +80,10 @@ func (rt *runtime) onResume(ctx workflow.Context, raw json.RawMessage) {
 		rt.ignore(ctx, api.SignalResume, err.Error())
 		return
 	}
+	if rt.pending != nil && rt.pending.decision == nil {
+		rt.ignore(ctx, api.SignalResume, fmt.Sprintf("run waits for approval of tool call %s; send %s", rt.pending.callID, api.SignalApproval))
+		return
+	}
 	if !rt.suspended {
 		rt.ignore(ctx, api.SignalResume, fmt.Sprintf("run is not suspended (%s)", rt.rec.Status))
 		return
@@ -134,7 +138,7 @@ func (rt *runtime) onApproval(ctx workflow.Context, raw json.RawMessage) {
 		rt.ignore(ctx, api.SignalApproval, err.Error())
 		return
 	}
-	w := rt.approvals
+	w := rt.pending
 	if w == nil || w.decision != nil {
 		rt.ignore(ctx, api.SignalApproval, fmt.Sprintf("no tool call is waiting for approval (call %q)", sig.CallID))
 		return

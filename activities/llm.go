@@ -1,0 +1,139 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	openai "github.com/sashabaranov/go-openai"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/nexo-temporal/nexo/api"
+)
+
+// LLM is the worker's model endpoint: any OpenAI-compatible chat completions API (OpenAI,
+// Ollama, vLLM, ...). The API key stays here, on the worker: it never enters workflow
+// history, events or logs.
+type LLM struct {
+	client *openai.Client
+	model  string
+}
+
+// LLMConfig configures NewLLM.
+type LLMConfig struct {
+	BaseURL string
+	Model   string
+	APIKey  string
+	// Timeout bounds one HTTP request (default 5m).
+	Timeout time.Duration
+}
+
+// NewLLM returns the model client. go-openai does not retry on its own; Temporal retries
+// the activity instead, so a retry is visible in history and bounded by the retry policy.
+func NewLLM(c LLMConfig) *LLM {
+	cfg := openai.DefaultConfig(c.APIKey)
+	cfg.BaseURL = strings.TrimRight(c.BaseURL, "/")
+	timeout := c.Timeout
+	if timeout <= 0 {
+		timeout = 5 * time.Minute
+	}
+	cfg.HTTPClient = &http.Client{Timeout: timeout}
+	return &LLM{client: openai.NewClientWithConfig(cfg), model: c.Model}
+}
+
+// CompleteChat asks the model for the next message of an agent's thread. The system
+// message is built here for every request (agent instructions, then the sandbox's own
+// instructions), so the stored thread never carries it.
+func (a *Activities) CompleteChat(ctx context.Context, req api.CompleteChatRequest) (api.CompleteChatResult, error) {
+	if a.llm == nil {
+		return api.CompleteChatResult{}, temporal.NewNonRetryableApplicationError(
+			"complete chat: this worker has no model configured (set llm.base_url and llm.model)", api.ErrTypeBadInput, nil)
+	}
+	model := req.Model
+	if model == "" {
+		model = a.llm.model
+	}
+	if model == "" {
+		return api.CompleteChatResult{}, temporal.NewNonRetryableApplicationError(
+			"complete chat: no model: set llm.model or the agent's model", api.ErrTypeBadInput, nil)
+	}
+	system := req.System
+	if req.RunID != "" {
+		if sb, err := a.sandboxes.Get(req.RunID, req.Sandbox); err == nil {
+			if ins := sb.Instructions(); ins != "" {
+				system = strings.TrimSpace(system + "\n\n" + ins)
+			}
+		}
+	}
+	msgs := make([]openai.ChatCompletionMessage, 0, len(req.Messages)+1)
+	if system != "" {
+		msgs = append(msgs, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleSystem, Content: system})
+	}
+	for _, m := range req.Messages {
+		om := openai.ChatCompletionMessage{Role: m.Role, Content: m.Content, ToolCallID: m.ToolCallID}
+		for _, tc := range m.ToolCalls {
+			om.ToolCalls = append(om.ToolCalls, openai.ToolCall{ID: tc.ID, Type: openai.ToolTypeFunction,
+				Function: openai.FunctionCall{Name: tc.Name, Arguments: tc.Arguments}})
+		}
+		msgs = append(msgs, om)
+	}
+	creq := openai.ChatCompletionRequest{Model: model, Messages: msgs}
+	for _, t := range req.Tools {
+		creq.Tools = append(creq.Tools, openai.Tool{Type: openai.ToolTypeFunction, Function: &openai.FunctionDefinition{
+			Name: t.Name, Description: t.Description, Parameters: t.Parameters}})
+	}
+	stop := keepAlive(ctx)
+	resp, err := a.llm.client.CreateChatCompletion(ctx, creq)
+	stop()
+	if err != nil {
+		return api.CompleteChatResult{}, classifyModelError(model, err)
+	}
+	if len(resp.Choices) == 0 {
+		return api.CompleteChatResult{}, fmt.Errorf("complete chat with %s: the reply has no choices", model)
+	}
+	ch := resp.Choices[0]
+	out := api.CompleteChatResult{
+		Model:        resp.Model,
+		FinishReason: string(ch.FinishReason),
+		Usage: api.Usage{PromptTokens: resp.Usage.PromptTokens, CompletionTokens: resp.Usage.CompletionTokens,
+			TotalTokens: resp.Usage.TotalTokens},
+		Message: api.ChatMessage{Role: api.RoleAssistant, Content: ch.Message.Content},
+	}
+	for _, tc := range ch.Message.ToolCalls {
+		out.Message.ToolCalls = append(out.Message.ToolCalls, api.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+	}
+	return out, nil
+}
+
+// classifyModelError: 408, 429 and 5xx are transient (Temporal retries them); any other
+// 4xx means the request itself is wrong (bad model name, bad key, context too long) and
+// retrying cannot help, so it fails at once with the provider's message.
+func classifyModelError(model string, err error) error {
+	status := 0
+	msg := err.Error()
+	var apiErr *openai.APIError
+	var reqErr *openai.RequestError
+	switch {
+	case errors.As(err, &apiErr):
+		status, msg = apiErr.HTTPStatusCode, apiErr.Message
+	case errors.As(err, &reqErr):
+		status = reqErr.HTTPStatusCode
+		if reqErr.Err != nil {
+			msg = reqErr.Err.Error()
+		}
+	}
+	text := fmt.Sprintf("model %s: HTTP %d: %s", model, status, msg)
+	if status == 0 {
+		return fmt.Errorf("model %s: %w", model, err)
+	}
+	if status >= 400 && status < 500 && status != http.StatusRequestTimeout && status != http.StatusTooManyRequests {
+		if status == http.StatusRequestEntityTooLarge {
+			return temporal.NewNonRetryableApplicationError(text, api.ErrTypeTooLarge, nil)
+		}
+		return temporal.NewNonRetryableApplicationError(text, api.ErrTypeBadInput, nil)
+	}
+	return temporal.NewApplicationError(text, "ModelUnavailable")
+}

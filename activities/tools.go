@@ -1,0 +1,273 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/nexo-temporal/nexo/agents"
+	"github.com/nexo-temporal/nexo/api"
+	"github.com/nexo-temporal/nexo/sandbox"
+)
+
+// Tool limits (Nexo's): a read returns at most ReadCap bytes; shell output keeps the last
+// ShellLines lines / ShellChars characters of each stream, without ANSI codes.
+const (
+	ReadCap         = 200_000
+	maxReadableFile = 16 << 20
+	ShellLines      = 200
+	ShellChars      = 16_000
+	maxGlobResults  = 1000
+	defaultShellSec = 60
+)
+
+// ResolveAgent returns the configured definition of the agent called name.
+func (a *Activities) ResolveAgent(_ context.Context, name string) (agents.Spec, error) {
+	if s, ok := a.agents[name]; ok {
+		return s, nil
+	}
+	known := make([]string, 0, len(a.agents))
+	for n := range a.agents {
+		known = append(known, n)
+	}
+	sort.Strings(known)
+	return agents.Spec{}, temporal.NewNonRetryableApplicationError(
+		fmt.Sprintf("no agent %q is configured on this worker (configured: %s)", name, strings.Join(known, ", ")),
+		api.ErrTypeNotFound, nil)
+}
+
+// toolError is a result the model sees.
+func toolError(format string, args ...any) api.RunToolResult {
+	return api.RunToolResult{Content: "error: " + fmt.Sprintf(format, args...), IsError: true}
+}
+
+// RunTool runs one built-in tool in the run's sandbox. A tool that runs and fails
+// (missing file, escaping path, failing command, refused URL) is a result the model sees;
+// only a sandbox that cannot be reached is an activity error, retried by Temporal.
+func (a *Activities) RunTool(ctx context.Context, req api.RunToolRequest) (api.RunToolResult, error) {
+	sb, err := a.sandboxes.Get(req.RunID, req.Sandbox)
+	if err != nil {
+		return api.RunToolResult{}, classify(fmt.Errorf("tool %s: %w", req.Tool, err))
+	}
+	var args map[string]any
+	if err := json.Unmarshal(req.Args, &args); err != nil {
+		return toolError("arguments are not a JSON object: %v", err), nil
+	}
+	defer keepAlive(ctx)()
+	str := func(k string) (string, bool) { s, ok := args[k].(string); return s, ok }
+	switch req.Tool {
+	case agents.ToolReadFile:
+		p, ok := str("path")
+		if !ok || p == "" {
+			return toolError("read_file needs a string \"path\""), nil
+		}
+		return a.readFile(ctx, sb, p)
+	case agents.ToolWriteFile:
+		p, ok := str("path")
+		content, ok2 := str("content")
+		if !ok || p == "" || !ok2 {
+			return toolError("write_file needs a string \"path\" and a string \"content\""), nil
+		}
+		return a.writeFile(ctx, sb, p, content, req.Seen)
+	case agents.ToolGlob:
+		pat, ok := str("pattern")
+		if !ok || pat == "" {
+			return toolError("glob needs a string \"pattern\""), nil
+		}
+		files, err := sb.Glob(ctx, pat)
+		if err != nil {
+			return fileError("glob", pat, err)
+		}
+		if len(files) == 0 {
+			return api.RunToolResult{Content: "no files match " + pat}, nil
+		}
+		more := ""
+		if len(files) > maxGlobResults {
+			more = fmt.Sprintf("\n[%d more not shown]", len(files)-maxGlobResults)
+			files = files[:maxGlobResults]
+		}
+		return api.RunToolResult{Content: strings.Join(files, "\n") + more}, nil
+	case agents.ToolShell:
+		cmd, ok := str("command")
+		if !ok || strings.TrimSpace(cmd) == "" {
+			return toolError("shell needs a string \"command\""), nil
+		}
+		timeout := time.Duration(defaultShellSec) * time.Second
+		if n, ok := args["timeout_seconds"].(float64); ok && n >= 1 {
+			timeout = time.Duration(n) * time.Second
+		}
+		timeout = min(timeout, a.shellTimeout)
+		return a.shell(ctx, sb, cmd, timeout)
+	case agents.ToolFetch:
+		u, ok := str("url")
+		if !ok || u == "" {
+			return toolError("fetch needs a string \"url\""), nil
+		}
+		return a.fetcher.Fetch(ctx, u, req.FetchAllow), nil
+	}
+	return toolError("unknown tool %q", req.Tool), nil
+}
+
+// fileError turns a sandbox error into what the model sees; an error that is neither the
+// model's fault nor a plain failure (I/O on the worker) is returned for Temporal to retry.
+func fileError(op, p string, err error) (api.RunToolResult, error) {
+	switch {
+	case errors.Is(err, sandbox.ErrEscape):
+		return toolError("%s %s: the path leads outside the workspace", op, p), nil
+	case errors.Is(err, sandbox.ErrNotFound):
+		return toolError("%s %s: no such file", op, p), nil
+	case errors.Is(err, sandbox.ErrNoShell):
+		return toolError("%s: this sandbox has no shell", op), nil
+	case errors.Is(err, sandbox.ErrClosed):
+		return api.RunToolResult{}, fmt.Errorf("%s %s: %w", op, p, err)
+	}
+	return toolError("%s %s: %v", op, p, err), nil
+}
+
+func stampOf(fi sandbox.FileInfo) *api.FileStamp {
+	return &api.FileStamp{Size: fi.Size, ModUnix: fi.ModTime.UnixNano()}
+}
+
+func (a *Activities) readFile(ctx context.Context, sb sandbox.Sandbox, p string) (api.RunToolResult, error) {
+	fi, err := sb.Stat(ctx, p)
+	if err != nil {
+		return fileError("read_file", p, err)
+	}
+	if fi.Size > maxReadableFile {
+		return toolError("read_file %s: the file is %d bytes, too large to read (limit %d); use shell with head or grep", p, fi.Size, maxReadableFile), nil
+	}
+	b, err := sb.Read(ctx, p)
+	if err != nil {
+		return fileError("read_file", p, err)
+	}
+	res := api.RunToolResult{Path: p, Stamp: stampOf(fi)}
+	if !utf8.Valid(b) {
+		res.Content = fmt.Sprintf("%s is a binary file (%d bytes); its content is not shown", p, len(b))
+		return res, nil
+	}
+	if len(b) > ReadCap {
+		cut := b[:ReadCap]
+		for !utf8.Valid(cut) && len(cut) > 0 { // do not split a character
+			cut = cut[:len(cut)-1]
+		}
+		res.Content = string(cut) + fmt.Sprintf("\n[truncated: showing %d of %d bytes]", len(cut), len(b))
+		return res, nil
+	}
+	res.Content = string(b)
+	return res, nil
+}
+
+// writeFile enforces read-before-write: an existing file may be replaced only if the agent
+// read it and it has not changed since (size and modification time), so an agent never
+// clobbers what it has not seen.
+func (a *Activities) writeFile(ctx context.Context, sb sandbox.Sandbox, p, content string, seen *api.FileStamp) (api.RunToolResult, error) {
+	fi, err := sb.Stat(ctx, p)
+	switch {
+	case err == nil:
+		if seen == nil {
+			return toolError("write_file %s: the file exists and you have not read it; read it with read_file first", p), nil
+		}
+		if cur := stampOf(fi); *cur != *seen {
+			return toolError("write_file %s: the file changed since you read it (stale); read it again first", p), nil
+		}
+	case errors.Is(err, sandbox.ErrNotFound):
+	default:
+		return fileError("write_file", p, err)
+	}
+	written, err := sb.Write(ctx, p, []byte(content))
+	if err != nil {
+		return fileError("write_file", p, err)
+	}
+	res := api.RunToolResult{Content: fmt.Sprintf("wrote %d bytes to %s", len(content), written), Path: written}
+	if fi, err := sb.Stat(ctx, p); err == nil {
+		res.Stamp = stampOf(fi)
+	}
+	return res, nil
+}
+
+func (a *Activities) shell(ctx context.Context, sb sandbox.Sandbox, cmd string, timeout time.Duration) (api.RunToolResult, error) {
+	out, err := sb.Shell(ctx, cmd, timeout)
+	if err != nil && !out.TimedOut {
+		if ctx.Err() != nil {
+			return api.RunToolResult{}, fmt.Errorf("shell: %w", ctx.Err())
+		}
+		return fileError("shell", "", err)
+	}
+	var b strings.Builder
+	if out.TimedOut {
+		fmt.Fprintf(&b, "killed after %v (timeout)\n", timeout)
+	} else {
+		fmt.Fprintf(&b, "exit code %d\n", out.ExitCode)
+	}
+	if s := sandbox.TruncateOutput(out.Stdout, ShellLines, ShellChars); s != "" {
+		fmt.Fprintf(&b, "--- stdout ---\n%s\n", strings.TrimRight(s, "\n"))
+	}
+	if s := sandbox.TruncateOutput(out.Stderr, ShellLines, ShellChars); s != "" {
+		fmt.Fprintf(&b, "--- stderr ---\n%s\n", strings.TrimRight(s, "\n"))
+	}
+	return api.RunToolResult{Content: strings.TrimRight(b.String(), "\n"), IsError: out.TimedOut || out.ExitCode != 0}, nil
+}
+
+// CollectOutputs returns the sandbox files matching an agent's `produces` patterns: a
+// pattern with * ? [ is globbed, a plain path is included when it exists.
+func (a *Activities) CollectOutputs(ctx context.Context, req api.CollectOutputsRequest) ([]string, error) {
+	sb, err := a.sandboxes.Get(req.RunID, req.Sandbox)
+	if err != nil {
+		return nil, classify(fmt.Errorf("collect outputs: %w", err))
+	}
+	var out []string
+	for _, p := range req.Patterns {
+		if strings.ContainsAny(p, "*?[{") {
+			files, err := sb.Glob(ctx, p)
+			if err != nil {
+				continue
+			}
+			out = append(out, files...)
+		} else if _, err := sb.Stat(ctx, p); err == nil {
+			out = append(out, p)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+// RestoreArtifacts writes recorded artifacts back into the run's sandbox (into/<name>).
+func (a *Activities) RestoreArtifacts(ctx context.Context, req api.RestoreArtifactsRequest) ([]string, error) {
+	sb, err := a.sandboxes.Get(req.RunID, req.Sandbox)
+	if err != nil {
+		return nil, classify(fmt.Errorf("restore artifacts: %w", err))
+	}
+	from := req.FromRun
+	if from == "" {
+		from = req.RunID
+	}
+	var written []string
+	for _, name := range req.Names {
+		b, err := a.store.Get(ctx, from, name)
+		if err != nil {
+			return written, classify(fmt.Errorf("restore artifact %s: %w", name, err))
+		}
+		p, err := sb.Write(ctx, path.Join(orDot(req.Into), name), b)
+		if err != nil {
+			return written, classify(fmt.Errorf("restore artifact %s: %w", name, err))
+		}
+		written = append(written, p)
+	}
+	return written, nil
+}
+
+func orDot(s string) string {
+	if s == "" {
+		return "."
+	}
+	return s
+}

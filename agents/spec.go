@@ -1,0 +1,89 @@
+// Package agents holds agent definitions and the built-in tools' contract: their names,
+// capabilities, descriptions (embedded Markdown beside this file) and JSON schemas. It is
+// pure data and validation, so workflow code, the worker and the config loader share one
+// definition; the tools' implementations are activities.
+package agents
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+
+	"github.com/nexo-temporal/nexo/api"
+	"github.com/nexo-temporal/nexo/permissions"
+)
+
+// DefaultMaxTurns bounds an agent's model calls per prompt unless its definition says.
+const DefaultMaxTurns = 25
+
+// Spec is an agent definition, declared under `agents:` in the config or in Go. It
+// travels in workflow history (the worker resolves a name to a Spec through an activity),
+// so it holds no secrets: the model's API key stays with the worker.
+type Spec struct {
+	// Name addresses the agent (`starter agent NAME`); letters, digits, - and _.
+	Name string `json:"name" mapstructure:"name" yaml:"name"`
+	// Model overrides llm.model for this agent.
+	Model string `json:"model,omitempty" mapstructure:"model" yaml:"model"`
+	// Instructions start the system prompt.
+	Instructions string `json:"instructions,omitempty" mapstructure:"instructions" yaml:"instructions"`
+	// Permissions decide the agent's tool calls; the zero value is read_only.
+	Permissions permissions.Policy `json:"permissions" mapstructure:"permissions" yaml:"permissions"`
+	// Sandbox is where the tools act; empty means a local workspace owned by the run.
+	Sandbox api.SandboxSpec `json:"sandbox" mapstructure:"sandbox" yaml:"sandbox"`
+	// FetchAllow lists the hosts fetch may reach (subdomains included). Empty: no fetch.
+	FetchAllow []string `json:"fetch_allow,omitempty" mapstructure:"fetch_allow" yaml:"fetch_allow"`
+	// Produces lists workspace files (globs allowed) recorded as artifacts after the agent
+	// runs, also when it fails.
+	Produces []string `json:"produces,omitempty" mapstructure:"produces" yaml:"produces"`
+	// MaxTurns bounds model calls per prompt (default DefaultMaxTurns).
+	MaxTurns int `json:"max_turns,omitempty" mapstructure:"max_turns" yaml:"max_turns"`
+}
+
+// Turns is MaxTurns or the default.
+func (s Spec) Turns() int {
+	if s.MaxTurns > 0 {
+		return s.MaxTurns
+	}
+	return DefaultMaxTurns
+}
+
+// Validate reports every problem of the definition, each naming its field.
+func (s Spec) Validate() error {
+	var errs []error
+	bad := func(field, format string, a ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, a...)))
+	}
+	if s.Name == "" {
+		bad("name", "is empty")
+	} else if strings.Trim(s.Name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_") != "" {
+		bad("name", "%q may hold only letters, digits, - and _", s.Name)
+	}
+	if err := s.Permissions.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("permissions.%w", err))
+	}
+	switch s.Sandbox.Type {
+	case "", api.SandboxLocal, api.SandboxVirtual:
+	case api.SandboxDocker:
+		bad("sandbox.type", "docker sandboxes are not available yet (use local or virtual)")
+	default:
+		bad("sandbox.type", "%q is not one of local, virtual", s.Sandbox.Type)
+	}
+	if s.Sandbox.Type == api.SandboxVirtual && s.Sandbox.Dir != "" {
+		bad("sandbox.dir", "a virtual sandbox has no directory")
+	}
+	for i, h := range s.FetchAllow {
+		if h == "" || strings.ContainsAny(h, "/:*@ ") {
+			bad(fmt.Sprintf("fetch_allow[%d]", i), "%q is not a host name (no scheme, port, path or wildcard; subdomains are included)", h)
+		}
+	}
+	for i, p := range s.Produces {
+		if p == "" || path.IsAbs(p) || strings.HasPrefix(path.Clean(p), "..") {
+			bad(fmt.Sprintf("produces[%d]", i), "%q must be a path inside the workspace", p)
+		}
+	}
+	if s.MaxTurns < 0 {
+		bad("max_turns", "%d is negative", s.MaxTurns)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,71 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/nexo-temporal/nexo/permissions"
+)
+
+const agentsYAML = `
+llm:
+  base_url: http://127.0.0.1:11434/v1
+  model: qwen3:8b
+agents:
+  - name: scribe
+    instructions: You write files when asked.
+    permissions: {mode: approve, approve_when: [{capability: write, detail: "notes/**"}]}
+    sandbox: {type: local, dir: ./workspace}
+    fetch_allow: [example.com]
+    produces: ["notes/*.md"]
+    max_turns: 10
+`
+
+func TestLoadAgents(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	if err := os.WriteFile(filepath.Join(dir, DefaultFile), []byte(agentsYAML), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Load(LoadOptions{Env: []string{"NEXO_LLM_MODEL=llama3"}})
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if cfg.LLM.Model != "llama3" || cfg.LLM.APIKeyEnv != "OPENAI_API_KEY" {
+		t.Errorf("llm = %+v, want the env model and the default key variable", cfg.LLM)
+	}
+	if len(cfg.Agents) != 1 {
+		t.Fatalf("agents = %+v", cfg.Agents)
+	}
+	a := cfg.Agents[0]
+	if a.Name != "scribe" || a.Permissions.Mode != permissions.ModeApprove || a.Sandbox.Dir != "./workspace" ||
+		a.MaxTurns != 10 || len(a.Permissions.ApproveWhen) != 1 || a.Permissions.ApproveWhen[0].Detail != "notes/**" ||
+		a.FetchAllow[0] != "example.com" || a.Produces[0] != "notes/*.md" {
+		t.Errorf("agent = %+v", a)
+	}
+}
+
+func TestAgentErrorsNameTheField(t *testing.T) {
+	for _, tc := range []struct{ name, yaml, want string }{
+		{"bad mode", "agents:\n  - name: a\n    permissions: {mode: yolo}\n", "agents[a].permissions.mode"},
+		{"no base url", "agents:\n  - name: a\n", "llm.base_url"},
+		{"duplicate", "llm: {base_url: http://x:1/v1}\nagents:\n  - name: a\n  - name: a\n", "agents[a].name"},
+		{"bad name", "llm: {base_url: http://x:1/v1}\nagents:\n  - name: 'a b'\n", "name"},
+		{"typo in agent", "llm: {base_url: http://x:1/v1}\nagents:\n  - name: a\n    instructons: hi\n", "instructons"},
+		{"escaping produces", "llm: {base_url: http://x:1/v1}\nagents:\n  - name: a\n    produces: [../x]\n", "agents[a].produces[0]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			t.Chdir(dir)
+			if err := os.WriteFile(filepath.Join(dir, DefaultFile), []byte(tc.yaml), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Load(LoadOptions{Env: []string{}})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Load error = %v, want it to name %q", err, tc.want)
+			}
+		})
+	}
+}

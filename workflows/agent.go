@@ -1,0 +1,295 @@
+package workflows
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path"
+	"sort"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/nexo-temporal/nexo/agents"
+	"github.com/nexo-temporal/nexo/api"
+	"github.com/nexo-temporal/nexo/permissions"
+)
+
+// ErrTurnLimit is returned (wrapped) when an agent used its max_turns without a final
+// answer. The run stops there instead of running up cost.
+var ErrTurnLimit = errors.New("turn limit reached")
+
+// modelCallOptions: a model call may take minutes; transient provider errors (408, 429,
+// 5xx, network) are retried with backoff, other 4xx are non-retryable at the source.
+var modelCallOptions = workflow.ActivityOptions{
+	StartToCloseTimeout: 10 * time.Minute,
+	// The activity heartbeats every 2s: a call in flight on a killed worker is retried
+	// elsewhere after this long, not after the start-to-close timeout.
+	HeartbeatTimeout: 10 * time.Second,
+	RetryPolicy: &temporal.RetryPolicy{
+		InitialInterval:        2 * time.Second,
+		BackoffCoefficient:     2,
+		MaximumInterval:        time.Minute,
+		MaximumAttempts:        6,
+		NonRetryableErrorTypes: []string{api.ErrTypeBadInput, api.ErrTypeTooLarge},
+	},
+}
+
+// toolCallOptions: a command may run for minutes (bounded by sandbox.shell_timeout); the
+// activity heartbeats, so a killed worker's call is retried within seconds.
+var toolCallOptions = workflow.ActivityOptions{
+	StartToCloseTimeout: 15 * time.Minute,
+	HeartbeatTimeout:    10 * time.Second,
+	RetryPolicy:         DefaultActivityOptions.RetryPolicy,
+}
+
+// AgentRun is the generic workflow that runs one configured agent on one prompt:
+// `starter agent NAME "prompt"`. The definition is resolved by the worker (an activity, so
+// the run keeps the definition it started with even if the config changes) and stored
+// under state["agent"].
+func AgentRun(ctx workflow.Context, in api.AgentRunInput) (api.AgentResult, error) {
+	if strings.TrimSpace(in.Agent) == "" || strings.TrimSpace(in.Prompt) == "" {
+		return api.AgentResult{}, temporal.NewNonRetryableApplicationError(
+			`AgentRun needs {"agent": "<name>", "prompt": "<text>"}`, api.ErrTypeBadInput, nil)
+	}
+	spec, err := Checkpoint[agents.Spec](ctx, "agent", api.ActivityResolveAgent, in.Agent)
+	if err != nil {
+		return api.AgentResult{}, err
+	}
+	if in.MaxTurns > 0 {
+		spec.MaxTurns = in.MaxTurns
+	}
+	runtimeOf(ctx).sandbox = spec.Sandbox // the run owns the agent's sandbox
+	return RunAgent(ctx, spec, in.Prompt)
+}
+
+// RunAgent runs the agent on prompt inside the current run. The loop lives here, in the
+// workflow: every model call and every tool call is an activity, so a crash between two
+// calls loses nothing that was paid for, and a call that needs a human suspends the run
+// (no worker is held) until nexo.approval decides it. The agent acts in the run's
+// sandbox; its `produces` files are recorded as artifacts when it ends, also on failure.
+func RunAgent(ctx workflow.Context, spec agents.Spec, prompt string) (api.AgentResult, error) {
+	rt := runtimeOf(ctx)
+	spec.Sandbox = rt.sandbox
+	rt.sandboxUsed = true
+	res := api.AgentResult{Agent: spec.Name}
+	offered := agents.Offered(spec)
+	defs := make([]api.ToolDef, len(offered))
+	for i, t := range offered {
+		defs[i] = t.Def()
+	}
+	rt.emit(ctx, "agent_start", map[string]any{"agent": spec.Name, "prompt": prompt, "tools": toolNames(offered)})
+
+	defer func() {
+		dctx := ctx
+		if ctx.Err() != nil {
+			dctx, _ = workflow.NewDisconnectedContext(ctx)
+		}
+		rt.collectOutputs(dctx, spec.Produces)
+	}()
+
+	thread := []api.ChatMessage{{Role: api.RoleUser, Content: prompt}}
+	mctx := workflow.WithActivityOptions(ctx, modelCallOptions)
+	for turn := 1; ; turn++ {
+		if turn > spec.Turns() {
+			rt.emit(ctx, "turn_limit_exceeded", map[string]int{"turns": turn - 1, "max_turns": spec.Turns()})
+			return res, fmt.Errorf("agent %s: %w: %d model calls without a final answer (max_turns %d)",
+				spec.Name, ErrTurnLimit, turn-1, spec.Turns())
+		}
+		req := api.CompleteChatRequest{Model: spec.Model, System: spec.Instructions, RunID: rt.rec.ID,
+			Sandbox: spec.Sandbox, Messages: thread, Tools: defs}
+		var out api.CompleteChatResult
+		if err := workflow.ExecuteActivity(mctx, api.ActivityCompleteChat, req).Get(ctx, &out); err != nil {
+			return res, fmt.Errorf("agent %s: model call %d: %s", spec.Name, turn, errorMessage(err))
+		}
+		res.Turns = turn
+		res.Usage.PromptTokens += out.Usage.PromptTokens
+		res.Usage.CompletionTokens += out.Usage.CompletionTokens
+		res.Usage.TotalTokens += out.Usage.TotalTokens
+		rt.emit(ctx, "agent_usage", map[string]any{"turn": turn, "model": out.Model,
+			"prompt_tokens": out.Usage.PromptTokens, "completion_tokens": out.Usage.CompletionTokens,
+			"total_tokens": out.Usage.TotalTokens})
+		msg := out.Message
+		msg.Role = api.RoleAssistant
+		// Our own call ids: unique in the run and short to type (`--call 3.1`), whatever
+		// the provider uses (some repeat "call_0" every turn).
+		for i := range msg.ToolCalls {
+			msg.ToolCalls[i].ID = fmt.Sprintf("%d.%d", turn, i+1)
+		}
+		thread = append(thread, msg)
+		if len(msg.ToolCalls) == 0 {
+			res.Content = msg.Content
+			rt.emit(ctx, "agent_done", map[string]any{"content": msg.Content, "turns": turn})
+			return res, nil
+		}
+		if msg.Content != "" {
+			rt.emit(ctx, "agent_text", map[string]string{"content": msg.Content})
+		}
+		for _, call := range msg.ToolCalls {
+			result, err := rt.callTool(ctx, spec, offered, call)
+			if err != nil {
+				return res, fmt.Errorf("agent %s: tool call %s (%s): %w", spec.Name, call.ID, call.Name, err)
+			}
+			thread = append(thread, api.ChatMessage{Role: api.RoleTool, ToolCallID: call.ID, Content: result.Content})
+		}
+	}
+}
+
+func toolNames(ts []agents.Tool) []string {
+	names := make([]string, len(ts))
+	for i, t := range ts {
+		names[i] = t.Name
+	}
+	return names
+}
+
+// callTool decides and runs one tool call. A tool that runs and fails, a denied call and
+// a malformed call are results the model sees; only broken infrastructure is an error.
+func (rt *runtime) callTool(ctx workflow.Context, spec agents.Spec, offered []agents.Tool, call api.ToolCall) (api.RunToolResult, error) {
+	var args map[string]any
+	argErr := json.Unmarshal([]byte(orEmptyObject(call.Arguments)), &args)
+	rt.emit(ctx, "agent_tool_call", map[string]any{"call_id": call.ID, "name": call.Name, "args": argsForEvent(args, call.Arguments)})
+
+	result, err := rt.decideAndRun(ctx, spec, offered, call, args, argErr)
+	if err != nil {
+		return result, err
+	}
+	rt.emit(ctx, "agent_tool_result", map[string]any{"call_id": call.ID, "name": call.Name, "ok": !result.IsError, "content": result.Content})
+	return result, nil
+}
+
+func orEmptyObject(s string) string {
+	if strings.TrimSpace(s) == "" {
+		return "{}"
+	}
+	return s
+}
+
+func argsForEvent(args map[string]any, raw string) any {
+	if args != nil {
+		return args
+	}
+	return raw
+}
+
+func errorResult(format string, a ...any) api.RunToolResult {
+	return api.RunToolResult{Content: "error: " + fmt.Sprintf(format, a...), IsError: true}
+}
+
+func (rt *runtime) decideAndRun(ctx workflow.Context, spec agents.Spec, offered []agents.Tool, call api.ToolCall, args map[string]any, argErr error) (api.RunToolResult, error) {
+	var tool agents.Tool
+	found := false
+	for _, t := range offered {
+		if t.Name == call.Name {
+			tool, found = t, true
+		}
+	}
+	if !found {
+		return errorResult("unknown tool %q (available: %s)", call.Name, strings.Join(toolNames(offered), ", ")), nil
+	}
+	if argErr != nil {
+		return errorResult("arguments of %s are not a JSON object: %v", call.Name, argErr), nil
+	}
+	pc := permissions.Call{Capability: tool.Capability, Tool: tool.Name, Detail: agents.Detail(tool.Name, args), Args: args}
+	v := permissions.Decide(spec.Permissions, pc, rt.approvals)
+	switch v.Decision {
+	case permissions.Allow:
+	case permissions.NeedsApproval:
+		sig, err := rt.awaitApproval(ctx, call, pc)
+		if err != nil {
+			return api.RunToolResult{}, err
+		}
+		if sig.Always {
+			rt.approvals = rt.approvals.Remember(pc, sig.Approved)
+		}
+		if !sig.Approved {
+			reason := sig.Reason
+			if reason == "" {
+				reason = "no reason given"
+			}
+			return errorResult("a human denied this %s call: %s", tool.Name, reason), nil
+		}
+	default:
+		return errorResult("permission denied: %s", v.Reason), nil
+	}
+
+	req := api.RunToolRequest{RunID: rt.rec.ID, Sandbox: spec.Sandbox, CallID: call.ID, Tool: tool.Name,
+		Args: json.RawMessage(orEmptyObject(call.Arguments)), FetchAllow: spec.FetchAllow}
+	key := ""
+	if tool.Name == agents.ToolWriteFile || tool.Name == agents.ToolReadFile {
+		key = stampKey(pc.Detail)
+		if st, ok := rt.stamps[key]; ok {
+			req.Seen = &st
+		}
+	}
+	var res api.RunToolResult
+	tctx := workflow.WithActivityOptions(ctx, toolCallOptions)
+	if err := workflow.ExecuteActivity(tctx, api.ActivityRunTool, req).Get(ctx, &res); err != nil {
+		return api.RunToolResult{}, errors.New(errorMessage(err))
+	}
+	if key != "" && res.Stamp != nil {
+		if rt.stamps == nil {
+			rt.stamps = map[string]api.FileStamp{}
+		}
+		rt.stamps[key] = *res.Stamp
+	}
+	return res, nil
+}
+
+func stampKey(p string) string {
+	return path.Clean(strings.TrimPrefix(p, "/workspace/"))
+}
+
+// awaitApproval records the pending call, suspends the run until nexo.approval names it,
+// and returns the decision. Nothing before the gate runs again: the run continues here.
+func (rt *runtime) awaitApproval(ctx workflow.Context, call api.ToolCall, pc permissions.Call) (api.ApprovalSignal, error) {
+	now := workflow.Now(ctx).UTC()
+	args := json.RawMessage(orEmptyObject(call.Arguments))
+	if !json.Valid(args) {
+		args, _ = json.Marshal(call.Arguments)
+	}
+	detail := pc.Tool
+	if pc.Detail != "" {
+		detail += " " + pc.Detail
+	}
+	rt.setState(ctx, api.StateApproval, api.ApprovalInfo{CallID: call.ID, Capability: string(pc.Capability), Tool: pc.Tool, Args: args, At: now})
+	rt.setState(ctx, api.StateSuspend, api.SuspendInfo{Reason: "approval: " + detail, ResumeKey: call.ID, At: now})
+	rt.pending = &approvalWaiter{callID: call.ID}
+	rt.emit(ctx, "approval_requested", map[string]any{"call_id": call.ID, "tool": pc.Tool, "capability": pc.Capability, "detail": pc.Detail, "args": pc.Args})
+	rt.setStatus(ctx, api.StatusSuspended)
+
+	if err := workflow.Await(ctx, func() bool { return rt.pending.decision != nil }); err != nil {
+		rt.pending = nil
+		return api.ApprovalSignal{}, err
+	}
+	sig := *rt.pending.decision
+	rt.pending = nil
+	delete(rt.rec.State, api.StateApproval)
+	delete(rt.rec.State, api.StateSuspend)
+	rt.emit(ctx, "approval_decided", map[string]any{"call_id": call.ID, "tool": pc.Tool, "approved": sig.Approved,
+		"reason": sig.Reason, "by": sig.By, "always": sig.Always})
+	rt.setStatus(ctx, api.StatusRunning)
+	return sig, nil
+}
+
+// collectOutputs records the agent's declared outputs as artifacts. Errors never mask
+// the agent's outcome: each becomes an artifact_skipped event.
+func (rt *runtime) collectOutputs(ctx workflow.Context, patterns []string) {
+	if len(patterns) == 0 {
+		return
+	}
+	var paths []string
+	req := api.CollectOutputsRequest{RunID: rt.rec.ID, Sandbox: rt.sandbox, Patterns: patterns}
+	if err := workflow.ExecuteActivity(ctx, api.ActivityCollectOutputs, req).Get(ctx, &paths); err != nil {
+		rt.emit(ctx, "artifact_skipped", map[string]string{"error": errorMessage(err)})
+		return
+	}
+	sort.Strings(paths)
+	for _, p := range paths {
+		if _, err := Artifact(ctx, path.Base(p), ArtifactSource{Path: p}); err != nil {
+			rt.emit(ctx, "artifact_skipped", map[string]string{"path": p, "error": err.Error()})
+		}
+	}
+}
