@@ -59,6 +59,7 @@ type platform struct {
 	ui       int
 	cmd      *exec.Cmd
 	done     chan struct{}
+	extraEnv []string
 	mu       sync.Mutex
 	out      bytes.Buffer
 }
@@ -80,13 +81,13 @@ func newPlatform(t testing.TB) *platform {
 }
 
 func (p *platform) env() []string {
-	return append(os.Environ(),
+	return append(append(os.Environ(),
 		fmt.Sprintf("NEXO_TEMPORAL_ADDRESS=127.0.0.1:%d", p.frontend),
 		fmt.Sprintf("NEXO_DEV_FRONTEND_PORT=%d", p.frontend),
 		fmt.Sprintf("NEXO_DEV_UI_PORT=%d", p.ui),
 		"NEXO_DEV_DB_PATH="+filepath.Join(p.dir, ".nexo", "temporal.db"),
 		"NEXO_LOG_LEVEL=warn",
-	)
+	), p.extraEnv...)
 }
 
 type lockedWriter struct {
