@@ -7,6 +7,7 @@ package agents
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"path"
 	"strings"
 
@@ -38,6 +39,8 @@ type Spec struct {
 	Produces []string `json:"produces,omitempty" mapstructure:"produces" yaml:"produces"`
 	// MaxTurns bounds model calls per prompt (default DefaultMaxTurns).
 	MaxTurns int `json:"max_turns,omitempty" mapstructure:"max_turns" yaml:"max_turns"`
+	// MCP servers whose tools the agent may use (through the same permission gate).
+	MCP []api.MCPServerSpec `json:"mcp,omitempty" mapstructure:"mcp" yaml:"mcp"`
 }
 
 // Turns is MaxTurns or the default.
@@ -80,6 +83,36 @@ func (s Spec) Validate() error {
 	for i, p := range s.Produces {
 		if p == "" || path.IsAbs(p) || strings.HasPrefix(path.Clean(p), "..") {
 			bad(fmt.Sprintf("produces[%d]", i), "%q must be a path inside the workspace", p)
+		}
+	}
+	names := map[string]bool{}
+	for i, m := range s.MCP {
+		field := fmt.Sprintf("mcp[%d]", i)
+		switch {
+		case m.Name == "":
+			bad(field+".name", "is empty")
+		case strings.Trim(m.Name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-") != "":
+			bad(field+".name", "%q may hold only letters, digits and - (it prefixes tool names: %s%stool)", m.Name, m.Name, api.MCPToolSeparator)
+		case names[m.Name]:
+			bad(field+".name", "%q is declared twice", m.Name)
+		}
+		names[m.Name] = true
+		switch m.Transport {
+		case api.MCPStdio:
+			if m.Command == "" {
+				bad(field+".command", "required for transport stdio")
+			}
+		case api.MCPSSE, api.MCPHTTP:
+			if u, err := url.Parse(m.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				bad(field+".url", "want an http(s) URL for transport %s", m.Transport)
+			}
+		default:
+			bad(field+".transport", "%q is not one of stdio, sse, http", m.Transport)
+		}
+		for k := range m.Headers {
+			if strings.EqualFold(k, "Authorization") {
+				bad(field+".headers", "do not put credentials in headers (they would be stored in workflow history); name the variable holding the token in token_env")
+			}
 		}
 	}
 	if s.MaxTurns < 0 {

@@ -75,20 +75,22 @@ func RunAgent(ctx workflow.Context, spec agents.Spec, prompt string) (api.AgentR
 	spec.Sandbox = rt.sandbox
 	rt.sandboxUsed = true
 	res := api.AgentResult{Agent: spec.Name}
-	offered := agents.Offered(spec)
-	defs := make([]api.ToolDef, len(offered))
-	for i, t := range offered {
-		defs[i] = t.Def()
-	}
-	rt.emit(ctx, "agent_start", map[string]any{"agent": spec.Name, "prompt": prompt, "tools": toolNames(offered)})
-
 	defer func() {
 		dctx := ctx
 		if ctx.Err() != nil {
 			dctx, _ = workflow.NewDisconnectedContext(ctx)
 		}
 		rt.collectOutputs(dctx, spec.Produces)
+		if len(spec.MCP) > 0 {
+			rt.closeMCP(dctx)
+		}
 	}()
+	tools, err := rt.toolset(ctx, spec)
+	if err != nil {
+		return res, fmt.Errorf("agent %s: %w", spec.Name, err)
+	}
+	defs := tools.defs()
+	rt.emit(ctx, "agent_start", map[string]any{"agent": spec.Name, "prompt": prompt, "tools": tools.names()})
 
 	thread := []api.ChatMessage{{Role: api.RoleUser, Content: prompt}}
 	mctx := workflow.WithActivityOptions(ctx, modelCallOptions)
@@ -128,7 +130,7 @@ func RunAgent(ctx workflow.Context, spec agents.Spec, prompt string) (api.AgentR
 			rt.emit(ctx, "agent_text", map[string]string{"content": msg.Content})
 		}
 		for _, call := range msg.ToolCalls {
-			result, err := rt.callTool(ctx, spec, offered, call)
+			result, err := rt.callTool(ctx, spec, tools, call)
 			if err != nil {
 				return res, fmt.Errorf("agent %s: tool call %s (%s): %w", spec.Name, call.ID, call.Name, err)
 			}
@@ -137,22 +139,97 @@ func RunAgent(ctx workflow.Context, spec agents.Spec, prompt string) (api.AgentR
 	}
 }
 
-func toolNames(ts []agents.Tool) []string {
-	names := make([]string, len(ts))
-	for i, t := range ts {
-		names[i] = t.Name
+// toolset is what the agent is offered: built-in tools its permissions can ever allow,
+// and the MCP tools of its servers likewise.
+type toolset struct {
+	builtin []agents.Tool
+	mcp     []api.MCPTool
+	servers map[string]api.MCPServerSpec
+}
+
+func (ts toolset) names() []string {
+	var names []string
+	for _, t := range ts.builtin {
+		names = append(names, t.Name)
+	}
+	for _, t := range ts.mcp {
+		names = append(names, t.QualifiedName)
 	}
 	return names
 }
 
+func (ts toolset) defs() []api.ToolDef {
+	var defs []api.ToolDef
+	for _, t := range ts.builtin {
+		defs = append(defs, t.Def())
+	}
+	for _, t := range ts.mcp {
+		params := t.InputSchema
+		if len(params) == 0 || string(params) == "null" {
+			params = json.RawMessage(`{"type":"object"}`)
+		}
+		defs = append(defs, api.ToolDef{Name: t.QualifiedName, Description: t.Description, Parameters: params})
+	}
+	return defs
+}
+
+// mcpCallOptions: a broken transport is retried a few times; then the model gets an error
+// result naming the server, and the run goes on.
+var mcpCallOptions = workflow.ActivityOptions{
+	StartToCloseTimeout: 5 * time.Minute,
+	HeartbeatTimeout:    10 * time.Second,
+	RetryPolicy: &temporal.RetryPolicy{
+		InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second, MaximumAttempts: 3,
+		NonRetryableErrorTypes: []string{api.ErrTypeBadInput, api.ErrTypeNotFound},
+	},
+}
+
+func (rt *runtime) toolset(ctx workflow.Context, spec agents.Spec) (toolset, error) {
+	ts := toolset{builtin: agents.Offered(spec), servers: map[string]api.MCPServerSpec{}}
+	if len(spec.MCP) == 0 {
+		return ts, nil
+	}
+	for _, s := range spec.MCP {
+		ts.servers[s.Name] = s
+	}
+	// The list is an activity: its result is in history, so replay never needs a live
+	// server and the tools offered cannot change under a running agent.
+	var list api.ListMCPToolsResult
+	lctx := workflow.WithActivityOptions(ctx, mcpCallOptions)
+	if err := workflow.ExecuteActivity(lctx, api.ActivityListMCPTools, api.ListMCPToolsRequest{RunID: rt.rec.ID, Servers: spec.MCP}).Get(ctx, &list); err != nil {
+		return ts, fmt.Errorf("list MCP tools: %s", errorMessage(err))
+	}
+	for _, name := range sortedKeys(list.Errors) {
+		rt.emit(ctx, "mcp_server_error", map[string]string{"server": name, "error": list.Errors[name]})
+	}
+	byServer := map[string][]string{}
+	for _, t := range list.Tools {
+		if permissions.NeverAllowsMCP(spec.Permissions, t.QualifiedName) {
+			continue
+		}
+		ts.mcp = append(ts.mcp, t)
+		byServer[t.Server] = append(byServer[t.Server], t.Name)
+	}
+	rt.emit(ctx, "mcp_tools", byServer)
+	return ts, nil
+}
+
+func (rt *runtime) closeMCP(ctx workflow.Context) {
+	cctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: time.Minute, RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 2}})
+	if err := workflow.ExecuteActivity(cctx, api.ActivityCloseMCP, api.CloseMCPRequest{RunID: rt.rec.ID}).Get(ctx, nil); err != nil {
+		rt.emit(ctx, "mcp_close_failed", map[string]string{"error": errorMessage(err)})
+	}
+}
+
 // callTool decides and runs one tool call. A tool that runs and fails, a denied call and
 // a malformed call are results the model sees; only broken infrastructure is an error.
-func (rt *runtime) callTool(ctx workflow.Context, spec agents.Spec, offered []agents.Tool, call api.ToolCall) (api.RunToolResult, error) {
+func (rt *runtime) callTool(ctx workflow.Context, spec agents.Spec, tools toolset, call api.ToolCall) (api.RunToolResult, error) {
 	var args map[string]any
 	argErr := json.Unmarshal([]byte(orEmptyObject(call.Arguments)), &args)
 	rt.emit(ctx, "agent_tool_call", map[string]any{"call_id": call.ID, "name": call.Name, "args": argsForEvent(args, call.Arguments)})
 
-	result, err := rt.decideAndRun(ctx, spec, offered, call, args, argErr)
+	result, err := rt.decideAndRun(ctx, spec, tools, call, args, argErr)
 	if err != nil {
 		return result, err
 	}
@@ -178,21 +255,31 @@ func errorResult(format string, a ...any) api.RunToolResult {
 	return api.RunToolResult{Content: "error: " + fmt.Sprintf(format, a...), IsError: true}
 }
 
-func (rt *runtime) decideAndRun(ctx workflow.Context, spec agents.Spec, offered []agents.Tool, call api.ToolCall, args map[string]any, argErr error) (api.RunToolResult, error) {
-	var tool agents.Tool
-	found := false
-	for _, t := range offered {
+func (rt *runtime) decideAndRun(ctx workflow.Context, spec agents.Spec, tools toolset, call api.ToolCall, args map[string]any, argErr error) (api.RunToolResult, error) {
+	var (
+		tool    agents.Tool
+		mcpTool *api.MCPTool
+	)
+	for _, t := range tools.builtin {
 		if t.Name == call.Name {
-			tool, found = t, true
+			tool = t
 		}
 	}
-	if !found {
-		return errorResult("unknown tool %q (available: %s)", call.Name, strings.Join(toolNames(offered), ", ")), nil
+	for i, t := range tools.mcp {
+		if t.QualifiedName == call.Name {
+			mcpTool = &tools.mcp[i]
+		}
+	}
+	if tool.Name == "" && mcpTool == nil {
+		return errorResult("unknown tool %q (available: %s)", call.Name, strings.Join(tools.names(), ", ")), nil
 	}
 	if argErr != nil {
 		return errorResult("arguments of %s are not a JSON object: %v", call.Name, argErr), nil
 	}
 	pc := permissions.Call{Capability: tool.Capability, Tool: tool.Name, Detail: agents.Detail(tool.Name, args), Args: args}
+	if mcpTool != nil {
+		pc = permissions.Call{Capability: permissions.CapMCP, Tool: mcpTool.QualifiedName, Args: args}
+	}
 	v := permissions.Decide(spec.Permissions, pc, rt.approvals)
 	switch v.Decision {
 	case permissions.Allow:
@@ -209,10 +296,13 @@ func (rt *runtime) decideAndRun(ctx workflow.Context, spec agents.Spec, offered 
 			if reason == "" {
 				reason = "no reason given"
 			}
-			return errorResult("a human denied this %s call: %s", tool.Name, reason), nil
+			return errorResult("a human denied this %s call: %s", pc.Tool, reason), nil
 		}
 	default:
 		return errorResult("permission denied: %s", v.Reason), nil
+	}
+	if mcpTool != nil {
+		return rt.callMCP(ctx, tools.servers[mcpTool.Server], *mcpTool, call), nil
 	}
 
 	req := api.RunToolRequest{RunID: rt.rec.ID, Sandbox: spec.Sandbox, CallID: call.ID, Tool: tool.Name,
@@ -292,4 +382,17 @@ func (rt *runtime) collectOutputs(ctx workflow.Context, patterns []string) {
 			rt.emit(ctx, "artifact_skipped", map[string]string{"path": p, "error": err.Error()})
 		}
 	}
+}
+
+// callMCP runs an allowed MCP call. A server that keeps failing after the bounded retries
+// gives the model an error result naming the server; the run goes on.
+func (rt *runtime) callMCP(ctx workflow.Context, server api.MCPServerSpec, tool api.MCPTool, call api.ToolCall) api.RunToolResult {
+	req := api.CallMCPToolRequest{RunID: rt.rec.ID, CallID: call.ID, Server: server, Tool: tool.Name,
+		Args: json.RawMessage(orEmptyObject(call.Arguments))}
+	var res api.RunToolResult
+	mctx := workflow.WithActivityOptions(ctx, mcpCallOptions)
+	if err := workflow.ExecuteActivity(mctx, api.ActivityCallMCPTool, req).Get(ctx, &res); err != nil {
+		return errorResult("MCP server %s: %s failed: %s", server.Name, tool.Name, errorMessage(err))
+	}
+	return res
 }

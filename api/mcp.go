@@ -1,0 +1,80 @@
+package api
+
+import "encoding/json"
+
+// MCP activity names.
+const (
+	ActivityListMCPTools = "ListMCPTools"
+	ActivityCallMCPTool  = "CallMCPTool"
+	ActivityCloseMCP     = "CloseMCP"
+)
+
+// MCP transports.
+const (
+	MCPStdio = "stdio"
+	MCPSSE   = "sse"
+	MCPHTTP  = "http"
+)
+
+// MCPServerSpec declares an MCP server an agent may use. It travels in workflow history,
+// so it holds no secret: a bearer token is read by the worker from the environment variable
+// TokenEnv names and sent as "Authorization: Bearer ...". Do not put secrets in Headers or
+// Env; name them in TokenEnv.
+type MCPServerSpec struct {
+	// Name prefixes the server's tools as the model sees them: <name>__<tool>.
+	Name string `json:"name" mapstructure:"name" yaml:"name"`
+	// Transport is stdio, sse or http (streamable HTTP).
+	Transport string `json:"transport" mapstructure:"transport" yaml:"transport"`
+	// Command and Args start a stdio server; Env is added to its (otherwise minimal)
+	// environment.
+	Command string            `json:"command,omitempty" mapstructure:"command" yaml:"command"`
+	Args    []string          `json:"args,omitempty" mapstructure:"args" yaml:"args"`
+	Env     map[string]string `json:"env,omitempty" mapstructure:"env" yaml:"env"`
+	// URL of an sse or http server, and extra request headers.
+	URL     string            `json:"url,omitempty" mapstructure:"url" yaml:"url"`
+	Headers map[string]string `json:"headers,omitempty" mapstructure:"headers" yaml:"headers"`
+	// TokenEnv names the environment variable holding a bearer token.
+	TokenEnv string `json:"token_env,omitempty" mapstructure:"token_env" yaml:"token_env"`
+}
+
+// MCPToolSeparator joins a server's name and its tool's name into the name the model sees.
+const MCPToolSeparator = "__"
+
+// MCPTool is one tool of one server.
+type MCPTool struct {
+	Server string `json:"server"`
+	// Name is the tool's name on its server.
+	Name string `json:"name"`
+	// QualifiedName is the name offered to the model and used in permissions (mcp_allow,
+	// approvals): <server>__<tool>.
+	QualifiedName string          `json:"qualified_name"`
+	Description   string          `json:"description,omitempty"`
+	InputSchema   json.RawMessage `json:"input_schema"`
+}
+
+// ListMCPToolsRequest lists the tools of an agent's MCP servers for a run.
+type ListMCPToolsRequest struct {
+	RunID   string          `json:"run_id"`
+	Servers []MCPServerSpec `json:"servers"`
+}
+
+// ListMCPToolsResult holds the tools of every server that answered, and an error message
+// for each that did not (it offers no tools; the run goes on).
+type ListMCPToolsResult struct {
+	Tools  []MCPTool         `json:"tools"`
+	Errors map[string]string `json:"errors,omitempty"`
+}
+
+// CallMCPToolRequest calls one tool on one server for a run.
+type CallMCPToolRequest struct {
+	RunID  string          `json:"run_id"`
+	CallID string          `json:"call_id"`
+	Server MCPServerSpec   `json:"server"`
+	Tool   string          `json:"tool"`
+	Args   json.RawMessage `json:"args"`
+}
+
+// CloseMCPRequest closes the run's MCP clients (stdio servers are stopped and reaped).
+type CloseMCPRequest struct {
+	RunID string `json:"run_id"`
+}
