@@ -56,7 +56,11 @@ type CompleteChatRequest struct {
 	Sandbox SandboxSpec `json:"sandbox"`
 	// Messages is the thread without the system message.
 	Messages []ChatMessage `json:"messages"`
-	Tools    []ToolDef     `json:"tools,omitempty"`
+	// StreamTo, when set, asks for a streamed completion whose text is signalled
+	// (SignalStream) to that workflow as it arrives, tagged with StreamCall.
+	StreamTo   string    `json:"stream_to,omitempty"`
+	StreamCall string    `json:"stream_call,omitempty"`
+	Tools      []ToolDef `json:"tools,omitempty"`
 }
 
 // Usage is the token accounting of one model call.

@@ -89,50 +89,85 @@ func RunAgent(ctx workflow.Context, spec agents.Spec, prompt string) (api.AgentR
 	if err != nil {
 		return res, fmt.Errorf("agent %s: %w", spec.Name, err)
 	}
-	defs := tools.defs()
 	rt.emit(ctx, "agent_start", map[string]any{"agent": spec.Name, "prompt": prompt, "tools": tools.names()})
+	_, res, err = rt.agentLoop(ctx, spec, tools, []api.ChatMessage{{Role: api.RoleUser, Content: prompt}}, loopStyle{})
+	return res, err
+}
 
-	thread := []api.ChatMessage{{Role: api.RoleUser, Content: prompt}}
+// loopStyle is how a loop reports itself: a run records agent_* events; a session records
+// the activity stream (text, tool_call start and update, ...) and may stream model output.
+type loopStyle struct {
+	session bool
+	// idPrefix makes tool call ids unique across a session's prompts ("3." + "1.2").
+	idPrefix string
+	// streamTo is the workflow the model activity streams text to (sessions).
+	streamTo string
+}
+
+// agentLoop calls the model and the tools it asks for until the model answers without a
+// tool call, and returns the grown thread. Every call is an activity.
+func (rt *runtime) agentLoop(ctx workflow.Context, spec agents.Spec, tools toolset, thread []api.ChatMessage, style loopStyle) ([]api.ChatMessage, api.AgentResult, error) {
+	res := api.AgentResult{Agent: spec.Name}
+	defs := tools.defs()
 	mctx := workflow.WithActivityOptions(ctx, modelCallOptions)
 	for turn := 1; ; turn++ {
 		if turn > spec.Turns() {
 			rt.emit(ctx, "turn_limit_exceeded", map[string]int{"turns": turn - 1, "max_turns": spec.Turns()})
-			return res, fmt.Errorf("agent %s: %w: %d model calls without a final answer (max_turns %d)",
+			return thread, res, fmt.Errorf("agent %s: %w: %d model calls without a final answer (max_turns %d)",
 				spec.Name, ErrTurnLimit, turn-1, spec.Turns())
 		}
+		callTag := fmt.Sprintf("%s%d", style.idPrefix, turn)
 		req := api.CompleteChatRequest{Model: spec.Model, System: spec.Instructions, RunID: rt.rec.ID,
 			Sandbox: spec.Sandbox, Messages: thread, Tools: defs}
+		if style.streamTo != "" {
+			req.StreamTo, req.StreamCall = style.streamTo, callTag
+		}
 		var out api.CompleteChatResult
-		if err := workflow.ExecuteActivity(mctx, api.ActivityCompleteChat, req).Get(ctx, &out); err != nil {
-			return res, fmt.Errorf("agent %s: model call %d: %s", spec.Name, turn, errorMessage(err))
+		if style.streamTo != "" {
+			rt.streamCall = callTag
+		}
+		err := workflow.ExecuteActivity(mctx, api.ActivityCompleteChat, req).Get(ctx, &out)
+		rt.streamCall = ""
+		if err != nil {
+			return thread, res, fmt.Errorf("agent %s: model call %d: %s", spec.Name, turn, errorMessage(err))
 		}
 		res.Turns = turn
 		res.Usage.PromptTokens += out.Usage.PromptTokens
 		res.Usage.CompletionTokens += out.Usage.CompletionTokens
 		res.Usage.TotalTokens += out.Usage.TotalTokens
-		rt.emit(ctx, "agent_usage", map[string]any{"turn": turn, "model": out.Model,
-			"prompt_tokens": out.Usage.PromptTokens, "completion_tokens": out.Usage.CompletionTokens,
-			"total_tokens": out.Usage.TotalTokens})
+		if !style.session {
+			rt.emit(ctx, "agent_usage", map[string]any{"turn": turn, "model": out.Model,
+				"prompt_tokens": out.Usage.PromptTokens, "completion_tokens": out.Usage.CompletionTokens,
+				"total_tokens": out.Usage.TotalTokens})
+		}
 		msg := out.Message
 		msg.Role = api.RoleAssistant
 		// Our own call ids: unique in the run and short to type (`--call 3.1`), whatever
 		// the provider uses (some repeat "call_0" every turn).
 		for i := range msg.ToolCalls {
-			msg.ToolCalls[i].ID = fmt.Sprintf("%d.%d", turn, i+1)
+			msg.ToolCalls[i].ID = fmt.Sprintf("%s.%d", callTag, i+1)
 		}
 		thread = append(thread, msg)
+		if msg.Content != "" {
+			switch {
+			case style.session && !rt.streamed[callTag]:
+				rt.emit(ctx, api.StreamText, map[string]string{"content": msg.Content})
+			case !style.session && len(msg.ToolCalls) > 0:
+				rt.emit(ctx, "agent_text", map[string]string{"content": msg.Content})
+			}
+		}
+		delete(rt.streamed, callTag)
 		if len(msg.ToolCalls) == 0 {
 			res.Content = msg.Content
-			rt.emit(ctx, "agent_done", map[string]any{"content": msg.Content, "turns": turn})
-			return res, nil
-		}
-		if msg.Content != "" {
-			rt.emit(ctx, "agent_text", map[string]string{"content": msg.Content})
+			if !style.session {
+				rt.emit(ctx, "agent_done", map[string]any{"content": msg.Content, "turns": turn})
+			}
+			return thread, res, nil
 		}
 		for _, call := range msg.ToolCalls {
-			result, err := rt.callTool(ctx, spec, tools, call)
+			result, err := rt.callTool(ctx, spec, tools, call, style.session)
 			if err != nil {
-				return res, fmt.Errorf("agent %s: tool call %s (%s): %w", spec.Name, call.ID, call.Name, err)
+				return thread, res, fmt.Errorf("agent %s: tool call %s (%s): %w", spec.Name, call.ID, call.Name, err)
 			}
 			thread = append(thread, api.ChatMessage{Role: api.RoleTool, ToolCallID: call.ID, Content: result.Content})
 		}
@@ -224,16 +259,28 @@ func (rt *runtime) closeMCP(ctx workflow.Context) {
 
 // callTool decides and runs one tool call. A tool that runs and fails, a denied call and
 // a malformed call are results the model sees; only broken infrastructure is an error.
-func (rt *runtime) callTool(ctx workflow.Context, spec agents.Spec, tools toolset, call api.ToolCall) (api.RunToolResult, error) {
+func (rt *runtime) callTool(ctx workflow.Context, spec agents.Spec, tools toolset, call api.ToolCall, session bool) (api.RunToolResult, error) {
 	var args map[string]any
 	argErr := json.Unmarshal([]byte(orEmptyObject(call.Arguments)), &args)
-	rt.emit(ctx, "agent_tool_call", map[string]any{"call_id": call.ID, "name": call.Name, "args": argsForEvent(args, call.Arguments)})
+	if session {
+		rt.emit(ctx, api.StreamToolCall, map[string]any{"id": call.ID, "name": call.Name, "args": argsForEvent(args, call.Arguments), "status": "started"})
+	} else {
+		rt.emit(ctx, "agent_tool_call", map[string]any{"call_id": call.ID, "name": call.Name, "args": argsForEvent(args, call.Arguments)})
+	}
 
 	result, err := rt.decideAndRun(ctx, spec, tools, call, args, argErr)
 	if err != nil {
 		return result, err
 	}
-	rt.emit(ctx, "agent_tool_result", map[string]any{"call_id": call.ID, "name": call.Name, "ok": !result.IsError, "content": result.Content})
+	if session {
+		status := "completed"
+		if result.IsError {
+			status = "failed"
+		}
+		rt.emit(ctx, api.StreamToolCall, map[string]any{"id": call.ID, "name": call.Name, "status": status, "content": result.Content})
+	} else {
+		rt.emit(ctx, "agent_tool_result", map[string]any{"call_id": call.ID, "name": call.Name, "ok": !result.IsError, "content": result.Content})
+	}
 	return result, nil
 }
 

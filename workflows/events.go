@@ -35,7 +35,7 @@ func (rt *runtime) emit(ctx workflow.Context, eventType string, data any) {
 
 func (rt *runtime) appendEvent(ctx workflow.Context, eventType string, raw json.RawMessage) {
 	rt.rec.Events = append(rt.rec.Events, api.Event{
-		Seq:  int64(len(rt.rec.Events)) + 1,
+		Seq:  rt.seqBase + int64(len(rt.rec.Events)) + 1,
 		Type: eventType,
 		Data: SanitizeJSON(raw),
 		At:   workflow.Now(ctx).UTC(),

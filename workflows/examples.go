@@ -21,6 +21,7 @@ func RegisterAll(r Registry) {
 	Register(r, DocumentApprovalName, DocumentApproval, Options{})
 	Register(r, BuildDashboardName, BuildDashboard, Options{})
 	Register(r, api.WorkflowAgentRun, AgentRun, Options{})
+	Register(r, api.WorkflowSession, Session, Options{})
 }
 
 // DocumentApprovalInput is the payload of DocumentApproval.

@@ -51,6 +51,10 @@ func Wrap[In, Out any](name string, fn func(ctx workflow.Context, in In) (Out, e
 		}
 		out, err := fn(ctx, in)
 		if err != nil {
+			if workflow.IsContinueAsNewError(err) {
+				// Not an outcome: the run goes on in a new execution that carries its state.
+				return nil, err
+			}
 			return nil, rt.fail(ctx, err)
 		}
 		result, err := json.Marshal(out)
@@ -92,6 +96,12 @@ type runtime struct {
 	// agent has read (for the read-before-write guard).
 	approvals permissions.Approvals
 	stamps    map[string]api.FileStamp
+	// streamed marks model calls whose text arrived as SignalStream chunks (sessions).
+	streamed map[string]bool
+	// streamCall is the model call whose streamed output is being accepted.
+	streamCall string
+	// seqBase numbers events on from an earlier run (a session after continue-as-new).
+	seqBase int64
 }
 
 func start(ctx workflow.Context, name string, payload json.RawMessage, ro *api.RunOptions, opts Options) (*runtime, workflow.Context) {

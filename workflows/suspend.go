@@ -51,6 +51,7 @@ func Suspend(ctx workflow.Context, reason, resumeKey string) (map[string]any, er
 func startSignalDispatcher(ctx workflow.Context, rt *runtime) {
 	resumeCh := workflow.GetSignalChannel(ctx, api.SignalResume)
 	approvalCh := workflow.GetSignalChannel(ctx, api.SignalApproval)
+	streamCh := workflow.GetSignalChannel(ctx, api.SignalStream)
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		for {
 			sel := workflow.NewSelector(ctx)
@@ -63,6 +64,11 @@ func startSignalDispatcher(ctx workflow.Context, rt *runtime) {
 				var raw json.RawMessage
 				c.Receive(ctx, &raw)
 				rt.onApproval(ctx, raw)
+			})
+			sel.AddReceive(streamCh, func(c workflow.ReceiveChannel, _ bool) {
+				var raw json.RawMessage
+				c.Receive(ctx, &raw)
+				rt.onStream(ctx, raw)
 			})
 			sel.Select(ctx)
 		}
@@ -162,4 +168,29 @@ func decodeSignal(raw json.RawMessage, v any) error {
 		return fmt.Errorf("malformed signal: %v", err)
 	}
 	return nil
+}
+
+// onStream appends streamed model output to the activity stream while the model call is
+// in progress. A chunk for a call that already returned (a late retry) is dropped: the
+// call's text is already recorded.
+func (rt *runtime) onStream(ctx workflow.Context, raw json.RawMessage) {
+	var c api.StreamChunk
+	if err := decodeSignal(raw, &c); err != nil {
+		rt.ignore(ctx, api.SignalStream, err.Error())
+		return
+	}
+	if rt.streamCall == "" || c.Call != rt.streamCall || c.Text == "" {
+		return
+	}
+	kind := api.StreamText
+	if c.Kind == api.StreamThinking {
+		kind = api.StreamThinking
+	}
+	if rt.streamed == nil {
+		rt.streamed = map[string]bool{}
+	}
+	if kind == api.StreamText {
+		rt.streamed[c.Call] = true
+	}
+	rt.emit(ctx, kind, map[string]string{"content": c.Text, "call": c.Call})
 }

@@ -1,0 +1,129 @@
+package api
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Session wire names.
+const (
+	// WorkflowSession is the workflow type of a session: one per (agent, instance).
+	WorkflowSession = "Session"
+	// UpdatePrompt sends a prompt to a session and returns its reply (PromptRequest →
+	// PromptReply). With update-with-start it also creates the session.
+	UpdatePrompt = "nexo.prompt"
+	// UpdateClose ends a session after the prompt in progress, releasing its sandbox and
+	// MCP clients. Its result is the session's carry, which reopening it starts from.
+	UpdateClose = "nexo.close"
+	// QuerySession returns the materialised history (SessionView).
+	QuerySession = "nexo.session"
+	// SignalStream carries streamed model output (StreamChunk) from the model activity
+	// into the session's activity stream while the model is still writing.
+	SignalStream = "nexo.stream"
+)
+
+// Activity-stream kinds of a session turn (seed 002).
+const (
+	StreamUserInput = "user_input"
+	StreamText      = "text"
+	StreamThinking  = "thinking"
+	StreamToolCall  = "tool_call"
+	StreamPlan      = "plan"
+	StreamCommands  = "commands"
+	StreamTurnEnd   = "turn_end"
+)
+
+// SessionID is the workflow id of the session of (agent, instance).
+func SessionID(agent, instance string) string {
+	return "session:" + agent + ":" + instance
+}
+
+// ParseSessionID splits a session workflow id.
+func ParseSessionID(id string) (agent, instance string, ok bool) {
+	rest, found := strings.CutPrefix(id, "session:")
+	if !found {
+		return "", "", false
+	}
+	agent, instance, ok = strings.Cut(rest, ":")
+	return agent, instance, ok && agent != "" && instance != ""
+}
+
+// ValidateInstance checks an instance id: printable, no ':' or '/', at most 200 bytes.
+func ValidateInstance(instance string) error {
+	if instance == "" || len(instance) > 200 || strings.ContainsAny(instance, ":/\\\x00\n\r\t ") {
+		return fmt.Errorf("instance id %q: want 1-200 characters without spaces, ':' or '/'", instance)
+	}
+	return nil
+}
+
+// SessionInput starts (or continues) a session workflow.
+type SessionInput struct {
+	Agent    string `json:"agent"`
+	Instance string `json:"instance"`
+	// Carry is the state of the run this one continues: after continue-as-new, or when a
+	// closed session is reopened.
+	Carry *SessionCarry `json:"carry,omitempty"`
+	// ContinueAfterTurns forces continue-as-new after this many turns in one run (0: only
+	// when Temporal suggests it or history passes the session's own bound). For tests and
+	// operators who want small histories.
+	ContinueAfterTurns int `json:"continue_after_turns,omitempty"`
+}
+
+// SessionCarry is everything a session keeps across runs.
+type SessionCarry struct {
+	Thread []ChatMessage `json:"thread"`
+	Turns  []SessionTurn `json:"turns"`
+	// StreamOffset is the seq of the last activity-stream event so far; the next run
+	// numbers on from it.
+	StreamOffset int64 `json:"stream_offset"`
+	// Segments are the archived activity-stream segments (artifacts of the session).
+	Segments []Artifact `json:"segments,omitempty"`
+	// Runs counts the workflow runs the session has had.
+	Runs int `json:"runs"`
+}
+
+// SessionTurn is one prompt and its outcome, in the materialised history.
+type SessionTurn struct {
+	N        int       `json:"n"`
+	Prompt   string    `json:"prompt"`
+	Reply    string    `json:"reply,omitempty"`
+	Error    string    `json:"error,omitempty"`
+	Started  time.Time `json:"started_at"`
+	Ended    time.Time `json:"ended_at"`
+	FirstSeq int64     `json:"first_seq"`
+	LastSeq  int64     `json:"last_seq"`
+	Usage    Usage     `json:"usage"`
+}
+
+// PromptRequest is the argument of UpdatePrompt.
+type PromptRequest struct {
+	Text string `json:"text"`
+}
+
+// PromptReply is the result of UpdatePrompt.
+type PromptReply struct {
+	Turn  int    `json:"turn"`
+	Reply string `json:"reply"`
+}
+
+// SessionView is the materialised history of a session.
+type SessionView struct {
+	ID       string        `json:"id"`
+	Agent    string        `json:"agent"`
+	Instance string        `json:"instance"`
+	Status   Status        `json:"status"`
+	Turns    []SessionTurn `json:"turns"`
+	Messages []ChatMessage `json:"messages"`
+	// StreamOffset is the seq of the newest activity-stream event.
+	StreamOffset int64 `json:"stream_offset"`
+	Runs         int   `json:"runs"`
+}
+
+// StreamChunk is the payload of SignalStream.
+type StreamChunk struct {
+	// Call identifies the model call (turn and step) the chunk belongs to.
+	Call string `json:"call"`
+	Kind string `json:"kind"` // text or thinking
+	Text string `json:"text"`
+}

@@ -1,0 +1,235 @@
+package workflows
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/nexo-temporal/nexo/agents"
+	"github.com/nexo-temporal/nexo/api"
+)
+
+// sessionHistoryBound: a session continues as new when its history passes this many
+// events (or when Temporal suggests it), well before Temporal's 51,200-event limit.
+const sessionHistoryBound = 10_000
+
+// sessionStreamKeep is how many activity-stream events a session keeps in memory across
+// continue-as-new; older ones are archived as artifacts (segments) of the session.
+const sessionStreamKeep = 500
+
+// session is the state of one session run.
+type session struct {
+	in        api.SessionInput
+	spec      agents.Spec
+	carry     api.SessionCarry
+	tools     *toolset
+	next      int // next ticket to hand out
+	serving   int // ticket being served
+	closing   bool
+	turnsHere int
+}
+
+// Session is the workflow of one (agent, instance) pair: a remembering agent. Prompts
+// arrive as the nexo.prompt update (update-with-start creates the session) and are served
+// one at a time in arrival order; the thread lives in workflow state and is carried across
+// continue-as-new; nexo.close ends it, releasing its sandbox and MCP clients, and returns
+// the carry from which a reopened session starts. A session adds memory and an address,
+// never authority: its sandbox, permissions, MCP servers and fetch allow-list are exactly
+// the agent's.
+func Session(ctx workflow.Context, in api.SessionInput) (api.SessionCarry, error) {
+	rt := runtimeOf(ctx)
+	if in.Agent == "" || api.ValidateInstance(in.Instance) != nil {
+		return api.SessionCarry{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("session needs an agent and a valid instance id (got %q, %q)", in.Agent, in.Instance), api.ErrTypeBadInput, nil)
+	}
+	s := &session{in: in}
+	if in.Carry != nil {
+		s.carry = *in.Carry
+		rt.seqBase = s.carry.StreamOffset
+		rt.rec.Artifacts = append(rt.rec.Artifacts, s.carry.Segments...)
+	}
+	s.carry.Runs++
+
+	// Handlers first, so an update-with-start finds them on the first workflow task.
+	if err := workflow.SetQueryHandler(ctx, api.QuerySession, func() (api.SessionView, error) { return s.view(rt), nil }); err != nil {
+		return api.SessionCarry{}, err
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, api.UpdatePrompt,
+		func(ctx workflow.Context, req api.PromptRequest) (api.PromptReply, error) {
+			return s.prompt(ctx, rt, req)
+		},
+		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, req api.PromptRequest) error {
+			if strings.TrimSpace(req.Text) == "" {
+				return errors.New("prompt text is empty")
+			}
+			if s.closing {
+				return errors.New("session is closing; prompt again after it closed to reopen it")
+			}
+			return nil
+		}}); err != nil {
+		return api.SessionCarry{}, err
+	}
+	if err := workflow.SetUpdateHandler(ctx, api.UpdateClose, func(ctx workflow.Context) (api.SessionCarry, error) {
+		s.closing = true
+		// Close after the prompts already queued: they were accepted.
+		if err := workflow.Await(ctx, func() bool { return s.serving == s.next }); err != nil {
+			return api.SessionCarry{}, err
+		}
+		return s.snapshot(rt), nil
+	}); err != nil {
+		return api.SessionCarry{}, err
+	}
+
+	spec, err := Checkpoint[agents.Spec](ctx, "agent", api.ActivityResolveAgent, in.Agent)
+	if err != nil {
+		return api.SessionCarry{}, err
+	}
+	s.spec = spec
+	rt.sandbox = spec.Sandbox
+	s.spec.Sandbox = spec.Sandbox
+	rt.sandboxUsed = true
+
+	for {
+		err := workflow.Await(ctx, func() bool {
+			idle := s.serving == s.next
+			return (s.closing && idle) || (idle && s.shouldContinue())
+		})
+		if err != nil {
+			return s.snapshot(rt), err
+		}
+		// Let in-flight handlers (the close update itself) return before this run ends.
+		if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+			return s.snapshot(rt), err
+		}
+		if s.closing {
+			if len(s.spec.MCP) > 0 {
+				rt.closeMCP(ctx)
+			}
+			rt.emit(ctx, "session_closed", map[string]int{"turns": len(s.carry.Turns)})
+			return s.snapshot(rt), nil
+		}
+		carry, err := s.archive(ctx, rt)
+		if err != nil {
+			return carry, err
+		}
+		next := s.in
+		next.Carry = &carry
+		return api.SessionCarry{}, workflow.NewContinueAsNewError(ctx, api.WorkflowSession, json.RawMessage(mustJSON(next)))
+	}
+}
+
+func (s *session) shouldContinue() bool {
+	return s.in.ContinueAfterTurns > 0 && s.turnsHere >= s.in.ContinueAfterTurns
+}
+
+func (s *session) historyTooLong(ctx workflow.Context) bool {
+	info := workflow.GetInfo(ctx)
+	return info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() > sessionHistoryBound
+}
+
+// prompt serves one prompt when its turn comes: prompts are served strictly in the order
+// their updates were accepted.
+func (s *session) prompt(ctx workflow.Context, rt *runtime, req api.PromptRequest) (api.PromptReply, error) {
+	ticket := s.next
+	s.next++
+	defer func() { s.serving++ }()
+	if err := workflow.Await(ctx, func() bool { return s.serving == ticket && s.spec.Name != "" }); err != nil {
+		return api.PromptReply{}, err
+	}
+	n := len(s.carry.Turns) + 1
+	turn := api.SessionTurn{N: n, Prompt: req.Text, Started: workflow.Now(ctx).UTC()}
+	rt.emit(ctx, api.StreamUserInput, map[string]any{"text": req.Text, "turn": n})
+	turn.FirstSeq = rt.lastSeq()
+	reply, usage, err := s.runTurn(ctx, rt, n, req.Text)
+	turn.Ended = workflow.Now(ctx).UTC()
+	turn.Usage = usage
+	endData := map[string]any{"turn": n}
+	if err != nil {
+		turn.Error = err.Error()
+		endData["error"] = err.Error()
+	} else {
+		turn.Reply = reply
+	}
+	// turn_end closes the turn for every viewer, success or failure.
+	rt.emit(ctx, api.StreamTurnEnd, endData)
+	turn.LastSeq = rt.lastSeq()
+	s.carry.Turns = append(s.carry.Turns, turn)
+	s.turnsHere++
+	if !s.shouldContinue() && s.historyTooLong(ctx) {
+		s.in.ContinueAfterTurns = s.turnsHere // continue as new once idle
+	}
+	if err != nil {
+		return api.PromptReply{Turn: n}, err
+	}
+	return api.PromptReply{Turn: n, Reply: reply}, nil
+}
+
+func (s *session) runTurn(ctx workflow.Context, rt *runtime, n int, text string) (string, api.Usage, error) {
+	if s.tools == nil {
+		ts, err := rt.toolset(ctx, s.spec)
+		if err != nil {
+			return "", api.Usage{}, err
+		}
+		s.tools = &ts
+	}
+	thread := append(append([]api.ChatMessage(nil), s.carry.Thread...), api.ChatMessage{Role: api.RoleUser, Content: text})
+	style := loopStyle{session: true, idPrefix: fmt.Sprintf("%d.", n), streamTo: rt.rec.ID}
+	thread, res, err := rt.agentLoop(ctx, s.spec, *s.tools, thread, style)
+	if err != nil {
+		// A failed turn leaves the thread as it was: the next prompt starts clean.
+		return "", res.Usage, err
+	}
+	s.carry.Thread = thread
+	return res.Content, res.Usage, nil
+}
+
+func (rt *runtime) lastSeq() int64 { return rt.seqBase + int64(len(rt.rec.Events)) }
+
+func (s *session) snapshot(rt *runtime) api.SessionCarry {
+	c := s.carry
+	c.StreamOffset = rt.lastSeq()
+	c.Segments = nil
+	for _, a := range rt.rec.Artifacts {
+		if strings.HasPrefix(a.Name, "stream-") {
+			c.Segments = append(c.Segments, a)
+		}
+	}
+	return c
+}
+
+// archive stores this run's activity stream as a segment artifact, so watching from an old
+// offset still works after continue-as-new, and returns the carry for the next run.
+func (s *session) archive(ctx workflow.Context, rt *runtime) (api.SessionCarry, error) {
+	if len(rt.rec.Events) > 0 {
+		first, last := rt.rec.Events[0].Seq, rt.rec.Events[len(rt.rec.Events)-1].Seq
+		var b strings.Builder
+		for _, e := range rt.rec.Events {
+			b.WriteString(string(mustJSON(e)))
+			b.WriteByte('\n')
+		}
+		name := fmt.Sprintf("stream-%09d-%09d.jsonl", first, last)
+		if _, err := Artifact(ctx, name, ArtifactSource{Content: []byte(b.String())}); err != nil {
+			return s.snapshot(rt), fmt.Errorf("archive session stream: %w", err)
+		}
+	}
+	c := s.snapshot(rt)
+	c.StreamOffset = rt.lastSeq()
+	return c, nil
+}
+
+func (s *session) view(rt *runtime) api.SessionView {
+	return api.SessionView{ID: rt.rec.ID, Agent: s.in.Agent, Instance: s.in.Instance, Status: rt.rec.Status,
+		Turns: s.carry.Turns, Messages: s.carry.Thread, StreamOffset: rt.lastSeq(), Runs: s.carry.Runs}
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("nexo: encode %T: %v", v, err))
+	}
+	return b
+}

@@ -1,0 +1,311 @@
+package workflows
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/nexo-temporal/nexo/agents"
+	"github.com/nexo-temporal/nexo/api"
+	"github.com/nexo-temporal/nexo/permissions"
+)
+
+// echoModel answers every request from the thread it is given: "You said: <last user>"
+// or, for "What is my name?", the name given earlier in the thread.
+type echoModel struct {
+	requests []api.CompleteChatRequest
+	failOn   string
+	toolOn   string
+}
+
+func (m *echoModel) register(env *testsuite.TestWorkflowEnvironment, spec agents.Spec) {
+	env.RegisterActivityWithOptions(func(context.Context, string) (agents.Spec, error) { return spec, nil },
+		activity.RegisterOptions{Name: api.ActivityResolveAgent})
+	env.RegisterActivityWithOptions(func(_ context.Context, req api.CompleteChatRequest) (api.CompleteChatResult, error) {
+		m.requests = append(m.requests, req)
+		last := req.Messages[len(req.Messages)-1]
+		if last.Role == api.RoleTool {
+			return api.CompleteChatResult{Message: text("tool done")}, nil
+		}
+		switch {
+		case m.failOn != "" && last.Content == m.failOn:
+			return api.CompleteChatResult{}, temporal.NewNonRetryableApplicationError("model exploded", api.ErrTypeBadInput, nil)
+		case m.toolOn != "" && last.Content == m.toolOn:
+			big := strings.Repeat("x", 9000)
+			return api.CompleteChatResult{Message: toolReply(api.ToolCall{Name: "glob", Arguments: `{"pattern":"` + big + `"}`})}, nil
+		case last.Content == "What is my name?":
+			for _, msg := range req.Messages {
+				if name, ok := strings.CutPrefix(msg.Content, "My name is "); ok {
+					return api.CompleteChatResult{Message: text("Your name is " + strings.TrimSuffix(name, "."))}, nil
+				}
+			}
+			return api.CompleteChatResult{Message: text("I do not know.")}, nil
+		}
+		return api.CompleteChatResult{Message: text("You said: " + last.Content)}, nil
+	}, activity.RegisterOptions{Name: api.ActivityCompleteChat})
+	env.RegisterActivityWithOptions(func(_ context.Context, req api.RunToolRequest) (api.RunToolResult, error) {
+		return api.RunToolResult{Content: "no files"}, nil
+	}, activity.RegisterOptions{Name: api.ActivityRunTool})
+	env.RegisterActivityWithOptions(func(_ context.Context, req api.WriteArtifactRequest) (api.Artifact, error) {
+		c := string(req.Content)
+		return api.Artifact{Name: req.Name, Size: int64(len(c)), Content: &c}, nil
+	}, activity.RegisterOptions{Name: api.ActivityWriteArtifact})
+	env.RegisterActivityWithOptions(func(context.Context, api.ReleaseSandboxRequest) error { return nil },
+		activity.RegisterOptions{Name: api.ActivityReleaseSandbox})
+}
+
+var sessionSpec = agents.Spec{Name: "assistant", Instructions: "Be brief.", Permissions: permissions.Policy{Mode: permissions.ModeAuto}}
+
+type promptResult struct {
+	reply api.PromptReply
+	err   error
+}
+
+// prompt sends a nexo.prompt update at delay and records its outcome.
+func prompt(env *testsuite.TestWorkflowEnvironment, delay time.Duration, text string, out *[]promptResult) {
+	env.RegisterDelayedCallback(func() {
+		env.UpdateWorkflow(api.UpdatePrompt, "", &testsuite.TestUpdateCallback{
+			OnReject: func(err error) { *out = append(*out, promptResult{err: err}) },
+			OnAccept: func() {},
+			OnComplete: func(v any, err error) {
+				r := promptResult{err: err}
+				if rep, ok := v.(api.PromptReply); ok {
+					r.reply = rep
+				}
+				*out = append(*out, r)
+			},
+		}, api.PromptRequest{Text: text})
+	}, delay)
+}
+
+func closeSession(env *testsuite.TestWorkflowEnvironment, delay time.Duration) {
+	env.RegisterDelayedCallback(func() {
+		env.UpdateWorkflow(api.UpdateClose, "", &testsuite.TestUpdateCallback{OnAccept: func() {}, OnReject: func(error) {}, OnComplete: func(any, error) {}})
+	}, delay)
+}
+
+func sessionInput(t *testing.T, in api.SessionInput) json.RawMessage { return payload(t, in) }
+
+func TestSessionRemembersAcrossPrompts(t *testing.T) {
+	env := newEnv(t)
+	m := &echoModel{}
+	m.register(env, sessionSpec)
+	var out []promptResult
+	prompt(env, time.Minute, "My name is Mac.", &out)
+	prompt(env, time.Hour, "What is my name?", &out)
+	closeSession(env, 2*time.Hour)
+	env.ExecuteWorkflow(api.WorkflowSession, sessionInput(t, api.SessionInput{Agent: "assistant", Instance: "u42"}))
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if len(out) != 2 || out[1].reply.Reply != "Your name is Mac" || out[1].reply.Turn != 2 {
+		t.Fatalf("replies = %+v", out)
+	}
+	second := m.requests[1].Messages
+	if len(second) != 3 || second[0].Content != "My name is Mac." || second[1].Role != api.RoleAssistant {
+		t.Errorf("second request thread = %+v, want the first turn then the question", second)
+	}
+	for _, r := range m.requests {
+		if r.System != "Be brief." {
+			t.Errorf("system = %q", r.System)
+		}
+		for _, msg := range r.Messages {
+			if msg.Role == api.RoleSystem {
+				t.Error("instructions stored in the thread")
+			}
+		}
+	}
+	var carry api.SessionCarry
+	if err := env.GetWorkflowResult(&carry); err != nil {
+		t.Fatal(err)
+	}
+	if len(carry.Turns) != 2 || len(carry.Thread) != 4 {
+		t.Errorf("carry: %d turns, %d messages", len(carry.Turns), len(carry.Thread))
+	}
+	rec := queryRecord(t, env)
+	var kinds []string
+	for _, e := range rec.Events {
+		if e.Type == api.StreamUserInput || e.Type == api.StreamText || e.Type == api.StreamTurnEnd {
+			kinds = append(kinds, e.Type)
+		}
+	}
+	if got := strings.Join(kinds, " "); got != "user_input text turn_end user_input text turn_end" {
+		t.Errorf("stream = %s", got)
+	}
+	if rec.Status != api.StatusDone {
+		t.Errorf("closed session status = %s", rec.Status)
+	}
+}
+
+func TestSessionServesConcurrentPromptsInOrder(t *testing.T) {
+	env := newEnv(t)
+	m := &echoModel{}
+	m.register(env, sessionSpec)
+	var out []promptResult
+	env.RegisterDelayedCallback(func() {
+		for _, p := range []string{"one", "two", "three"} {
+			env.UpdateWorkflow(api.UpdatePrompt, "", &testsuite.TestUpdateCallback{OnAccept: func() {}, OnReject: func(error) {},
+				OnComplete: func(v any, err error) {
+					rep, _ := v.(api.PromptReply)
+					out = append(out, promptResult{reply: rep, err: err})
+				}}, api.PromptRequest{Text: p})
+		}
+	}, time.Minute)
+	closeSession(env, time.Hour)
+	env.ExecuteWorkflow(api.WorkflowSession, sessionInput(t, api.SessionInput{Agent: "assistant", Instance: "c"}))
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	var order []string
+	for _, r := range m.requests {
+		order = append(order, r.Messages[len(r.Messages)-1].Content)
+	}
+	if strings.Join(order, ",") != "one,two,three" {
+		t.Errorf("model saw %v", order)
+	}
+	if n := len(m.requests[2].Messages); n != 5 {
+		t.Errorf("third prompt's thread has %d messages, want 5 (two whole turns before it)", n)
+	}
+	if len(out) != 3 || out[0].reply.Turn != 1 || out[2].reply.Turn != 3 {
+		t.Errorf("replies = %+v", out)
+	}
+}
+
+func TestSessionFailedTurnStillEndsAndSessionGoesOn(t *testing.T) {
+	env := newEnv(t)
+	m := &echoModel{failOn: "boom", toolOn: "look"}
+	m.register(env, sessionSpec)
+	var out []promptResult
+	prompt(env, time.Minute, "boom", &out)
+	prompt(env, time.Hour, "look", &out)
+	prompt(env, 2*time.Hour, "after", &out)
+	closeSession(env, 3*time.Hour)
+	env.ExecuteWorkflow(api.WorkflowSession, sessionInput(t, api.SessionInput{Agent: "assistant", Instance: "f"}))
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if len(out) != 3 || out[0].err == nil || !strings.Contains(out[0].err.Error(), "model exploded") || out[2].reply.Reply != "You said: after" {
+		t.Fatalf("replies = %+v", out)
+	}
+	rec := queryRecord(t, env)
+	var ends []string
+	var toolCalls []map[string]any
+	for _, e := range rec.Events {
+		switch e.Type {
+		case api.StreamTurnEnd:
+			ends = append(ends, string(e.Data))
+		case api.StreamToolCall:
+			var d map[string]any
+			_ = json.Unmarshal(e.Data, &d)
+			toolCalls = append(toolCalls, d)
+		}
+	}
+	if len(ends) != 3 || !strings.Contains(ends[0], "model exploded") {
+		t.Errorf("turn_end events = %v, want one per turn, the first with the error", ends)
+	}
+	if len(toolCalls) != 2 || toolCalls[0]["status"] != "started" || toolCalls[1]["status"] != "completed" || toolCalls[0]["id"] != toolCalls[1]["id"] {
+		t.Errorf("tool_call events = %v, want a start and an update with the same id", toolCalls)
+	}
+	if args, _ := toolCalls[0]["args"].(map[string]any); args["pattern"] != Omitted {
+		t.Errorf("a 9 KB argument was not sanitised: %v", toolCalls[0]["args"])
+	}
+	// The failed turn left no trace in the thread.
+	if n := len(m.requests[len(m.requests)-1].Messages); n != 5 {
+		t.Errorf("last thread has %d messages, want 5 (look + tool turn, then after)", n)
+	}
+}
+
+func TestSessionContinueAsNewKeepsThreadAndOffsets(t *testing.T) {
+	env := newEnv(t)
+	m := &echoModel{}
+	m.register(env, sessionSpec)
+	var out []promptResult
+	prompt(env, time.Minute, "My name is Mac.", &out)
+	env.ExecuteWorkflow(api.WorkflowSession, sessionInput(t, api.SessionInput{Agent: "assistant", Instance: "can", ContinueAfterTurns: 1}))
+	var can *workflow.ContinueAsNewError
+	if err := env.GetWorkflowError(); !errors.As(err, &can) {
+		t.Fatalf("err = %v, want continue-as-new after one turn", err)
+	}
+	var next json.RawMessage
+	if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &next); err != nil {
+		t.Fatal(err)
+	}
+	var in api.SessionInput
+	if err := json.Unmarshal(next, &in); err != nil || in.Carry == nil {
+		t.Fatalf("continued input = %s (%v)", next, err)
+	}
+	if len(in.Carry.Thread) != 2 || in.Carry.StreamOffset == 0 || len(in.Carry.Segments) != 1 {
+		t.Fatalf("carry = %+v", in.Carry)
+	}
+
+	env2 := newEnv(t)
+	m2 := &echoModel{}
+	m2.register(env2, sessionSpec)
+	var out2 []promptResult
+	in.ContinueAfterTurns = 0
+	prompt(env2, time.Minute, "What is my name?", &out2)
+	closeSession(env2, time.Hour)
+	env2.ExecuteWorkflow(api.WorkflowSession, sessionInput(t, in))
+	if err := env2.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if len(out2) != 1 || out2[0].reply.Reply != "Your name is Mac" || out2[0].reply.Turn != 2 {
+		t.Errorf("reply after continue-as-new = %+v", out2)
+	}
+	rec := queryRecord(t, env2)
+	if rec.Events[0].Seq != in.Carry.StreamOffset+1 {
+		t.Errorf("first seq after continue-as-new = %d, want %d", rec.Events[0].Seq, in.Carry.StreamOffset+1)
+	}
+	if _, ok := rec.FindArtifact(in.Carry.Segments[0].Name); !ok {
+		t.Errorf("archived segment %s not in the new run's record", in.Carry.Segments[0].Name)
+	}
+}
+
+func TestSessionStreamedTextIsNotDuplicated(t *testing.T) {
+	env := newEnv(t)
+	env.RegisterActivityWithOptions(func(context.Context, string) (agents.Spec, error) { return sessionSpec, nil },
+		activity.RegisterOptions{Name: api.ActivityResolveAgent})
+	env.RegisterActivityWithOptions(func(ctx context.Context, req api.CompleteChatRequest) (api.CompleteChatResult, error) {
+		if req.StreamTo == "" || req.StreamCall != "1.1" {
+			return api.CompleteChatResult{}, errors.New("no stream target")
+		}
+		return api.CompleteChatResult{Message: text("Hello there")}, nil
+	}, activity.RegisterOptions{Name: api.ActivityCompleteChat})
+	env.RegisterActivityWithOptions(func(context.Context, api.ReleaseSandboxRequest) error { return nil },
+		activity.RegisterOptions{Name: api.ActivityReleaseSandbox})
+	// Chunks signalled while the call is in progress (the activity above only returns
+	// after the test has sent them, because the testsuite runs callbacks first).
+	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
+		if info.ActivityType.Name == api.ActivityCompleteChat {
+			env.SignalWorkflow(api.SignalStream, api.StreamChunk{Call: "1.1", Kind: "text", Text: "Hello "})
+			env.SignalWorkflow(api.SignalStream, api.StreamChunk{Call: "1.1", Kind: "text", Text: "there"})
+		}
+	})
+	var out []promptResult
+	prompt(env, time.Minute, "hi", &out)
+	closeSession(env, time.Hour)
+	env.ExecuteWorkflow(api.WorkflowSession, sessionInput(t, api.SessionInput{Agent: "assistant", Instance: "s"}))
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	var texts []string
+	for _, e := range queryRecord(t, env).Events {
+		if e.Type == api.StreamText {
+			var d map[string]string
+			_ = json.Unmarshal(e.Data, &d)
+			texts = append(texts, d["content"])
+		}
+	}
+	if strings.Join(texts, "") != "Hello there" {
+		t.Errorf("text events = %q, want the streamed chunks once", texts)
+	}
+}
