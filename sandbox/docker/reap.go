@@ -1,0 +1,83 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/volume"
+)
+
+// Reap removes the platform's containers (labelled nexo.managed=true) whose run is closed
+// or unknown, with their workspace volumes, and returns the names of the containers it
+// removed. isClosed answers for one run id (the worker asks Temporal); it should report an
+// unknown run as closed. A container without a run label is an orphan and goes too.
+//
+// Reap is what keeps a worker killed mid-run from leaking containers: call it at worker
+// start and periodically. It also removes workspace volumes of the platform that no
+// container uses any more (left by a `docker rm` without -v). It goes on past a failure
+// for one container and returns the failures joined.
+func Reap(ctx context.Context, cli Client, isClosed func(runID string) (bool, error)) (removed []string, err error) {
+	list, err := cli.ContainerList(ctx, container.ListOptions{All: true,
+		Filters: filters.NewArgs(filters.Arg("label", LabelManaged+"=true"))})
+	if err != nil {
+		return nil, fmt.Errorf("reap sandboxes: list containers: %w", err)
+	}
+	var errs []error
+	closed := map[string]bool{} // several containers of one run (hand-made) ask once
+	for _, c := range list {
+		name := shortID(c.ID)
+		if len(c.Names) > 0 {
+			name = strings.TrimPrefix(c.Names[0], "/")
+		}
+		runID := c.Labels[LabelRun]
+		if runID != "" {
+			done, ok := closed[runID]
+			if !ok {
+				var err error
+				done, err = isClosed(runID)
+				if err != nil {
+					errs = append(errs, fmt.Errorf("container %s: is run %s closed: %w", name, runID, err))
+					continue
+				}
+				closed[runID] = done
+			}
+			if !done {
+				continue
+			}
+		}
+		if err := removeContainer(ctx, cli, c.ID); err != nil {
+			errs = append(errs, fmt.Errorf("container %s of run %q: %w", name, runID, err))
+			continue
+		}
+		removed = append(removed, name)
+	}
+	if err := reapVolumes(ctx, cli); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return removed, fmt.Errorf("reap sandboxes: %w", err)
+	}
+	return removed, nil
+}
+
+// reapVolumes removes the platform's workspace volumes that no container uses.
+func reapVolumes(ctx context.Context, cli Client) error {
+	vols, err := cli.VolumeList(ctx, volume.ListOptions{Filters: filters.NewArgs(
+		filters.Arg("label", LabelManaged+"=true"), filters.Arg("dangling", "true"))})
+	if err != nil {
+		return fmt.Errorf("list volumes: %w", err)
+	}
+	var errs []error
+	for _, v := range vols.Volumes {
+		// Not forced: a volume a container took up meanwhile is in use and stays.
+		if err := cli.VolumeRemove(ctx, v.Name, false); err != nil && !cerrdefs.IsNotFound(err) && !cerrdefs.IsConflict(err) {
+			errs = append(errs, fmt.Errorf("remove volume %s: %w", shortID(v.Name), err))
+		}
+	}
+	return errors.Join(errs...)
+}
