@@ -71,6 +71,12 @@ func latencyDefaults() dynamicconfig.StaticClient {
 	// worker in the same process (SDK StartWorkflowOptions.EnableEagerStart), skipping the
 	// transfer queue and matching. On by default in this server; stated so it stays on.
 	// Eager activities do the same for activities scheduled by a completing workflow task.
+	// Continue-as-new and workflow id reuse: production servers space a workflow's runs at
+	// least 1 s apart (a guard against tight continue-as-new loops), which a session that
+	// continues as new or a closed session reopened at once would wait out. On a dev server
+	// the wait only slows tests and demos.
+	set(dynamicconfig.WorkflowIdReuseMinimalInterval.Key(), time.Duration(0))
+
 	set(dynamicconfig.EnableEagerWorkflowStart.Key(), true)
 	set(dynamicconfig.EnableActivityEagerExecution.Key(), true)
 

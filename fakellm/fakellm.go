@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strings"
 	"sync"
 	"time"
 )
@@ -32,6 +33,9 @@ type Reply struct {
 	// FailTimes answers the first n requests for this reply with Status (a transient
 	// error), then with the reply.
 	FailTimes int `json:"fail_times,omitempty"`
+	// ChunkDelayMS spaces the chunks of a streamed reply (the content is streamed word by
+	// word when the request asks for a stream).
+	ChunkDelayMS int `json:"chunk_delay_ms,omitempty"`
 }
 
 // Call is a scripted tool call; Arguments is any JSON value (usually an object).
@@ -158,6 +162,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		msg["tool_calls"] = calls
 		finish = "tool_calls"
 	}
+	if req.Stream {
+		s.stream(w, r, req, reply, idx, msg)
+		return
+	}
 	prompt := 0
 	for _, m := range req.Messages {
 		if c, ok := m["content"].(string); ok {
@@ -172,4 +180,53 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		"choices": []map[string]any{{"index": 0, "message": msg, "finish_reason": finish}},
 		"usage":   map[string]int{"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
 	})
+}
+
+// stream answers as an OpenAI stream: the content word by word, then the tool calls, then
+// the finish reason, the usage, and [DONE].
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, req wireReq, reply Reply, idx int, msg map[string]any) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	fl, _ := w.(http.Flusher)
+	send := func(v any) {
+		b, _ := json.Marshal(v)
+		fmt.Fprintf(w, "data: %s\n\n", b)
+		if fl != nil {
+			fl.Flush()
+		}
+	}
+	chunk := func(delta map[string]any, finish any) map[string]any {
+		return map[string]any{"id": fmt.Sprintf("chatcmpl-fake-%d", idx), "object": "chat.completion.chunk", "model": req.Model,
+			"choices": []map[string]any{{"index": 0, "delta": delta, "finish_reason": finish}}}
+	}
+	send(chunk(map[string]any{"role": "assistant"}, nil))
+	words := strings.SplitAfter(reply.Content, " ")
+	for _, word := range words {
+		if word == "" {
+			continue
+		}
+		if reply.ChunkDelayMS > 0 {
+			select {
+			case <-time.After(time.Duration(reply.ChunkDelayMS) * time.Millisecond):
+			case <-r.Context().Done():
+				return
+			}
+		}
+		send(chunk(map[string]any{"content": word}, nil))
+	}
+	finish := "stop"
+	if calls, ok := msg["tool_calls"].([]map[string]any); ok {
+		for i, c := range calls {
+			c["index"] = i
+			send(chunk(map[string]any{"tool_calls": []map[string]any{c}}, nil))
+		}
+		finish = "tool_calls"
+	}
+	send(chunk(map[string]any{}, finish))
+	completion := len(reply.Content)/4 + 10*len(reply.ToolCalls)
+	send(map[string]any{"id": fmt.Sprintf("chatcmpl-fake-%d", idx), "object": "chat.completion.chunk", "model": req.Model,
+		"choices": []any{}, "usage": map[string]int{"prompt_tokens": 10, "completion_tokens": completion, "total_tokens": 10 + completion}})
+	fmt.Fprint(w, "data: [DONE]\n\n")
+	if fl != nil {
+		fl.Flush()
+	}
 }

@@ -300,7 +300,7 @@ func (c *Client) Follow(ctx context.Context, id string, fn func(rec api.Record) 
 	// history is started, task scheduled, maybe task started): wait for that task instead
 	// of asking a query that would only wait for it too.
 	fresh := info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING && seen <= 3 &&
-		(info.GetExecutionTime() == nil || !info.GetExecutionTime().AsTime().After(time.Now()))
+		!delayed(info)
 	if fresh {
 		seen = 0
 	} else {

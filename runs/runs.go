@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"google.golang.org/protobuf/types/known/timestamppb"
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
@@ -144,7 +145,7 @@ func (c *Client) getDescribed(ctx context.Context, id string, desc *workflowserv
 	info := desc.GetWorkflowExecutionInfo()
 	st := info.GetStatus()
 	if st == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-		if et := info.GetExecutionTime(); et != nil && et.AsTime().After(time.Now()) {
+		if delayed(info) {
 			return c.fromHistory(ctx, id, api.StatusQueued)
 		}
 		rec, qerr := c.query(ctx, id)
@@ -268,4 +269,22 @@ func firstPayload(ps *commonpb.Payloads) json.RawMessage {
 		return nil
 	}
 	return json.RawMessage(d)
+}
+
+func mustRaw(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("runs: encode %T: %v", v, err))
+	}
+	return b
+}
+
+// delayed reports whether a run is waiting out a start delay: its first workflow task is
+// not even scheduled (history holds only the start event) and its execution time is ahead.
+func delayed(info interface {
+	GetHistoryLength() int64
+	GetExecutionTime() *timestamppb.Timestamp
+}) bool {
+	et := info.GetExecutionTime()
+	return info.GetHistoryLength() <= 1 && et != nil && et.AsTime().After(time.Now())
 }

@@ -150,9 +150,14 @@ func (rt *runtime) agentLoop(ctx workflow.Context, spec agents.Spec, tools tools
 		thread = append(thread, msg)
 		if msg.Content != "" {
 			switch {
-			case style.session && !rt.streamed[callTag]:
-				rt.emit(ctx, api.StreamText, map[string]string{"content": msg.Content})
-			case !style.session && len(msg.ToolCalls) > 0:
+			case style.session:
+				// Chunks may have carried all of the text, part of it (the last signal and
+				// the result can land in one workflow task, after the call is no longer
+				// accepting chunks), or none: record what is missing, once.
+				if rest, ok := strings.CutPrefix(msg.Content, rt.streamed[callTag]); ok && rest != "" {
+					rt.emit(ctx, api.StreamText, map[string]string{"content": rest, "call": callTag})
+				}
+			case len(msg.ToolCalls) > 0:
 				rt.emit(ctx, "agent_text", map[string]string{"content": msg.Content})
 			}
 		}

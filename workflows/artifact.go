@@ -33,7 +33,12 @@ type ArtifactSource struct {
 // and records its metadata, with the content inline when it is small. A second artifact of
 // the same name replaces the first.
 func Artifact(ctx workflow.Context, name string, src ArtifactSource) (api.Artifact, error) {
-	rt := runtimeOf(ctx)
+	return runtimeOf(ctx).artifact(ctx, name, src, true)
+}
+
+// artifact stores an artifact; emit=false keeps it out of the event log (a session's
+// archived stream segment must not add an event after the segment it archives).
+func (rt *runtime) artifact(ctx workflow.Context, name string, src ArtifactSource, emit bool) (api.Artifact, error) {
 	if err := checkArtifactName(name); err != nil {
 		return api.Artifact{}, err
 	}
@@ -69,7 +74,9 @@ func Artifact(ctx workflow.Context, name string, src ArtifactSource) (api.Artifa
 	if !replaced {
 		rt.rec.Artifacts = append(rt.rec.Artifacts, meta)
 	}
-	rt.emit(ctx, "artifact", map[string]any{"name": name, "size": meta.Size, "sha256": meta.SHA256})
+	if emit {
+		rt.emit(ctx, "artifact", map[string]any{"name": name, "size": meta.Size, "sha256": meta.SHA256})
+	}
 	return meta, nil
 }
 

@@ -96,8 +96,9 @@ type runtime struct {
 	// agent has read (for the read-before-write guard).
 	approvals permissions.Approvals
 	stamps    map[string]api.FileStamp
-	// streamed marks model calls whose text arrived as SignalStream chunks (sessions).
-	streamed map[string]bool
+	// streamed holds the text of model calls received so far as SignalStream chunks
+	// (sessions), so the final message adds only what the chunks did not carry.
+	streamed map[string]string
 	// streamCall is the model call whose streamed output is being accepted.
 	streamCall string
 	// seqBase numbers events on from an earlier run (a session after continue-as-new).

@@ -212,7 +212,7 @@ func (s *session) archive(ctx workflow.Context, rt *runtime) (api.SessionCarry, 
 			b.WriteByte('\n')
 		}
 		name := fmt.Sprintf("stream-%09d-%09d.jsonl", first, last)
-		if _, err := Artifact(ctx, name, ArtifactSource{Content: []byte(b.String())}); err != nil {
+		if _, err := rt.artifact(ctx, name, ArtifactSource{Content: []byte(b.String())}, false); err != nil {
 			return s.snapshot(rt), fmt.Errorf("archive session stream: %w", err)
 		}
 	}

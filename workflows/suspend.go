@@ -186,11 +186,11 @@ func (rt *runtime) onStream(ctx workflow.Context, raw json.RawMessage) {
 	if c.Kind == api.StreamThinking {
 		kind = api.StreamThinking
 	}
-	if rt.streamed == nil {
-		rt.streamed = map[string]bool{}
-	}
 	if kind == api.StreamText {
-		rt.streamed[c.Call] = true
+		if rt.streamed == nil {
+			rt.streamed = map[string]string{}
+		}
+		rt.streamed[c.Call] += c.Text
 	}
 	rt.emit(ctx, kind, map[string]string{"content": c.Text, "call": c.Call})
 }

@@ -1,0 +1,204 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nexo-temporal/nexo/api"
+	"github.com/nexo-temporal/nexo/fakellm"
+)
+
+func sessionConfig(baseURL string) string {
+	return `llm:
+  base_url: ` + baseURL + `
+  model: fake-model
+agents:
+  - name: assistant
+    instructions: You are a helpful assistant.
+`
+}
+
+func userMessages(req fakellm.Request) []string {
+	var out []string
+	for _, m := range req.Messages {
+		if m["role"] == "user" {
+			s, _ := m["content"].(string)
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func TestSessionRemembersAcrossProcesses(t *testing.T) {
+	model := fakellm.New(
+		fakellm.Reply{Content: "Nice to meet you, Mac."},
+		fakellm.Reply{Content: "Your name is Mac."},
+		fakellm.Reply{Content: "Your name is Mac, still."},
+	)
+	p := newPlatform(t)
+	p.writeConfig(sessionConfig(model.Start(t)))
+	p.start()
+
+	if out := p.ok("session", "prompt", "assistant", "u42", "My name is Mac."); strings.TrimSpace(out) != "Nice to meet you, Mac." {
+		t.Errorf("first reply = %q", out)
+	}
+	if out := p.ok("session", "prompt", "assistant", "u42", "What is my name?"); strings.TrimSpace(out) != "Your name is Mac." {
+		t.Errorf("second reply = %q", out)
+	}
+	reqs := model.Requests()
+	if got := userMessages(reqs[1]); len(got) != 2 || got[0] != "My name is Mac." {
+		t.Fatalf("second request's user messages = %q, want the first turn carried", got)
+	}
+	if sys, _ := reqs[1].Messages[0]["content"].(string); reqs[1].Messages[0]["role"] != "system" || !strings.HasPrefix(sys, "You are a helpful assistant.") {
+		t.Errorf("first message = %v, want the instructions as the system message", reqs[1].Messages[0])
+	}
+	systems := 0
+	for _, m := range reqs[1].Messages {
+		if m["role"] == "system" {
+			systems++
+		}
+	}
+	if systems != 1 {
+		t.Errorf("system messages in a request = %d, want exactly 1", systems)
+	}
+
+	// Another instance has its own thread.
+	p.ok("session", "prompt", "assistant", "other", "Hello?")
+	last := model.Requests()[len(model.Requests())-1]
+	if got := userMessages(last); len(got) != 1 || got[0] != "Hello?" {
+		t.Errorf("instance other saw %q, want only its own prompt", got)
+	}
+
+	show := p.ok("session", "show", "assistant", "u42")
+	if !strings.Contains(show, "[1]") || !strings.Contains(show, "What is my name?") || !strings.Contains(show, "Your name is Mac.") {
+		t.Errorf("session show:\n%s", show)
+	}
+	list := p.ok("session", "list")
+	if !strings.Contains(list, "u42") || !strings.Contains(list, "other") {
+		t.Errorf("session list:\n%s", list)
+	}
+
+	// Closing releases it; the next prompt reopens it with its thread.
+	p.ok("session", "close", "assistant", "u42")
+	if r := p.starter("session", "close", "assistant", "u42"); r.code != 1 || !strings.Contains(r.stderr, "is not open (done)") {
+		t.Errorf("second close: exit %d %q", r.code, r.stderr)
+	}
+	p.ok("session", "prompt", "assistant", "u42", "Still there?")
+	last = model.Requests()[len(model.Requests())-1]
+	if got := userMessages(last); len(got) != 3 {
+		t.Errorf("reopened session sent %q, want the earlier two turns too", got)
+	}
+}
+
+func TestSessionContinueAsNewAndWatch(t *testing.T) {
+	model := fakellm.New(
+		fakellm.Reply{Content: "one done"},
+		fakellm.Reply{Content: "two done"},
+		fakellm.Reply{Content: "three is a longer streamed answer", ChunkDelayMS: 30},
+	)
+	p := newPlatform(t)
+	p.writeConfig(sessionConfig(model.Start(t)))
+	p.start()
+	p.ok("session", "prompt", "assistant", "can", "one", "--continue-after-turns", "1")
+
+	// Watch live from another process while the session continues as new.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	watch := exec.CommandContext(ctx, bins.starter, "session", "watch", "assistant", "can", "--from", "0")
+	watch.Dir, watch.Env = p.dir, p.env()
+	var buf bytes.Buffer
+	var mu sync.Mutex
+	var errBuf bytes.Buffer
+	watch.Stdout, watch.Stderr = lockedWriter{&mu, &buf}, lockedWriter{&mu, &errBuf}
+	if err := watch.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p.ok("session", "prompt", "assistant", "can", "two")
+	p.ok("session", "prompt", "assistant", "can", "three")
+	reqs := model.Requests()
+	if got := userMessages(reqs[len(reqs)-1]); len(got) != 3 {
+		t.Errorf("after two continue-as-new the thread sent %q, want all three prompts", got)
+	}
+	view := p.ok("session", "show", "assistant", "can", "--json")
+	var v api.SessionView
+	if err := json.Unmarshal([]byte(view), &v); err != nil || v.Runs < 3 || len(v.Turns) != 3 {
+		t.Errorf("session view: runs %d turns %d (%v)", v.Runs, len(v.Turns), err)
+	}
+
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		mu.Lock()
+		out := buf.String()
+		mu.Unlock()
+		if strings.Count(out, "turn end") >= 3 {
+			// Each turn's text updates, concatenated, are its whole answer: streamed in
+			// chunks, none lost, none doubled.
+			turns := map[string]string{}
+			cur := ""
+			for _, line := range strings.Split(out, "\n") {
+				if i := strings.Index(line, "you: "); i >= 0 {
+					cur = line[i+5:]
+				} else if i := strings.Index(line, "text: "); i >= 0 {
+					turns[cur] += line[i+6:]
+				}
+			}
+			for prompt, want := range map[string]string{"one": "one done", "two": "two done", "three": "three is a longer streamed answer"} {
+				if turns[prompt] != want {
+					t.Errorf("turn %q streamed %q, want %q\n%s", prompt, turns[prompt], want, out)
+				}
+			}
+			if n := strings.Count(out, "text: "); n < 4 {
+				t.Errorf("text updates = %d, want the answers in chunks:\n%s", n, out)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			mu.Lock()
+			t.Fatalf("watch did not show three turns:\n%s\nwatch stderr: %s\nworker:\n%s", out, errBuf.String(), p.output())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancel()
+	_ = watch.Wait()
+}
+
+func TestSessionConcurrentPromptsAreSerialised(t *testing.T) {
+	model := fakellm.New(
+		fakellm.Reply{Content: "first answer", DelayMS: 1500},
+		fakellm.Reply{Content: "second answer"},
+	)
+	p := newPlatform(t)
+	p.writeConfig(sessionConfig(model.Start(t)))
+	p.start()
+	var wg sync.WaitGroup
+	results := make([]result, 2)
+	for i, text := range []string{"alpha", "beta"} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if i == 1 {
+				time.Sleep(300 * time.Millisecond) // arrives while alpha is being answered
+			}
+			results[i] = p.starter("session", "prompt", "assistant", "conc", text)
+		}()
+	}
+	wg.Wait()
+	for i, r := range results {
+		if r.code != 0 {
+			t.Fatalf("prompt %d: exit %d %s", i, r.code, r.stderr)
+		}
+	}
+	reqs := model.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("model requests = %d, want 2 (one per prompt, no overlap)", len(reqs))
+	}
+	if got := userMessages(reqs[1]); len(got) != 2 || got[0] != "alpha" || got[1] != "beta" {
+		t.Errorf("second request's user messages = %q, want alpha's whole turn before beta", got)
+	}
+}

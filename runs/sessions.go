@@ -1,0 +1,210 @@
+package runs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/nexo-temporal/nexo/api"
+)
+
+// PromptOptions tune Prompt.
+type PromptOptions struct {
+	// ContinueAfterTurns is passed to a session this prompt creates (see
+	// api.SessionInput); it has no effect on a session already open.
+	ContinueAfterTurns int
+}
+
+// Prompt sends text to the session of (agent, instance) and returns its reply. The
+// session is created if absent and reopened, with its thread, if it was closed: one
+// update-with-start, so two processes prompting at once reach the same session.
+func (c *Client) Prompt(ctx context.Context, agent, instance, text string, o PromptOptions) (api.PromptReply, error) {
+	if strings.TrimSpace(agent) == "" {
+		return api.PromptReply{}, &BadRequestError{Msg: "agent name is empty"}
+	}
+	if err := api.ValidateInstance(instance); err != nil {
+		return api.PromptReply{}, &BadRequestError{Msg: err.Error()}
+	}
+	if strings.TrimSpace(text) == "" {
+		return api.PromptReply{}, &BadRequestError{Msg: "prompt text is empty"}
+	}
+	id := api.SessionID(agent, instance)
+	in := api.SessionInput{Agent: agent, Instance: instance, ContinueAfterTurns: o.ContinueAfterTurns}
+	carry, err := c.closedCarry(ctx, id)
+	if err != nil {
+		return api.PromptReply{}, err
+	}
+	in.Carry = carry
+	op := c.tc.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
+		ID:                       id,
+		TaskQueue:                c.taskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+	}, api.WorkflowSession, mustRaw(in))
+	handle, err := c.tc.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+		StartWorkflowOperation: op,
+		UpdateOptions: client.UpdateWorkflowOptions{
+			UpdateName:   api.UpdatePrompt,
+			Args:         []any{api.PromptRequest{Text: text}},
+			WaitForStage: client.WorkflowUpdateStageCompleted,
+		},
+	})
+	if err != nil {
+		return api.PromptReply{}, fmt.Errorf("prompt session %s: %w", id, err)
+	}
+	var reply api.PromptReply
+	if err := handle.Get(ctx, &reply); err != nil {
+		return api.PromptReply{}, fmt.Errorf("session %s: %s", id, updateMessage(err))
+	}
+	return reply, nil
+}
+
+// closedCarry returns the carry of a closed session, so reopening it keeps its thread;
+// nil when the session is open or new.
+func (c *Client) closedCarry(ctx context.Context, id string) (*api.SessionCarry, error) {
+	desc, err := c.tc.DescribeWorkflowExecution(ctx, id, "")
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("describe session %s: %w", id, err)
+	}
+	if desc.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+		return nil, nil
+	}
+	var carry api.SessionCarry
+	if err := c.tc.GetWorkflow(ctx, id, "").Get(ctx, &carry); err != nil {
+		return nil, fmt.Errorf("read closed session %s: %w", id, err)
+	}
+	return &carry, nil
+}
+
+func updateMessage(err error) string {
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) {
+		return app.Message()
+	}
+	return err.Error()
+}
+
+// CloseSession ends a session after the prompts it already accepted; its sandbox and MCP
+// clients are released. A closed session reopens, with its thread, on the next prompt.
+func (c *Client) CloseSession(ctx context.Context, agent, instance string) error {
+	id := api.SessionID(agent, instance)
+	desc, err := c.describe(ctx, id)
+	var nf *NotFoundError
+	if errors.As(err, &nf) {
+		return &NotFoundError{ID: id}
+	}
+	if err != nil {
+		return err
+	}
+	if st := desc.GetWorkflowExecutionInfo().GetStatus(); st != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return &StateError{ID: id, Status: closedStatus(st), Want: "open"}
+	}
+	h, err := c.tc.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: api.UpdateClose,
+		WaitForStage: client.WorkflowUpdateStageCompleted})
+	if err != nil {
+		return fmt.Errorf("close session %s: %w", id, err)
+	}
+	if err := h.Get(ctx, nil); err != nil {
+		return fmt.Errorf("close session %s: %s", id, updateMessage(err))
+	}
+	return nil
+}
+
+// Session returns the materialised history of a session (turns and messages).
+func (c *Client) Session(ctx context.Context, agent, instance string) (api.SessionView, error) {
+	id := api.SessionID(agent, instance)
+	if _, err := c.describe(ctx, id); err != nil {
+		return api.SessionView{}, err
+	}
+	qctx, cancel := context.WithTimeout(ctx, c.QueryTimeout)
+	defer cancel()
+	v, err := c.tc.QueryWorkflow(qctx, id, "", api.QuerySession)
+	if err != nil {
+		return api.SessionView{}, &NoWorkerError{ID: id, TaskQueue: c.taskQueue, Err: err}
+	}
+	var view api.SessionView
+	if err := v.Get(&view); err != nil {
+		return api.SessionView{}, fmt.Errorf("decode session %s: %w", id, err)
+	}
+	return view, nil
+}
+
+// SessionSummary is one row of ListSessions.
+type SessionSummary struct {
+	ID       string     `json:"id"`
+	Agent    string     `json:"agent"`
+	Instance string     `json:"instance"`
+	Status   api.Status `json:"status"`
+	Summary
+}
+
+// ListSessions lists sessions, newest first.
+func (c *Client) ListSessions(ctx context.Context, limit int) ([]SessionSummary, error) {
+	if limit <= 0 {
+		limit = 50
+	}
+	resp, err := c.tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+		Namespace: c.namespace, PageSize: int32(limit), Query: fmt.Sprintf("WorkflowType = '%s'", api.WorkflowSession),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+	var out []SessionSummary
+	seen := map[string]bool{}
+	for _, e := range resp.GetExecutions() {
+		id := e.GetExecution().GetWorkflowId()
+		if seen[id] { // earlier runs of a session (continue-as-new, reopen)
+			continue
+		}
+		seen[id] = true
+		agent, inst, _ := api.ParseSessionID(id)
+		st := api.StatusRunning
+		if e.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			st = closedStatus(e.GetStatus())
+		}
+		out = append(out, SessionSummary{ID: id, Agent: agent, Instance: inst, Status: st,
+			Summary: Summary{CreatedAt: e.GetStartTime().AsTime().UTC()}})
+	}
+	return out, nil
+}
+
+// FollowSession calls fn with the session's record now and on every change, following it
+// across continue-as-new, until fn returns true, the session closes, or ctx ends.
+func (c *Client) FollowSession(ctx context.Context, agent, instance string, fn func(api.Record) bool) error {
+	id := api.SessionID(agent, instance)
+	for {
+		stopped := false
+		rec, err := c.Follow(ctx, id, func(r api.Record) bool {
+			stopped = fn(r)
+			return stopped
+		})
+		if err != nil {
+			return err
+		}
+		if stopped || rec.Status == api.StatusDone || rec.Status == api.StatusFailed || rec.Status == api.StatusCanceled {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		// The run continued as new: follow the next one.
+		desc, err := c.describe(ctx, id)
+		if err != nil {
+			return err
+		}
+		if desc.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			return nil
+		}
+	}
+}

@@ -1,0 +1,235 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/nexo-temporal/nexo/api"
+	"github.com/nexo-temporal/nexo/runs"
+)
+
+func sessionCmd() *command {
+	return &command{
+		name: "session", args: "prompt <agent> <instance> \"text\" | show <agent> <instance> | watch <agent> <instance> | list | close <agent> <instance>",
+		summary: "Talk to a session: a remembering agent addressed by (agent, instance).",
+		flags: func(fs *pflag.FlagSet) {
+			fs.Bool("json", false, "print JSON")
+			fs.Int64("from", -1, "watch: replay the activity stream from this offset (seq) first; default: only new updates")
+			fs.Int("continue-after-turns", 0, "prompt: a session this prompt creates continues as new after this many turns per run (testing)")
+		},
+		run: func(ctx context.Context, e *env, fs *pflag.FlagSet, args []string) error {
+			if len(args) == 0 {
+				return usagef("want a subcommand: prompt, show, watch, list or close")
+			}
+			asJSON, _ := fs.GetBool("json")
+			sub, args := args[0], args[1:]
+			pair := func() (string, string, error) {
+				if len(args) < 2 {
+					return "", "", usagef("session %s wants an agent and an instance id", sub)
+				}
+				if err := api.ValidateInstance(args[1]); err != nil {
+					return "", "", usagef("%v", err)
+				}
+				return args[0], args[1], nil
+			}
+			switch sub {
+			case "prompt":
+				agent, inst, err := pair()
+				if err != nil {
+					return err
+				}
+				if len(args) < 3 {
+					return usagef(`session prompt wants the prompt text: session prompt %s %s "text"`, agent, inst)
+				}
+				rc, err := e.runs(ctx)
+				if err != nil {
+					return err
+				}
+				n, _ := fs.GetInt("continue-after-turns")
+				reply, err := rc.Prompt(ctx, agent, inst, strings.Join(args[2:], " "), runs.PromptOptions{ContinueAfterTurns: n})
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return e.printJSON(reply)
+				}
+				fmt.Fprintln(e.stdout, reply.Reply)
+				return nil
+			case "show":
+				agent, inst, err := pair()
+				if err != nil {
+					return err
+				}
+				rc, err := e.runs(ctx)
+				if err != nil {
+					return err
+				}
+				view, err := rc.Session(ctx, agent, inst)
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return e.printJSON(view)
+				}
+				fmt.Fprintf(e.stdout, "Session %s (%s, %d turns, %d runs)\n", view.ID, view.Status, len(view.Turns), view.Runs)
+				for _, t := range view.Turns {
+					fmt.Fprintf(e.stdout, "\n[%d] %s  you: %s\n", t.N, t.Started.Format(time.RFC3339), t.Prompt)
+					if t.Error != "" {
+						fmt.Fprintf(e.stdout, "    error: %s\n", t.Error)
+					} else {
+						fmt.Fprintf(e.stdout, "    %s: %s\n", agent, t.Reply)
+					}
+				}
+				return nil
+			case "watch":
+				agent, inst, err := pair()
+				if err != nil {
+					return err
+				}
+				from, _ := fs.GetInt64("from")
+				return watchSession(ctx, e, agent, inst, from, asJSON)
+			case "list":
+				rc, err := e.runs(ctx)
+				if err != nil {
+					return err
+				}
+				rows, err := rc.ListSessions(ctx, 100)
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return e.printJSON(rows)
+				}
+				tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "AGENT\tINSTANCE\tSTATUS\tSTARTED")
+				for _, r := range rows {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Agent, r.Instance, r.Status, r.CreatedAt.Format(time.RFC3339))
+				}
+				return tw.Flush()
+			case "close":
+				agent, inst, err := pair()
+				if err != nil {
+					return err
+				}
+				rc, err := e.runs(ctx)
+				if err != nil {
+					return err
+				}
+				if err := rc.CloseSession(ctx, agent, inst); err != nil {
+					return err
+				}
+				fmt.Fprintf(e.stdout, "closed session %s\n", api.SessionID(agent, inst))
+				return nil
+			}
+			return usagef("unknown session subcommand %q (want prompt, show, watch, list or close)", sub)
+		},
+	}
+}
+
+// watchSession prints the session's activity stream: from offset `from` when given
+// (archived segments first), then live until the session closes or Ctrl-C.
+func watchSession(ctx context.Context, e *env, agent, inst string, from int64, asJSON bool) error {
+	rc, err := e.runs(ctx)
+	if err != nil {
+		return err
+	}
+	// Right after a continue-as-new the new run may not have run its first task yet (the
+	// server spaces continue-as-new runs at least workflowIdReuseMinimalInterval apart)
+	// and shows only what history holds; wait for it, briefly, so the record carries the
+	// stream.
+	var rec api.Record
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if rec, err = rc.Get(ctx, api.SessionID(agent, inst)); err != nil {
+			return err
+		}
+		if (rec.Status != api.StatusPending && rec.Status != api.StatusQueued) || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	last := lastSeq(rec)
+	print := func(ev api.Event) {
+		if asJSON {
+			b, _ := json.Marshal(ev)
+			fmt.Fprintln(e.stdout, string(b))
+			return
+		}
+		fmt.Fprintln(e.stdout, streamLine(ev))
+	}
+	if from >= 0 {
+		// Replay: archived segments, then what the current run holds.
+		for _, a := range rec.Artifacts {
+			if !strings.HasPrefix(a.Name, "stream-") {
+				continue
+			}
+			body, err := artifactBody(e, rec.ID, a)
+			if err != nil {
+				return err
+			}
+			for _, line := range strings.Split(strings.TrimSpace(string(body)), "\n") {
+				var ev api.Event
+				if json.Unmarshal([]byte(line), &ev) == nil && ev.Seq >= from {
+					print(ev)
+				}
+			}
+		}
+		for _, ev := range rec.Events {
+			if ev.Seq >= from {
+				print(ev)
+			}
+		}
+		from = -1
+	}
+	err = rc.FollowSession(ctx, agent, inst, func(r api.Record) bool {
+		for _, ev := range r.Events {
+			if ev.Seq > last {
+				last = ev.Seq
+				print(ev)
+			}
+		}
+		return false
+	})
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+// streamLine renders one activity-stream update for a terminal.
+func streamLine(ev api.Event) string {
+	var d map[string]any
+	_ = json.Unmarshal(ev.Data, &d)
+	str := func(k string) string { s, _ := d[k].(string); return s }
+	prefix := fmt.Sprintf("#%-4d %s ", ev.Seq, ev.At.Format("15:04:05.000"))
+	switch ev.Type {
+	case api.StreamUserInput:
+		return prefix + "you: " + str("text")
+	case api.StreamText:
+		return prefix + "text: " + str("content")
+	case api.StreamThinking:
+		return prefix + "thinking: " + str("content")
+	case api.StreamToolCall:
+		if str("status") == "started" {
+			args, _ := json.Marshal(d["args"])
+			return fmt.Sprintf("%stool %s %s %s", prefix, str("id"), str("name"), args)
+		}
+		return fmt.Sprintf("%stool %s %s: %.200s", prefix, str("id"), str("status"), str("content"))
+	case api.StreamTurnEnd:
+		if e := str("error"); e != "" {
+			return prefix + "turn end (error: " + e + ")"
+		}
+		return prefix + "turn end"
+	}
+	return prefix + ev.Type + " " + string(ev.Data)
+}
