@@ -19,6 +19,7 @@ import (
 	"github.com/nexo-temporal/nexo/api"
 	"github.com/nexo-temporal/nexo/artifacts"
 	"github.com/nexo-temporal/nexo/sandbox"
+	"github.com/nexo-temporal/nexo/sandbox/docker"
 )
 
 // Activities are the worker-side implementations. Construct with New.
@@ -75,6 +76,8 @@ func (a *Activities) Register(r Registry) {
 		api.ActivityWriteArtifact:    a.WriteArtifact,
 		api.ActivityStageFiles:       a.StageFiles,
 		api.ActivityReleaseSandbox:   a.ReleaseSandbox,
+		api.ActivityParkSandbox:      a.ParkSandbox,
+		api.ActivityRestoreSandbox:   a.RestoreSandbox,
 		api.ActivityFetchDocument:    a.FetchDocument,
 		api.ActivityPublishDocument:  a.PublishDocument,
 		api.ActivityFetchMetric:      a.FetchMetric,
@@ -83,6 +86,9 @@ func (a *Activities) Register(r Registry) {
 		api.ActivityRunTool:          a.RunTool,
 		api.ActivityCollectOutputs:   a.CollectOutputs,
 		api.ActivityRestoreArtifacts: a.RestoreArtifacts,
+		api.ActivityListMCPTools:     a.ListMCPTools,
+		api.ActivityCallMCPTool:      a.CallMCPTool,
+		api.ActivityCloseMCP:         a.CloseMCP,
 	} {
 		r.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}
@@ -93,7 +99,7 @@ func (a *Activities) Register(r Registry) {
 func (a *Activities) WriteArtifact(ctx context.Context, req api.WriteArtifactRequest) (api.Artifact, error) {
 	body := req.Content
 	if req.Path != "" {
-		sb, err := a.sandboxes.Get(req.RunID, req.Sandbox)
+		sb, err := a.sandboxes.Open(ctx, req.RunID, req.Sandbox)
 		if err != nil {
 			return api.Artifact{}, classify(fmt.Errorf("artifact %s: %w", req.Name, err))
 		}
@@ -128,7 +134,7 @@ func (a *Activities) WriteArtifact(ctx context.Context, req api.WriteArtifactReq
 
 // StageFiles writes files into the run's sandbox.
 func (a *Activities) StageFiles(ctx context.Context, req api.StageFilesRequest) (api.StageFilesResult, error) {
-	sb, err := a.sandboxes.Get(req.RunID, req.Sandbox)
+	sb, err := a.sandboxes.Open(ctx, req.RunID, req.Sandbox)
 	if err != nil {
 		return api.StageFilesResult{}, classify(fmt.Errorf("stage files: %w", err))
 	}
@@ -186,7 +192,7 @@ func classify(err error) error {
 		return temporal.NewNonRetryableApplicationError(err.Error(), api.ErrTypeEscape, err)
 	case errors.Is(err, sandbox.ErrNotFound), errors.Is(err, artifacts.ErrNotFound):
 		return temporal.NewNonRetryableApplicationError(err.Error(), api.ErrTypeNotFound, err)
-	case errors.Is(err, ErrSandboxUnavailable):
+	case errors.Is(err, ErrSandboxUnavailable), errors.Is(err, docker.ErrImageNotFound), errors.Is(err, docker.ErrInvalidOptions):
 		return temporal.NewNonRetryableApplicationError(err.Error(), api.ErrTypeBadInput, err)
 	}
 	return err

@@ -52,7 +52,7 @@ var blockedNets = func() []*net.IPNet {
 	for _, c := range []string{
 		"0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12",
 		"192.0.0.0/24", "192.168.0.0/16", "198.18.0.0/15", "224.0.0.0/4", "240.0.0.0/4",
-		"::/128", "::1/128", "fc00::/7", "fe80::/10", "ff00::/8", "64:ff9b::/96", "2001:db8::/32",
+		"::/128", "::1/128", "fc00::/7", "fe80::/10", "fec0::/10", "ff00::/8", "64:ff9b::/96", "64:ff9b:1::/48", "2001:db8::/32",
 	} {
 		_, n, _ := net.ParseCIDR(c)
 		out = append(out, n)
@@ -130,8 +130,7 @@ func (f *Fetcher) Fetch(ctx context.Context, rawURL string, allow []string) api.
 			DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
 				return dialer.DialContext(ctx, network, pinned)
 			},
-			TLSHandshakeTimeout:   10 * time.Second,
-			ResponseHeaderTimeout: f.Timeout,
+			TLSHandshakeTimeout: 10 * time.Second,
 		},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
@@ -154,6 +153,9 @@ func (f *Fetcher) Fetch(ctx context.Context, rawURL string, allow []string) api.
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, ReadCap+1))
 	if err != nil {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return toolError("fetch %s: timed out after %v while reading the body", rawURL, f.Timeout)
+		}
 		return toolError("fetch %s: reading the body: %v", rawURL, err)
 	}
 	note := ""

@@ -64,7 +64,7 @@ func (a *Activities) CompleteChat(ctx context.Context, req api.CompleteChatReque
 	}
 	system := req.System
 	if req.RunID != "" {
-		if sb, err := a.sandboxes.Get(req.RunID, req.Sandbox); err == nil {
+		if sb, err := a.sandboxes.Open(ctx, req.RunID, req.Sandbox); err == nil {
 			if ins := sb.Instructions(); ins != "" {
 				system = strings.TrimSpace(system + "\n\n" + ins)
 			}
@@ -121,14 +121,21 @@ func classifyModelError(model string, err error) error {
 	msg := err.Error()
 	var apiErr *openai.APIError
 	var reqErr *openai.RequestError
+	// RequestError first: when go-openai cannot fully parse an error body it wraps a
+	// half-filled APIError (status 0) inside the RequestError, which carries the status
+	// and the raw body.
 	switch {
+	case errors.As(err, &reqErr) && reqErr.HTTPStatusCode != 0:
+		status = reqErr.HTTPStatusCode
+		msg = strings.TrimSpace(string(reqErr.Body))
+		if len(msg) > 500 {
+			msg = msg[:500] + "..."
+		}
+		if msg == "" {
+			msg = reqErr.Error()
+		}
 	case errors.As(err, &apiErr):
 		status, msg = apiErr.HTTPStatusCode, apiErr.Message
-	case errors.As(err, &reqErr):
-		status = reqErr.HTTPStatusCode
-		if reqErr.Err != nil {
-			msg = reqErr.Err.Error()
-		}
 	}
 	text := fmt.Sprintf("model %s: HTTP %d: %s", model, status, msg)
 	if status == 0 {

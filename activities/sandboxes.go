@@ -8,9 +8,11 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/nexo-temporal/nexo/api"
 	"github.com/nexo-temporal/nexo/sandbox"
+	"github.com/nexo-temporal/nexo/sandbox/docker"
 )
 
 // ErrSandboxUnavailable: the spec names a sandbox this worker cannot provide.
@@ -22,7 +24,8 @@ var ErrSandboxUnavailable = errors.New("sandbox type not available")
 // removed. Virtual sandboxes live in this process's memory: they do not survive a worker
 // restart, which is why they are not the default for workflows.
 type Sandboxes struct {
-	root string
+	root   string
+	docker *docker.Manager
 
 	mu   sync.Mutex
 	live map[string]sandbox.Sandbox
@@ -41,10 +44,39 @@ func liveKey(runID string, spec api.SandboxSpec) string {
 	return runID + "\x00" + spec.Type + "\x00" + spec.Dir
 }
 
+// WithDocker enables docker sandboxes on this worker.
+func (s *Sandboxes) WithDocker(m *docker.Manager) *Sandboxes {
+	s.docker = m
+	return s
+}
+
+// DockerOptions turns a spec into the Docker tier's options.
+func DockerOptions(spec api.SandboxSpec) docker.Options {
+	return docker.Options{Image: spec.Image, Workdir: spec.Workdir, Network: spec.Network, Memory: spec.Memory,
+		CPUs: spec.CPUs, PidsLimit: spec.PidsLimit, User: spec.User, Env: spec.Env, ROBinds: spec.ROBinds,
+		RWBinds: spec.RWBinds, ReadonlyRootfs: spec.ReadonlyRootfs, CapAdd: spec.CapAdd}
+}
+
 // Get returns the run's sandbox, creating it on first use.
 func (s *Sandboxes) Get(runID string, spec api.SandboxSpec) (sandbox.Sandbox, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	return s.Open(ctx, runID, spec)
+}
+
+// Forget drops a cached sandbox whose container disappeared, so the next Open makes a
+// fresh one.
+func (s *Sandboxes) Forget(runID string, spec api.SandboxSpec) {
+	s.mu.Lock()
+	delete(s.live, liveKey(runID, spec))
+	s.mu.Unlock()
+}
+
+// Open returns the run's sandbox, creating it on first use (a docker sandbox is created
+// or found again by Ensure, which is idempotent).
+func (s *Sandboxes) Open(ctx context.Context, runID string, spec api.SandboxSpec) (sandbox.Sandbox, error) {
 	if runID == "" || strings.ContainsAny(runID, "/\\\x00") || runID == "." || runID == ".." {
-		return nil, fmt.Errorf("sandbox for run %q: not a usable run id", runID)
+		return nil, fmt.Errorf("sandbox for run %q: not a usable run id: %w", runID, ErrSandboxUnavailable)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -65,6 +97,11 @@ func (s *Sandboxes) Get(runID string, spec api.SandboxSpec) (sandbox.Sandbox, er
 		sb, err = sandbox.NewLocal(dir, sandbox.LocalOptions{})
 	case api.SandboxVirtual:
 		sb = sandbox.NewVirtual()
+	case api.SandboxDocker:
+		if s.docker == nil {
+			return nil, fmt.Errorf("sandbox type docker for run %s: %w (no Docker engine answered when this worker started; start one or set DOCKER_HOST)", runID, ErrSandboxUnavailable)
+		}
+		sb, err = s.docker.Ensure(ctx, runID, DockerOptions(spec))
 	default:
 		return nil, fmt.Errorf("sandbox type %q for run %s: %w (this worker provides local and virtual)", spec.Type, runID, ErrSandboxUnavailable)
 	}
@@ -88,6 +125,11 @@ func (s *Sandboxes) Release(ctx context.Context, runID string, spec api.SandboxS
 	if sb != nil {
 		if err := sb.Close(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("close sandbox of run %s: %w", runID, err))
+		}
+	}
+	if spec.Type == api.SandboxDocker && s.docker != nil {
+		if err := s.docker.Remove(ctx, runID); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if (spec.Type == "" || spec.Type == api.SandboxLocal) && spec.Dir == "" && runID != "" &&

@@ -17,6 +17,7 @@ import (
 	"github.com/nexo-temporal/nexo/agents"
 	"github.com/nexo-temporal/nexo/api"
 	"github.com/nexo-temporal/nexo/sandbox"
+	"github.com/nexo-temporal/nexo/sandbox/docker"
 )
 
 // Tool limits (Nexo's): a read returns at most ReadCap bytes; shell output keeps the last
@@ -40,8 +41,12 @@ func (a *Activities) ResolveAgent(_ context.Context, name string) (agents.Spec, 
 		known = append(known, n)
 	}
 	sort.Strings(known)
+	list := strings.Join(known, ", ")
+	if list == "" {
+		list = "none; add agents: to the worker's config"
+	}
 	return agents.Spec{}, temporal.NewNonRetryableApplicationError(
-		fmt.Sprintf("no agent %q is configured on this worker (configured: %s)", name, strings.Join(known, ", ")),
+		fmt.Sprintf("no agent %q is configured on this worker (configured: %s)", name, list),
 		api.ErrTypeNotFound, nil)
 }
 
@@ -53,8 +58,13 @@ func toolError(format string, args ...any) api.RunToolResult {
 // RunTool runs one built-in tool in the run's sandbox. A tool that runs and fails
 // (missing file, escaping path, failing command, refused URL) is a result the model sees;
 // only a sandbox that cannot be reached is an activity error, retried by Temporal.
-func (a *Activities) RunTool(ctx context.Context, req api.RunToolRequest) (api.RunToolResult, error) {
-	sb, err := a.sandboxes.Get(req.RunID, req.Sandbox)
+func (a *Activities) RunTool(ctx context.Context, req api.RunToolRequest) (res api.RunToolResult, err error) {
+	defer func() {
+		if errors.Is(err, docker.ErrContainerGone) {
+			a.sandboxes.Forget(req.RunID, req.Sandbox)
+		}
+	}()
+	sb, err := a.sandboxes.Open(ctx, req.RunID, req.Sandbox)
 	if err != nil {
 		return api.RunToolResult{}, classify(fmt.Errorf("tool %s: %w", req.Tool, err))
 	}
@@ -103,7 +113,7 @@ func (a *Activities) RunTool(ctx context.Context, req api.RunToolRequest) (api.R
 		}
 		timeout := time.Duration(defaultShellSec) * time.Second
 		if n, ok := args["timeout_seconds"].(float64); ok && n >= 1 {
-			timeout = time.Duration(n) * time.Second
+			timeout = time.Duration(min(n, 86400)) * time.Second // clamped first: a huge n would overflow past the cap
 		}
 		timeout = min(timeout, a.shellTimeout)
 		return a.shell(ctx, sb, cmd, timeout)
@@ -127,7 +137,8 @@ func fileError(op, p string, err error) (api.RunToolResult, error) {
 		return toolError("%s %s: no such file", op, p), nil
 	case errors.Is(err, sandbox.ErrNoShell):
 		return toolError("%s: this sandbox has no shell", op), nil
-	case errors.Is(err, sandbox.ErrClosed):
+	case errors.Is(err, sandbox.ErrClosed), errors.Is(err, docker.ErrContainerGone):
+		// Not the model's doing: Temporal retries, and the retry gets a fresh sandbox.
 		return api.RunToolResult{}, fmt.Errorf("%s %s: %w", op, p, err)
 	}
 	return toolError("%s %s: %v", op, p, err), nil
@@ -196,7 +207,7 @@ func (a *Activities) writeFile(ctx context.Context, sb sandbox.Sandbox, p, conte
 
 func (a *Activities) shell(ctx context.Context, sb sandbox.Sandbox, cmd string, timeout time.Duration) (api.RunToolResult, error) {
 	out, err := sb.Shell(ctx, cmd, timeout)
-	if err != nil && !out.TimedOut {
+	if err != nil && (!out.TimedOut || ctx.Err() != nil) { // a cancelled activity is not a timed-out command
 		if ctx.Err() != nil {
 			return api.RunToolResult{}, fmt.Errorf("shell: %w", ctx.Err())
 		}
@@ -220,12 +231,13 @@ func (a *Activities) shell(ctx context.Context, sb sandbox.Sandbox, cmd string, 
 // CollectOutputs returns the sandbox files matching an agent's `produces` patterns: a
 // pattern with * ? [ is globbed, a plain path is included when it exists.
 func (a *Activities) CollectOutputs(ctx context.Context, req api.CollectOutputsRequest) ([]string, error) {
-	sb, err := a.sandboxes.Get(req.RunID, req.Sandbox)
+	sb, err := a.sandboxes.Open(ctx, req.RunID, req.Sandbox)
 	if err != nil {
 		return nil, classify(fmt.Errorf("collect outputs: %w", err))
 	}
 	var out []string
 	for _, p := range req.Patterns {
+		p = path.Clean(strings.TrimPrefix(p, "./"))
 		if strings.ContainsAny(p, "*?[{") {
 			files, err := sb.Glob(ctx, p)
 			if err != nil {
@@ -242,7 +254,7 @@ func (a *Activities) CollectOutputs(ctx context.Context, req api.CollectOutputsR
 
 // RestoreArtifacts writes recorded artifacts back into the run's sandbox (into/<name>).
 func (a *Activities) RestoreArtifacts(ctx context.Context, req api.RestoreArtifactsRequest) ([]string, error) {
-	sb, err := a.sandboxes.Get(req.RunID, req.Sandbox)
+	sb, err := a.sandboxes.Open(ctx, req.RunID, req.Sandbox)
 	if err != nil {
 		return nil, classify(fmt.Errorf("restore artifacts: %w", err))
 	}

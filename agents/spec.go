@@ -66,11 +66,15 @@ func (s Spec) Validate() error {
 		errs = append(errs, fmt.Errorf("permissions.%w", err))
 	}
 	switch s.Sandbox.Type {
-	case "", api.SandboxLocal, api.SandboxVirtual:
-	case api.SandboxDocker:
-		bad("sandbox.type", "docker sandboxes are not available yet (use local or virtual)")
+	case "", api.SandboxLocal, api.SandboxVirtual, api.SandboxDocker:
 	default:
-		bad("sandbox.type", "%q is not one of local, virtual", s.Sandbox.Type)
+		bad("sandbox.type", "%q is not one of local, virtual, docker", s.Sandbox.Type)
+	}
+	if s.Sandbox.Type != api.SandboxDocker && (s.Sandbox.Image != "" || s.Sandbox.Network != "" || len(s.Sandbox.RWBinds) > 0 || len(s.Sandbox.ROBinds) > 0) {
+		bad("sandbox.type", "image, network and binds apply to docker sandboxes only (type %q)", s.Sandbox.Type)
+	}
+	if s.Sandbox.Type == api.SandboxDocker && s.Sandbox.Dir != "" {
+		bad("sandbox.dir", "a docker sandbox has no host directory; mount one with rw_binds or ro_binds")
 	}
 	if s.Sandbox.Type == api.SandboxVirtual && s.Sandbox.Dir != "" {
 		bad("sandbox.dir", "a virtual sandbox has no directory")

@@ -11,6 +11,9 @@ const (
 	ErrTypeEscape = "NexoPathEscape"
 	// ErrTypeTooLarge: a payload over Temporal's limits or ours.
 	ErrTypeTooLarge = "NexoTooLarge"
+	// ErrTypeMCPTransport: an MCP server's transport broke (retryable: the retry
+	// reconnects).
+	ErrTypeMCPTransport = "NexoMCPTransport"
 	// ErrTypeReservedKey: a checkpoint named after a reserved state key.
 	ErrTypeReservedKey = "NexoReservedStateKey"
 )

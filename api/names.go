@@ -26,6 +26,8 @@ const (
 	ActivityWriteArtifact  = "WriteArtifact"
 	ActivityStageFiles     = "StageFiles"
 	ActivityReleaseSandbox = "ReleaseSandbox"
+	ActivityParkSandbox    = "ParkSandbox"
+	ActivityRestoreSandbox = "RestoreSandbox"
 )
 
 // Reserved state keys. A checkpoint may not use them; they are removed when a run is done.

@@ -6,16 +6,25 @@ package artifacts
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/nexo-temporal/nexo/api"
 )
 
-// ErrNotFound: no such artifact in the store.
-var ErrNotFound = errors.New("artifact not found")
+var (
+	// ErrNotFound: no such artifact in the store.
+	ErrNotFound = errors.New("artifact not found")
+	// ErrChecksum: the bytes do not match the sha256 the run recorded.
+	ErrChecksum = errors.New("artifact does not match its recorded sha256 (store changed or corrupt)")
+)
 
 // Store keeps artifact bytes by run and name. Put replaces; implementations are safe for
 // concurrent use.
@@ -111,4 +120,40 @@ func (d *Dir) Get(_ context.Context, runID, name string) ([]byte, error) {
 // Location is the artifact's file path.
 func (d *Dir) Location(runID, name string) string {
 	return filepath.Join(d.Root, runID, name)
+}
+
+// Getter is the part of a Store that Read needs.
+type Getter interface {
+	Get(ctx context.Context, runID, name string) ([]byte, error)
+}
+
+// Read returns an artifact's bytes as a client sees them: the record's inline content when
+// it has it (base64-decoded when Encoding says so), else the store's copy, and in both
+// cases checked against the recorded sha256 (ErrChecksum). st may be nil when every
+// artifact read is inline; a missing one is then ErrNotFound.
+func Read(ctx context.Context, st Getter, runID string, a api.Artifact) ([]byte, error) {
+	var body []byte
+	switch {
+	case a.Content != nil && a.Encoding == api.EncodingBase64:
+		b, err := base64.StdEncoding.DecodeString(*a.Content)
+		if err != nil {
+			return nil, fmt.Errorf("decode artifact %s of run %s: %w", a.Name, runID, err)
+		}
+		body = b
+	case a.Content != nil:
+		body = []byte(*a.Content)
+	case st == nil:
+		return nil, fmt.Errorf("read artifact %s of run %s: not inline and no store: %w", a.Name, runID, ErrNotFound)
+	default:
+		b, err := st.Get(ctx, runID, a.Name)
+		if err != nil {
+			return nil, err
+		}
+		body = b
+	}
+	sum := sha256.Sum256(body)
+	if a.SHA256 != "" && hex.EncodeToString(sum[:]) != a.SHA256 {
+		return nil, fmt.Errorf("artifact %s of run %s: %w", a.Name, runID, ErrChecksum)
+	}
+	return body, nil
 }

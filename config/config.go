@@ -32,6 +32,9 @@
 //	llm.api_key_env          NEXO_LLM_API_KEY_ENV             OPENAI_API_KEY
 //	llm.timeout              NEXO_LLM_TIMEOUT                 5m
 //	agents                   NEXO_AGENTS                      none (a list; set it in the file)
+//	gateway.addr             NEXO_GATEWAY_ADDR                127.0.0.1:8234
+//	gateway.max_body_bytes   NEXO_GATEWAY_MAX_BODY_BYTES      1048576
+//	gateway.tokens           NEXO_GATEWAY_TOKENS              none (a list; set it in the file)
 //
 // The environment variable of a key is NEXO_ followed by the key in upper case with "."
 // replaced by "_". An empty variable counts as unset.
@@ -103,6 +106,10 @@ func Defaults() Config {
 			APIKeyEnv: "OPENAI_API_KEY",
 			Timeout:   5 * time.Minute,
 		},
+		Gateway: Gateway{
+			Addr:         "127.0.0.1:8234",
+			MaxBodyBytes: 1 << 20,
+		},
 	}
 }
 
@@ -117,6 +124,51 @@ type Config struct {
 	LLM       LLM       `mapstructure:"llm"`
 	// Agents are the agent definitions this worker can run (`starter agent NAME`).
 	Agents []agents.Spec `mapstructure:"agents"`
+	// Gateway is the HTTP API and web page (`starter serve`, `worker --dev`).
+	Gateway Gateway `mapstructure:"gateway"`
+}
+
+// Gateway configures the HTTP API and web page served by `starter serve` and `worker --dev`.
+type Gateway struct {
+	// Addr is host:port to listen on (default 127.0.0.1:8234). A non-loopback address is
+	// refused unless Tokens are configured.
+	Addr string `mapstructure:"addr"`
+	// MaxBodyBytes caps a request body (default 1 MiB); a larger one gets 413.
+	MaxBodyBytes int64 `mapstructure:"max_body_bytes"`
+	// Tokens are the bearer tokens the gateway accepts. None: the gateway is open, which
+	// it allows on a loopback address only.
+	Tokens []GatewayToken `mapstructure:"tokens"`
+}
+
+// Scopes a gateway token can hold: read runs; operate them (start, resume, cancel,
+// rerun); approve or deny what they wait for.
+const (
+	ScopeRead    = "read"
+	ScopeOperate = "operate"
+	ScopeApprove = "approve"
+)
+
+// Scopes lists every gateway token scope.
+var Scopes = []string{ScopeRead, ScopeOperate, ScopeApprove}
+
+// GatewayToken is one bearer token of the gateway. The secret itself is never a config
+// value: TokenEnv names the environment variable that holds it.
+type GatewayToken struct {
+	// Name identifies the token in decisions ("approved by ci") and logs; never secret.
+	Name string `mapstructure:"name"`
+	// TokenEnv names the environment variable holding the secret.
+	TokenEnv string `mapstructure:"token_env"`
+	// Scopes the token grants: read, operate, approve.
+	Scopes []string `mapstructure:"scopes"`
+}
+
+// Secret reads the token's secret from the environment variable TokenEnv names; "" when
+// it is unset. getenv nil means os.Getenv.
+func (t GatewayToken) Secret(getenv func(string) string) string {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	return getenv(t.TokenEnv)
 }
 
 // LLM configures the model endpoint agents call: any OpenAI-compatible chat completions

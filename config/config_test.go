@@ -53,6 +53,7 @@ func TestDefaults(t *testing.T) {
 		Sandbox:   Sandbox{Root: ".nexo/workspaces", ShellTimeout: 2 * time.Minute},
 		Log:       Log{Level: "info", Format: "text"},
 		LLM:       LLM{APIKeyEnv: "OPENAI_API_KEY", Timeout: 5 * time.Minute},
+		Gateway:   Gateway{Addr: "127.0.0.1:8234", MaxBodyBytes: 1 << 20},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Load() =\n%+v\nwant\n%+v", got, want)
@@ -521,5 +522,38 @@ func TestPackageDocListsEveryKey(t *testing.T) {
 		if !strings.Contains(doc, "//\t"+key+" ") || !strings.Contains(doc, envName(key)) {
 			t.Errorf("package doc does not list key %s with %s", key, envName(key))
 		}
+	}
+}
+
+// TestLoadGatewayTokens: tokens come from the file; their secrets never do.
+func TestLoadGatewayTokens(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	writeFile(t, dir, DefaultFile, `
+gateway:
+  addr: 0.0.0.0:9000
+  tokens:
+    - {name: ci, token_env: NEXO_CI_TOKEN, scopes: [read, operate]}
+    - {name: ada, token_env: ADA_TOKEN, scopes: [read, approve]}
+`)
+	c, err := Load(LoadOptions{Env: []string{"NEXO_GATEWAY_MAX_BODY_BYTES=4096", "NEXO_CI_TOKEN=s3cret"}})
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	want := Gateway{Addr: "0.0.0.0:9000", MaxBodyBytes: 4096, Tokens: []GatewayToken{
+		{Name: "ci", TokenEnv: "NEXO_CI_TOKEN", Scopes: []string{"read", "operate"}},
+		{Name: "ada", TokenEnv: "ADA_TOKEN", Scopes: []string{"read", "approve"}},
+	}}
+	if !reflect.DeepEqual(c.Gateway, want) {
+		t.Errorf("gateway = %+v, want %+v", c.Gateway, want)
+	}
+	env := map[string]string{"NEXO_CI_TOKEN": "s3cret"}
+	if got := c.Gateway.Tokens[0].Secret(func(k string) string { return env[k] }); got != "s3cret" {
+		t.Errorf("Secret() = %q, want the value of NEXO_CI_TOKEN", got)
+	}
+
+	writeFile(t, dir, DefaultFile, "gateway:\n  tokens:\n    - {name: ci, token: s3cret, scopes: [read]}\n")
+	if _, err := Load(LoadOptions{Env: []string{}}); !errors.Is(err, ErrUnknownKey) || !strings.Contains(err.Error(), `"gateway.tokens[0].token"`) {
+		t.Errorf("Load with a literal token = %v, want an unknown-key error naming it", err)
 	}
 }

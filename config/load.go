@@ -14,6 +14,8 @@ import (
 	"github.com/go-viper/mapstructure/v2"
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
+
+	"github.com/nexo-temporal/nexo/api"
 )
 
 // Sentinel errors of the package; the returned errors wrap them and add the file or key.
@@ -89,6 +91,7 @@ func Load(opts LoadOptions) (Config, error) {
 		dc.Metadata = &md
 		dc.DecodeHook = mapstructure.ComposeDecodeHookFunc(
 			rejectBareNumberDuration,
+			stringToAPIDuration,
 			mapstructure.StringToTimeDurationHookFunc(),
 			mapstructure.StringToWeakSliceHookFunc(","),
 		)
@@ -237,7 +240,28 @@ func bindFlags(v *viper.Viper, fs *pflag.FlagSet, defaults map[string]any) error
 }
 
 // durationType is the type the duration decode hook guards.
-var durationType = reflect.TypeOf(time.Duration(0))
+var (
+	durationType    = reflect.TypeOf(time.Duration(0))
+	apiDurationType = reflect.TypeOf(api.Duration(0))
+)
+
+// stringToAPIDuration reads "10m" into an api.Duration (a duration that travels in
+// workflow input, such as sandbox.idle_timeout); a bare number is refused as for
+// time.Duration.
+func stringToAPIDuration(from, to reflect.Type, data any) (any, error) {
+	if to != apiDurationType {
+		return data, nil
+	}
+	s, ok := data.(string)
+	if !ok {
+		return nil, fmt.Errorf("%v: want a duration with a unit, such as \"10m\"", data)
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return nil, fmt.Errorf("%q: want a duration such as \"10m\"", s)
+	}
+	return api.Duration(d), nil
+}
 
 // rejectBareNumberDuration refuses a number for a duration field: YAML "shell_timeout:
 // 120" would otherwise decode as 120 nanoseconds.

@@ -23,6 +23,16 @@ var (
 	logFormats = []string{"text", "json"}
 )
 
+// Bounds of gateway.max_body_bytes. A run's input travels to Temporal as one payload,
+// capped at 2 MB there, so a much larger body could never be used anyway.
+const (
+	MinBodyBytes = 1 << 10
+	MaxBodyBytes = 64 << 20
+)
+
+// tokenName matches a gateway token name: it is shown as who decided an approval.
+var tokenName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
 // envVarName matches a POSIX environment variable name.
 var envVarName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
@@ -154,6 +164,41 @@ func (c Config) Validate() error {
 	}
 	if len(c.Agents) > 0 && l.BaseURL == "" {
 		bad("llm.base_url", l.BaseURL, "required when agents are configured")
+	}
+
+	// gateway
+	g := c.Gateway
+	if err := checkHostPort(g.Addr); err != "" {
+		bad("gateway.addr", g.Addr, "%s", err)
+	}
+	if g.MaxBodyBytes < MinBodyBytes || g.MaxBodyBytes > MaxBodyBytes {
+		bad("gateway.max_body_bytes", g.MaxBodyBytes, "want %d to %d bytes", MinBodyBytes, MaxBodyBytes)
+	}
+	names := map[string]bool{}
+	for i, tok := range g.Tokens {
+		field := fmt.Sprintf("gateway.tokens[%d]", i)
+		if tok.Name != "" {
+			field = fmt.Sprintf("gateway.tokens[%s]", tok.Name)
+		}
+		switch {
+		case !tokenName.MatchString(tok.Name):
+			bad(field+".name", tok.Name, "want letters, digits, '.', '-' or '_' (it is recorded as who decided)")
+		case names[tok.Name]:
+			bad(field+".name", tok.Name, "defined twice")
+		}
+		names[tok.Name] = true
+		if !envVarName.MatchString(tok.TokenEnv) {
+			bad(field+".token_env", tok.TokenEnv,
+				"want the name of an environment variable, such as NEXO_CI_TOKEN (the token itself never goes in config)")
+		}
+		if len(tok.Scopes) == 0 {
+			bad(field+".scopes", nil, "want at least one of %s", strings.Join(Scopes, ", "))
+		}
+		for j, sc := range tok.Scopes {
+			if !slices.Contains(Scopes, sc) {
+				bad(fmt.Sprintf("%s.scopes[%d]", field, j), sc, "want one of %s", strings.Join(Scopes, ", "))
+			}
+		}
 	}
 
 	// log

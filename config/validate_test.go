@@ -41,6 +41,23 @@ func TestValidate(t *testing.T) {
 		{"shell timeout below a second", func(c *Config) { c.Sandbox.ShellTimeout = 120 }, `sandbox.shell_timeout 120ns: want at least 1s`},
 		{"unknown log level", func(c *Config) { c.Log.Level = "verbose" }, `log.level "verbose": want one of debug, info, warn, error`},
 		{"unknown log format", func(c *Config) { c.Log.Format = "xml" }, `log.format "xml": want one of text, json`},
+		{"gateway address without port", func(c *Config) { c.Gateway.Addr = "localhost" }, `gateway.addr "localhost": want host:port`},
+		{"gateway body limit too small", func(c *Config) { c.Gateway.MaxBodyBytes = 100 }, `gateway.max_body_bytes 100: want 1024 to 67108864 bytes`},
+		{"gateway token secret pasted instead of a variable name", func(c *Config) {
+			c.Gateway.Tokens = []GatewayToken{{Name: "ci", TokenEnv: "s3cr3t-value!", Scopes: []string{"read"}}}
+		}, `gateway.tokens[ci].token_env "s3cr3t-value!": want the name of an environment variable, such as NEXO_CI_TOKEN (the token itself never goes in config)`},
+		{"gateway token without scopes", func(c *Config) {
+			c.Gateway.Tokens = []GatewayToken{{Name: "ci", TokenEnv: "CI_TOKEN"}}
+		}, `gateway.tokens[ci].scopes: want at least one of read, operate, approve`},
+		{"gateway token with an unknown scope", func(c *Config) {
+			c.Gateway.Tokens = []GatewayToken{{Name: "ci", TokenEnv: "CI_TOKEN", Scopes: []string{"read", "admin"}}}
+		}, `gateway.tokens[ci].scopes[1] "admin": want one of read, operate, approve`},
+		{"gateway token without a name", func(c *Config) {
+			c.Gateway.Tokens = []GatewayToken{{TokenEnv: "CI_TOKEN", Scopes: []string{"read"}}}
+		}, `gateway.tokens[0].name "": want letters, digits, '.', '-' or '_' (it is recorded as who decided)`},
+		{"gateway token defined twice", func(c *Config) {
+			c.Gateway.Tokens = []GatewayToken{{Name: "a", TokenEnv: "A", Scopes: []string{"read"}}, {Name: "a", TokenEnv: "B", Scopes: []string{"read"}}}
+		}, `gateway.tokens[a].name "a": defined twice`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -78,6 +95,10 @@ func TestValidateAccepts(t *testing.T) {
 		{"plain directory for artifacts, nothing inline", func(c *Config) { c.Artifacts = Artifacts{URL: "data/artifacts", InlineLimit: 0} }},
 		{"log level in capitals", func(c *Config) { c.Log.Level = "WARN" }},
 		{"one second shell timeout", func(c *Config) { c.Sandbox.ShellTimeout = time.Second }},
+		{"gateway on all interfaces with tokens", func(c *Config) {
+			c.Gateway.Addr = "0.0.0.0:8234"
+			c.Gateway.Tokens = []GatewayToken{{Name: "ci", TokenEnv: "NEXO_CI_TOKEN", Scopes: []string{"read", "operate", "approve"}}}
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

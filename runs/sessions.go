@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
@@ -42,6 +43,29 @@ func (c *Client) Prompt(ctx context.Context, agent, instance, text string, o Pro
 		return api.PromptReply{}, err
 	}
 	in.Carry = carry
+	// A prompt that meets the session handing over to its continue-as-new run is refused
+	// (or, in a race, outlived by the run) before any work: sending it again reaches the
+	// new run.
+	for attempt := 1; ; attempt++ {
+		reply, err := c.promptOnce(ctx, id, in, text)
+		if err == nil || attempt == 5 || !handover(err) {
+			return reply, err
+		}
+		select {
+		case <-ctx.Done():
+			return api.PromptReply{}, ctx.Err()
+		case <-time.After(time.Duration(attempt) * 50 * time.Millisecond):
+		}
+	}
+}
+
+func handover(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "continuing as new") || strings.Contains(msg, "completed before the Update completed") ||
+		strings.Contains(msg, "workflow execution already completed")
+}
+
+func (c *Client) promptOnce(ctx context.Context, id string, in api.SessionInput, text string) (api.PromptReply, error) {
 	op := c.tc.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
 		ID:                       id,
 		TaskQueue:                c.taskQueue,

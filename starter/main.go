@@ -34,8 +34,9 @@ func usagef(format string, a ...any) error { return &usageError{msg: fmt.Sprintf
 
 func commands() []*command {
 	return []*command{
-		runCmd(), showCmd(), listCmd(), logsCmd(), resumeCmd(), approveCmd(), denyCmd(),
+		runCmd(), agentCmd(), sessionCmd(), showCmd(), listCmd(), logsCmd(), resumeCmd(), approveCmd(), denyCmd(),
 		artifactsCmd(), artifactCmd(), cancelCmd(), rerunCmd(),
+		sandboxCmd(), serveCmd(),
 	}
 }
 

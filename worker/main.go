@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -18,6 +19,7 @@ import (
 	"github.com/spf13/pflag"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
@@ -27,6 +29,9 @@ import (
 	"github.com/nexo-temporal/nexo/config"
 	"github.com/nexo-temporal/nexo/connect"
 	"github.com/nexo-temporal/nexo/devserver"
+	"github.com/nexo-temporal/nexo/gateway"
+	"github.com/nexo-temporal/nexo/runs"
+	"github.com/nexo-temporal/nexo/sandbox/docker"
 	"github.com/nexo-temporal/nexo/workflows"
 )
 
@@ -46,7 +51,7 @@ func main() {
 func run(ctx context.Context, argv []string, stdout, stderr io.Writer) error {
 	fs := pflag.NewFlagSet("worker", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
-	dev := fs.Bool("dev", false, "start an embedded Temporal server (SQLite under .nexo/, Web UI) and run the worker against it")
+	dev := fs.Bool("dev", false, "start an embedded Temporal server (SQLite under .nexo/, Web UI), run the worker against it, and serve the HTTP API and web page on gateway.addr")
 	config.BindFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: worker [--dev] [flags]\n\nRuns Nexo's workflows and activities on a Temporal task queue.\n\nFlags:")
@@ -102,6 +107,16 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// The scope label ties containers to this deployment (Temporal address and namespace,
+	// hashed into a short label value), so this worker's reaper never touches another's.
+	scope := fmt.Sprintf("%x", sha256.Sum256([]byte(cfg.Temporal.Address+"|"+cfg.Temporal.Namespace)))[:16]
+	if mgr, stopReaper := startDocker(ctx, tc, scope, logger); mgr != nil {
+		sandboxes.WithDocker(mgr)
+		defer stopReaper()
+		fmt.Fprintln(stdout, "Docker sandboxes: enabled (reaper every "+reapEvery.String()+")")
+	} else {
+		fmt.Fprintln(stdout, "Docker sandboxes: unavailable (no Docker engine answered); local and virtual sandboxes work")
+	}
 	w := worker.New(tc, cfg.Temporal.TaskQueue, worker.Options{
 		// On Ctrl-C, running activities get this long to finish before the worker exits;
 		// whatever does not finish is retried by Temporal on the next worker.
@@ -114,7 +129,8 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) error {
 		deps.LLM = activities.NewLLM(activities.LLMConfig{BaseURL: cfg.LLM.BaseURL, Model: cfg.LLM.Model,
 			APIKey: cfg.LLM.APIKey(os.Getenv), Timeout: cfg.LLM.Timeout})
 	}
-	activities.New(deps).Register(w)
+	acts := activities.New(deps)
+	acts.Register(w)
 
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("start worker on task queue %s: %w", cfg.Temporal.TaskQueue, err)
@@ -126,11 +142,20 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) error {
 		}
 		fmt.Fprintf(stdout, "Agents: %s (model %s at %s)\n", strings.Join(names, ", "), cfg.LLM.Model, cfg.LLM.BaseURL)
 	}
+	if *dev {
+		if err := serveGateway(ctx, cfg, tc, stdout, logger); err != nil {
+			return err
+		}
+	}
 	fmt.Fprintf(stdout, "Nexo worker ready: task queue %s at %s\n", cfg.Temporal.TaskQueue, cfg.Temporal.Address)
 	logger.Info("worker ready", slog.String("task_queue", cfg.Temporal.TaskQueue), slog.String("address", cfg.Temporal.Address))
 	<-ctx.Done()
 	logger.Info("shutting down")
 	w.Stop()
+	// After the worker: running MCP calls finish first, then stdio servers are stopped.
+	if err := acts.Close(); err != nil {
+		logger.Warn("close MCP clients", slog.String("error", err.Error()))
+	}
 	return nil
 }
 
@@ -149,4 +174,91 @@ func checkSearchAttribute(ctx context.Context, tc client.Client, namespace strin
 	}
 	return fmt.Errorf("search attribute %s is not registered in namespace %s; create it with: temporal operator search-attribute create --namespace %s --name %s --type Keyword",
 		api.SearchAttributeStatus, namespace, namespace, api.SearchAttributeStatus)
+}
+
+// serveGateway serves the HTTP API and the web page next to the embedded server, until
+// ctx ends. An address already in use is reported, not fatal: the platform works without
+// its page, and a second `worker --dev` must still start. Tokens whose secret is missing,
+// or an open gateway on a non-loopback address, stop the worker.
+func serveGateway(ctx context.Context, cfg config.Config, tc client.Client, stdout io.Writer, logger *slog.Logger) error {
+	gw, err := gateway.FromConfig(cfg, runs.New(tc, cfg.Temporal.Namespace, cfg.Temporal.TaskQueue), os.Getenv, logger)
+	if err != nil {
+		return err
+	}
+	ln, err := gw.Listen(cfg.Gateway.Addr)
+	if errors.Is(err, gateway.ErrOpenNonLoopback) {
+		return err
+	}
+	if err != nil {
+		fmt.Fprintf(stdout, "Nexo HTTP API not started: %v (set gateway.addr or NEXO_GATEWAY_ADDR)\n", err)
+		return nil
+	}
+	go func() {
+		if err := gw.Serve(ctx, ln); err != nil {
+			logger.Error("serve the HTTP API", "error", err)
+		}
+	}()
+	fmt.Fprintf(stdout, "Nexo HTTP API and web page: http://%s/ (%s)\n", ln.Addr(), gw.AuthSummary())
+	return nil
+}
+
+// reapEvery is how often the worker removes containers whose run is closed or unknown, so
+// a worker killed mid-run leaks no container for longer than this.
+const reapEvery = 5 * time.Minute
+
+// startDocker connects to the Docker engine (DOCKER_HOST or the default socket) and
+// starts the reaper; it returns nil when no engine answers.
+func startDocker(ctx context.Context, tc client.Client, scope string, logger *slog.Logger) (*docker.Manager, func()) {
+	dctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	cli, err := docker.NewClient(dctx)
+	cancel()
+	if err != nil {
+		logger.Info("docker sandboxes disabled", "error", err)
+		return nil, nil
+	}
+	host, _ := os.Hostname()
+	mgr := docker.NewManager(cli, fmt.Sprintf("%s-%d", host, os.Getpid()))
+	mgr.SetScope(scope)
+	isClosed := func(runID string) (bool, error) {
+		desc, err := tc.DescribeWorkflowExecution(ctx, runID, "")
+		var nf *serviceerror.NotFound
+		if errors.As(err, &nf) {
+			return true, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		return desc.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, nil
+	}
+	rctx, stop := context.WithCancel(ctx)
+	reap := func() {
+		removed, err := docker.ReapScope(rctx, cli, scope, isClosed)
+		if err != nil && rctx.Err() == nil {
+			logger.Warn("reap sandbox containers", "error", err)
+		}
+		if len(removed) > 0 {
+			logger.Info("reaped sandbox containers of closed runs", "containers", removed)
+		}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		reap()
+		t := time.NewTicker(reapEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-rctx.Done():
+				return
+			case <-t.C:
+				reap()
+			}
+		}
+	}()
+	return mgr, func() {
+		stop()
+		<-done
+		mgr.Close()
+		cli.Close()
+	}
 }

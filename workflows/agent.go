@@ -402,7 +402,7 @@ func (rt *runtime) awaitApproval(ctx workflow.Context, call api.ToolCall, pc per
 	rt.emit(ctx, "approval_requested", map[string]any{"call_id": call.ID, "tool": pc.Tool, "capability": pc.Capability, "detail": pc.Detail, "args": pc.Args})
 	rt.setStatus(ctx, api.StatusSuspended)
 
-	if err := workflow.Await(ctx, func() bool { return rt.pending.decision != nil }); err != nil {
+	if err := rt.waitForHuman(ctx, func() bool { return rt.pending.decision != nil }); err != nil {
 		rt.pending = nil
 		return api.ApprovalSignal{}, err
 	}
@@ -429,8 +429,16 @@ func (rt *runtime) collectOutputs(ctx workflow.Context, patterns []string) {
 		return
 	}
 	sort.Strings(paths)
+	used := map[string]bool{}
 	for _, p := range paths {
-		if _, err := Artifact(ctx, path.Base(p), ArtifactSource{Path: p}); err != nil {
+		// Named by file name; two outputs with one name (a/report.md, b/report.md) keep
+		// their paths, flattened, so neither replaces the other.
+		name := path.Base(p)
+		if used[name] {
+			name = strings.ReplaceAll(p, "/", "__")
+		}
+		used[name] = true
+		if _, err := Artifact(ctx, name, ArtifactSource{Path: p}); err != nil {
 			rt.emit(ctx, "artifact_skipped", map[string]string{"path": p, "error": err.Error()})
 		}
 	}

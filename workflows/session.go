@@ -21,16 +21,23 @@ const sessionHistoryBound = 10_000
 // continue-as-new; older ones are archived as artifacts (segments) of the session.
 const sessionStreamKeep = 500
 
+// ErrSessionContinuing is the refusal a prompt gets while a session hands over to its
+// continue-as-new run; clients retry it.
+const ErrSessionContinuing = "session is continuing as new; retry the prompt"
+
 // session is the state of one session run.
 type session struct {
-	in        api.SessionInput
-	spec      agents.Spec
-	carry     api.SessionCarry
-	tools     *toolset
-	next      int // next ticket to hand out
-	serving   int // ticket being served
-	closing   bool
-	turnsHere int
+	in      api.SessionInput
+	spec    agents.Spec
+	carry   api.SessionCarry
+	tools   *toolset
+	next    int // next ticket to hand out
+	serving int // ticket being served
+	closing bool
+	// continuing is set while the run hands over to its continuation: new prompts are
+	// refused (the client retries them; they land on the next run).
+	continuing bool
+	turnsHere  int
 }
 
 // Session is the workflow of one (agent, instance) pair: a remembering agent. Prompts
@@ -68,6 +75,9 @@ func Session(ctx workflow.Context, in api.SessionInput) (api.SessionCarry, error
 			}
 			if s.closing {
 				return errors.New("session is closing; prompt again after it closed to reopen it")
+			}
+			if s.continuing {
+				return errors.New(ErrSessionContinuing)
 			}
 			return nil
 		}}); err != nil {
@@ -112,6 +122,7 @@ func Session(ctx workflow.Context, in api.SessionInput) (api.SessionCarry, error
 			rt.emit(ctx, "session_closed", map[string]int{"turns": len(s.carry.Turns)})
 			return s.snapshot(rt), nil
 		}
+		s.continuing = true
 		carry, err := s.archive(ctx, rt)
 		if err != nil {
 			return carry, err

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"go.temporal.io/sdk/workflow"
 
@@ -29,7 +30,7 @@ func Suspend(ctx workflow.Context, reason, resumeKey string) (map[string]any, er
 	rt.emit(ctx, "suspended", map[string]string{"reason": reason, "resume_key": resumeKey})
 	rt.setStatus(ctx, api.StatusSuspended)
 
-	if err := workflow.Await(ctx, func() bool { return rt.resumeReady }); err != nil {
+	if err := rt.waitForHuman(ctx, func() bool { return rt.resumeReady }); err != nil {
 		rt.suspended = false
 		return nil, err
 	}
@@ -193,4 +194,41 @@ func (rt *runtime) onStream(ctx workflow.Context, raw json.RawMessage) {
 		rt.streamed[c.Call] += c.Text
 	}
 	rt.emit(ctx, kind, map[string]string{"content": c.Text, "call": c.Call})
+}
+
+// defaultIdleTimeout is how long a waiting run keeps its container (api.SandboxSpec).
+const defaultIdleTimeout = 10 * time.Minute
+
+// waitForHuman blocks until cond holds. A run with a docker sandbox keeps its container
+// only for the sandbox's idle timeout: then its whole workspace is archived to the
+// artifact store and the container removed, and when the wait ends a fresh container
+// gets the workspace back, so the agent finds exactly the files it left.
+func (rt *runtime) waitForHuman(ctx workflow.Context, cond func() bool) error {
+	if rt.sandbox.Type != api.SandboxDocker || !rt.sandboxUsed {
+		return workflow.Await(ctx, cond)
+	}
+	idle := time.Duration(rt.sandbox.IdleTimeout)
+	if idle <= 0 {
+		idle = defaultIdleTimeout
+	}
+	done, err := workflow.AwaitWithTimeout(ctx, idle, cond)
+	if err != nil || done {
+		return err
+	}
+	req := api.ReleaseSandboxRequest{RunID: rt.rec.ID, Sandbox: rt.sandbox}
+	var size int64
+	if err := workflow.ExecuteActivity(ctx, api.ActivityParkSandbox, req).Get(ctx, &size); err != nil {
+		// The container stays; the run still waits. Nothing is lost, only held.
+		rt.emit(ctx, "sandbox_park_failed", map[string]string{"error": errorMessage(err)})
+		return workflow.Await(ctx, cond)
+	}
+	rt.emit(ctx, "sandbox_parked", map[string]any{"archive_bytes": size, "idle": idle.String()})
+	if err := workflow.Await(ctx, cond); err != nil {
+		return err
+	}
+	if err := workflow.ExecuteActivity(ctx, api.ActivityRestoreSandbox, req).Get(ctx, &size); err != nil {
+		return fmt.Errorf("restore the parked sandbox: %s", errorMessage(err))
+	}
+	rt.emit(ctx, "sandbox_restored", map[string]any{"archive_bytes": size})
+	return nil
 }

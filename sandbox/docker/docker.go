@@ -38,6 +38,10 @@ const (
 	LabelRun = "nexo.run"
 	// LabelWorker holds the id of the worker that created the container.
 	LabelWorker = "nexo.worker"
+	// LabelScope holds the deployment the container belongs to (the Temporal address and
+	// namespace): a reaper only removes containers of its own scope, so two platforms on
+	// one Docker host (or a test suite beside a dev worker) never reap each other's.
+	LabelScope = "nexo.scope"
 	// LabelWorkdir holds the workspace directory inside the container, so a handle to an
 	// existing container needs no options to find its workspace.
 	LabelWorkdir = "nexo.workdir"

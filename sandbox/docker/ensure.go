@@ -24,6 +24,7 @@ import (
 type Manager struct {
 	cli    Client
 	worker string
+	scope  string
 
 	mu    sync.Mutex
 	pools map[string]*shellPool // by container id
@@ -33,6 +34,9 @@ type Manager struct {
 func NewManager(cli Client, workerID string) *Manager {
 	return &Manager{cli: cli, worker: workerID, pools: map[string]*shellPool{}}
 }
+
+// SetScope sets the scope label of the containers this Manager creates (see LabelScope).
+func (m *Manager) SetScope(scope string) { m.scope = scope }
 
 // Close ends the command servers of every container (the containers stay). Call it when
 // the worker stops; a Manager can be used again afterwards.
@@ -197,6 +201,9 @@ func (m *Manager) create(ctx context.Context, runID string, set settings) (*Sand
 		LabelWorker:  m.worker,
 		LabelWorkdir: set.workdir,
 		LabelUser:    set.user,
+	}
+	if m.scope != "" {
+		labels[LabelScope] = m.scope
 	}
 	name := ContainerName(runID)
 	created, err := m.cli.ContainerCreate(ctx, set.containerConfig(labels), set.hostConfig(labels), nil, nil, name)

@@ -22,8 +22,17 @@ import (
 // container uses any more (left by a `docker rm` without -v). It goes on past a failure
 // for one container and returns the failures joined.
 func Reap(ctx context.Context, cli Client, isClosed func(runID string) (bool, error)) (removed []string, err error) {
-	list, err := cli.ContainerList(ctx, container.ListOptions{All: true,
-		Filters: filters.NewArgs(filters.Arg("label", LabelManaged+"=true"))})
+	return ReapScope(ctx, cli, "", isClosed)
+}
+
+// ReapScope is Reap limited to the containers labelled with scope (see LabelScope); an
+// empty scope means every container of the platform.
+func ReapScope(ctx context.Context, cli Client, scope string, isClosed func(runID string) (bool, error)) (removed []string, err error) {
+	f := filters.NewArgs(filters.Arg("label", LabelManaged+"=true"))
+	if scope != "" {
+		f.Add("label", LabelScope+"="+scope)
+	}
+	list, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
 	if err != nil {
 		return nil, fmt.Errorf("reap sandboxes: list containers: %w", err)
 	}

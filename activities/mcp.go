@@ -1,0 +1,694 @@
+package activities
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/nexo-temporal/nexo/api"
+)
+
+// MCP limits.
+const (
+	// DefaultMCPIdleTimeout closes a client nobody used for this long: a run whose
+	// CloseMCP ran on another worker (or never ran) leaks nothing here for long, and a
+	// run that waits hours for an approval reconnects on its next call.
+	DefaultMCPIdleTimeout = 10 * time.Minute
+	// MCPResultCap is the most of a tool result the model sees, like read_file's cap.
+	MCPResultCap = ReadCap
+	// mcpConnectTimeout bounds starting a server and the initialize handshake, so one
+	// server that hangs cannot hold the others' tools back.
+	mcpConnectTimeout = 30 * time.Second
+	// stderrTail is how much of a stdio server's last stderr an error quotes.
+	stderrTail = 2000
+)
+
+var (
+	// ErrMCPClosed: the worker is shutting down and opens no MCP client any more.
+	ErrMCPClosed = errors.New("this worker's MCP clients are closed (it is shutting down)")
+	// ErrMCPToken: the environment variable a server's token_env names is not set here.
+	ErrMCPToken = errors.New("token variable not set")
+	// ErrMCPDeclaration: a server declaration that cannot work (agents.Spec.Validate
+	// catches these at start; this is the backstop for specs built in Go).
+	ErrMCPDeclaration = errors.New("bad MCP server declaration")
+)
+
+// redacted replaces a secret in anything the activities return.
+const redacted = "[REDACTED]"
+
+// ListMCPTools connects to each of the run's servers (reusing clients the run already
+// has on this worker) and lists their tools. A server that cannot start or answer is an
+// entry in Errors and offers no tools; the run goes on without it. Servers are asked in
+// parallel, each within mcpConnectTimeout to connect.
+func (a *Activities) ListMCPTools(ctx context.Context, req api.ListMCPToolsRequest) (api.ListMCPToolsResult, error) {
+	defer keepAlive(ctx)()
+	pool := a.mcpPool()
+	if pool.isClosed() {
+		return api.ListMCPToolsResult{}, fmt.Errorf("list MCP tools of run %s: %w", req.RunID, ErrMCPClosed)
+	}
+	tools := make([][]api.MCPTool, len(req.Servers))
+	errs := make([]error, len(req.Servers))
+	var wg sync.WaitGroup
+	for i, spec := range req.Servers {
+		wg.Go(func() { tools[i], errs[i] = pool.listTools(ctx, req.RunID, spec) })
+	}
+	wg.Wait()
+	res := api.ListMCPToolsResult{Tools: []api.MCPTool{}}
+	for i, spec := range req.Servers {
+		if errs[i] != nil {
+			if res.Errors == nil {
+				res.Errors = map[string]string{}
+			}
+			res.Errors[spec.Name] = errs[i].Error()
+			continue
+		}
+		res.Tools = append(res.Tools, tools[i]...)
+	}
+	return res, nil
+}
+
+// CallMCPTool calls one tool. What the server answers, an error result (isError) or a
+// JSON-RPC error included, is a result the model sees. A broken transport (the server
+// died mid-call, the connection was refused) is an activity error naming the server,
+// which Temporal retries under the workflow's bounded policy; the broken client is
+// dropped first, so the retry reconnects (a stdio server is started again).
+func (a *Activities) CallMCPTool(ctx context.Context, req api.CallMCPToolRequest) (api.RunToolResult, error) {
+	name := req.Server.Name
+	args := req.Args
+	if len(args) == 0 || string(args) == "null" {
+		args = json.RawMessage(`{}`)
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(args, &obj); err != nil {
+		return toolError("MCP server %s: %s: arguments are not a JSON object: %v", name, req.Tool, err), nil
+	}
+	defer keepAlive(ctx)()
+	pool := a.mcpPool()
+	c, err := pool.acquire(ctx, req.RunID, req.Server)
+	if err != nil {
+		return api.RunToolResult{}, classifyMCP(err)
+	}
+	defer pool.release(c)
+	// The raw arguments go as they came, so large integers keep their precision.
+	out, err := c.client.CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: req.Tool, Arguments: args}})
+	if err != nil {
+		if ctx.Err() != nil {
+			return api.RunToolResult{}, fmt.Errorf("MCP server %s: call %s: %w", name, req.Tool, ctx.Err())
+		}
+		if brokenTransport(err) {
+			pool.drop(c)
+			return api.RunToolResult{}, classifyMCP(c.errorf(err, "call %s: the connection broke (it is reopened on retry)", req.Tool))
+		}
+		return toolError("%s", c.redact(fmt.Sprintf("MCP server %s: %s: %v", name, req.Tool, err))), nil
+	}
+	res := toolResult(out)
+	res.Content = c.redact(res.Content)
+	return res, nil
+}
+
+// CloseMCP closes the run's MCP clients on this worker; stdio servers are stopped and
+// reaped. Clients the run has on other workers close there when idle.
+func (a *Activities) CloseMCP(ctx context.Context, req api.CloseMCPRequest) error {
+	defer keepAlive(ctx)()
+	return a.mcpPool().closeWhere(func(k mcpKey) bool { return k.run == req.RunID })
+}
+
+// Close releases what the activities hold on the worker: every MCP client (stdio servers
+// are stopped and reaped). The worker calls it once its Temporal worker has stopped; MCP
+// activities run after it fail with ErrMCPClosed.
+func (a *Activities) Close() error {
+	return a.mcpPool().close()
+}
+
+// mcpPools holds the MCP clients of each Activities. They live beside the struct rather
+// than in it so that this file owns MCP whole; mcpPool creates the entry on first use.
+var mcpPools sync.Map // *Activities → *mcpPool
+
+func (a *Activities) mcpPool() *mcpPool {
+	if p, ok := mcpPools.Load(a); ok {
+		return p.(*mcpPool)
+	}
+	p, _ := mcpPools.LoadOrStore(a, newMCPPool(DefaultMCPIdleTimeout))
+	return p.(*mcpPool)
+}
+
+// setMCPIdleTimeout changes how long an unused client lives (tests).
+func (a *Activities) setMCPIdleTimeout(d time.Duration) {
+	p := a.mcpPool()
+	p.mu.Lock()
+	p.idle = d
+	p.mu.Unlock()
+}
+
+// mcpPool is a worker's MCP clients, one per run and server declaration, created on first
+// use and closed by CloseMCP, by idling, or with the worker.
+//
+// Concurrency: every field below mu is guarded by it. A connection is in the map from
+// the moment someone starts to open it; others wanting it wait on its ready channel.
+// Closing never holds mu (a stdio server takes up to seconds to stop).
+type mcpPool struct {
+	mu     sync.Mutex
+	idle   time.Duration
+	conns  map[mcpKey]*mcpConn
+	closed bool
+	// life is the connections' context: a stdio server and an SSE stream outlive the
+	// activity that opened them, until they are closed or the pool is.
+	life context.Context
+	end  context.CancelFunc
+}
+
+// mcpKey names a client: the run, the server, and a digest of the server's declaration,
+// so two agents of one run that declare different servers under one name never share.
+type mcpKey struct {
+	run, server, spec string
+}
+
+func keyOf(run string, spec api.MCPServerSpec) mcpKey {
+	b, _ := json.Marshal(spec)
+	sum := sha256.Sum256(b)
+	return mcpKey{run: run, server: spec.Name, spec: hex.EncodeToString(sum[:8])}
+}
+
+func newMCPPool(idle time.Duration) *mcpPool {
+	life, end := context.WithCancel(context.Background())
+	return &mcpPool{idle: idle, conns: map[mcpKey]*mcpConn{}, life: life, end: end}
+}
+
+func (p *mcpPool) isClosed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closed
+}
+
+// acquire returns the open client for (run, spec), opening it if needed. The caller
+// releases it.
+func (p *mcpPool) acquire(ctx context.Context, run string, spec api.MCPServerSpec) (*mcpConn, error) {
+	key := keyOf(run, spec)
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil, fmt.Errorf("MCP server %s: %w", spec.Name, ErrMCPClosed)
+	}
+	c, ok := p.conns[key]
+	if !ok {
+		c = &mcpConn{key: key, name: spec.Name, ready: make(chan struct{})}
+		p.conns[key] = c
+	}
+	c.users++
+	if c.idle != nil {
+		c.idle.Stop()
+	}
+	p.mu.Unlock()
+	if !ok {
+		c.err = c.open(ctx, p.life, spec)
+		close(c.ready)
+		if c.err != nil {
+			p.drop(c)
+		}
+	}
+	select {
+	case <-c.ready:
+	case <-ctx.Done():
+		p.release(c)
+		return nil, fmt.Errorf("MCP server %s: wait for the connection: %w", spec.Name, ctx.Err())
+	}
+	if c.err != nil {
+		p.release(c)
+		return nil, c.err
+	}
+	return c, nil
+}
+
+// release ends a use of c; the last user starts its idle clock.
+func (p *mcpPool) release(c *mcpConn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c.users--
+	c.lastUse = time.Now()
+	if c.users > 0 || p.conns[c.key] != c {
+		return
+	}
+	if c.idle == nil {
+		c.idle = time.AfterFunc(p.idle, func() { p.expire(c) })
+	} else {
+		c.idle.Reset(p.idle)
+	}
+}
+
+// expire closes c if it is still unused after the idle timeout.
+func (p *mcpPool) expire(c *mcpConn) {
+	p.mu.Lock()
+	if p.conns[c.key] != c || c.users > 0 || time.Since(c.lastUse) < p.idle {
+		p.mu.Unlock()
+		return
+	}
+	delete(p.conns, c.key)
+	p.mu.Unlock()
+	_ = c.close()
+}
+
+// drop takes c out of the pool and closes it (in the background: the caller is on an
+// activity's path, and c's users get errors from the closed transport).
+func (p *mcpPool) drop(c *mcpConn) {
+	p.mu.Lock()
+	if p.conns[c.key] == c {
+		delete(p.conns, c.key)
+	}
+	p.mu.Unlock()
+	go func() { _ = c.close() }()
+}
+
+// closeWhere closes, in parallel, the clients whose key matches, and waits for them.
+func (p *mcpPool) closeWhere(match func(mcpKey) bool) error {
+	p.mu.Lock()
+	var doomed []*mcpConn
+	for k, c := range p.conns {
+		if match(k) {
+			doomed = append(doomed, c)
+			delete(p.conns, k)
+		}
+	}
+	p.mu.Unlock()
+	errs := make([]error, len(doomed))
+	var wg sync.WaitGroup
+	for i, c := range doomed {
+		wg.Go(func() { errs[i] = c.close() })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// close closes every client and refuses new ones.
+func (p *mcpPool) close() error {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	err := p.closeWhere(func(mcpKey) bool { return true })
+	p.end()
+	return err
+}
+
+// listTools lists one server's tools for a run.
+func (p *mcpPool) listTools(ctx context.Context, run string, spec api.MCPServerSpec) ([]api.MCPTool, error) {
+	c, err := p.acquire(ctx, run, spec)
+	if err != nil {
+		return nil, err
+	}
+	defer p.release(c)
+	list, err := c.client.ListTools(ctx, mcp.ListToolsRequest{})
+	if err != nil {
+		if brokenTransport(err) {
+			p.drop(c)
+		}
+		return nil, c.errorf(err, "list tools")
+	}
+	tools := make([]api.MCPTool, 0, len(list.Tools))
+	for _, t := range list.Tools {
+		schema := t.RawInputSchema
+		if len(schema) == 0 {
+			if schema, err = json.Marshal(t.InputSchema); err != nil {
+				return nil, c.errorf(err, "tool %s: encode its input schema", t.Name)
+			}
+		}
+		tools = append(tools, api.MCPTool{Server: spec.Name, Name: t.Name, QualifiedName: spec.Name + api.MCPToolSeparator + t.Name,
+			Description: c.redact(t.Description), InputSchema: schema})
+	}
+	return tools, nil
+}
+
+// mcpConn is one client: a stdio server process, or a connection to an HTTP one.
+type mcpConn struct {
+	key  mcpKey
+	name string
+	// ready is closed once open has returned; then client or err is set for good.
+	ready  chan struct{}
+	client *client.Client
+	err    error
+	// secret is the token this client was given, kept out of everything it returns.
+	secret string
+	// stdio: the server's process (its group id is its pid) and the end of its stderr.
+	cmd    *exec.Cmd
+	stderr *tailWriter
+
+	users   int         // guarded by mcpPool.mu
+	lastUse time.Time   // guarded by mcpPool.mu
+	idle    *time.Timer // guarded by mcpPool.mu
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// open starts the server (stdio) or prepares the connection, then performs the MCP
+// initialize handshake, all within mcpConnectTimeout.
+func (c *mcpConn) open(ctx context.Context, life context.Context, spec api.MCPServerSpec) error {
+	ctx, cancel := context.WithTimeout(ctx, mcpConnectTimeout)
+	defer cancel()
+	var token string
+	if spec.TokenEnv != "" {
+		v, ok := os.LookupEnv(spec.TokenEnv)
+		if !ok || v == "" {
+			return fmt.Errorf("MCP server %s: %w: token_env names %s, which is not set (or is empty) in the worker's environment; set it where the worker runs",
+				spec.Name, ErrMCPToken, spec.TokenEnv)
+		}
+		token = v
+	}
+	c.secret = token
+	logger := slog.New(redactHandler{Handler: slog.Default().Handler(), secret: token}).With("mcp_server", spec.Name)
+	var cl *client.Client
+	switch spec.Transport {
+	case api.MCPStdio:
+		c.stderr = &tailWriter{max: stderrTail}
+		env := stdioEnv(spec, token)
+		tr := transport.NewStdioWithOptions(spec.Command, env, spec.Args,
+			transport.WithCommandFunc(func(_ context.Context, command string, env, args []string) (*exec.Cmd, error) {
+				// Not exec.CommandContext: the process lives until the client is closed,
+				// and the worker's own environment (its secrets) is never inherited.
+				cmd := exec.Command(command, args...)
+				cmd.Env = env
+				// Our writer, not the library's drain, so that once Close has reaped the
+				// process its stderr is all here; WaitDelay keeps a grandchild holding
+				// the pipe from stalling that for long.
+				cmd.Stderr = c.stderr
+				cmd.WaitDelay = time.Second
+				setProcessGroup(cmd)
+				c.cmd = cmd
+				return cmd, nil
+			}),
+			transport.WithCommandLogger(logger))
+		cl = client.NewClient(tr)
+	case api.MCPHTTP:
+		tr, err := transport.NewStreamableHTTP(spec.URL, transport.WithHTTPHeaders(httpHeaders(spec, token)), transport.WithHTTPLogger(logger))
+		if err != nil {
+			return c.errorf(err, "open %s", spec.URL)
+		}
+		cl = client.NewClient(tr)
+	case api.MCPSSE:
+		tr, err := transport.NewSSE(spec.URL, transport.WithHeaders(httpHeaders(spec, token)), transport.WithSSELogger(logger),
+			transport.WithEndpointTimeout(mcpConnectTimeout))
+		if err != nil {
+			return c.errorf(err, "open %s", spec.URL)
+		}
+		cl = client.NewClient(tr)
+	default:
+		return fmt.Errorf("MCP server %s: %w: transport %q is not one of stdio, sse, http", spec.Name, ErrMCPDeclaration, spec.Transport)
+	}
+	// Start with the connection's lifetime, not the activity's (which ends first); give
+	// up waiting when the activity's time is out.
+	started := make(chan error, 1)
+	go func() { started <- cl.Start(life) }()
+	select {
+	case err := <-started:
+		if err != nil {
+			_ = cl.Close()
+			return c.errorf(err, "start")
+		}
+	case <-ctx.Done():
+		go func() { <-started; _ = cl.Close() }()
+		return c.errorf(ctx.Err(), "start")
+	}
+	init := mcp.InitializeRequest{}
+	init.Params.ClientInfo = mcp.Implementation{Name: "nexo", Version: "1"}
+	if _, err := cl.Initialize(ctx, init); err != nil {
+		_ = cl.Close()
+		return c.errorf(err, "initialize")
+	}
+	c.client = cl
+	return nil
+}
+
+// close stops the client once; a stdio server is reaped, and whatever it started in its
+// process group is killed. An exit status of the server is not an error (we stopped it),
+// nor a child of it holding its stderr open (the group kill ends that child).
+func (c *mcpConn) close() error {
+	c.closeOnce.Do(func() {
+		<-c.ready
+		if c.client == nil {
+			return
+		}
+		err := c.client.Close()
+		if c.cmd != nil && c.cmd.Process != nil {
+			killGroup(c.cmd.Process.Pid)
+		}
+		var exit *exec.ExitError
+		if err != nil && !errors.As(err, &exit) && !errors.Is(err, exec.ErrWaitDelay) && !errors.Is(err, transport.ErrTransportClosed) {
+			c.closeErr = c.errorf(err, "close")
+		}
+	})
+	return c.closeErr
+}
+
+// brokenTransport tells a failed transport (the server process gone, the connection
+// refused or cut, an HTTP error status) from an answer of the server.
+func brokenTransport(err error) bool {
+	var te *transport.Error
+	return errors.As(err, &te) || errors.Is(err, transport.ErrTransportClosed)
+}
+
+// errorf wraps err as "MCP server <name>: <what>: <err>", quoting the end of a stdio
+// server's stderr, with the token redacted; the sentinels of err stay visible to
+// errors.Is but its text does not.
+func (c *mcpConn) errorf(err error, format string, args ...any) error {
+	msg := fmt.Sprintf("MCP server %s: %s: %v", c.name, fmt.Sprintf(format, args...), err)
+	if c.stderr != nil {
+		if tail := strings.TrimSpace(c.stderr.String()); tail != "" {
+			msg += "; its stderr ends: " + tail
+		}
+	}
+	return &mcpError{msg: c.redact(msg), err: err}
+}
+
+func (c *mcpConn) redact(s string) string {
+	return redact(s, c.secret)
+}
+
+func redact(s, secret string) string {
+	if secret == "" {
+		return s
+	}
+	return strings.ReplaceAll(s, secret, redacted)
+}
+
+// mcpError is an error whose message has been redacted; it unwraps to the original for
+// errors.Is and errors.As only.
+type mcpError struct {
+	msg string
+	err error
+}
+
+func (e *mcpError) Error() string { return e.msg }
+func (e *mcpError) Unwrap() error { return e.err }
+
+// classifyMCP makes the errors that retrying cannot fix non-retryable. It hands Temporal
+// a message only: Temporal records an error's whole Unwrap chain in history, and the
+// unredacted cause could hold the token.
+func classifyMCP(err error) error {
+	var app *temporal.ApplicationError
+	switch {
+	case errors.As(err, &app):
+		return err
+	case errors.Is(err, ErrMCPToken), errors.Is(err, ErrMCPDeclaration):
+		return temporal.NewNonRetryableApplicationError(err.Error(), api.ErrTypeBadInput, nil)
+	case errors.Is(err, transport.ErrAuthorizationRequired):
+		return temporal.NewNonRetryableApplicationError(err.Error()+" (check the token its token_env names)", api.ErrTypeBadInput, nil)
+	case errors.Is(err, transport.ErrLegacySSEServer):
+		return temporal.NewNonRetryableApplicationError(err.Error()+" (declare it with transport: sse)", api.ErrTypeBadInput, nil)
+	}
+	return temporal.NewApplicationError(err.Error(), api.ErrTypeMCPTransport, nil)
+}
+
+// stdioEnv is a stdio server's environment: PATH, HOME and LANG of the worker, the
+// declaration's env, and the token variable when token_env is set. Never the worker's
+// whole environment, which holds its secrets (model keys, other servers' tokens).
+func stdioEnv(spec api.MCPServerSpec, token string) []string {
+	var env []string
+	for _, k := range []string{"PATH", "HOME", "LANG"} {
+		if _, set := spec.Env[k]; set {
+			continue
+		}
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	keys := make([]string, 0, len(spec.Env))
+	for k := range spec.Env {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		if k != spec.TokenEnv || token == "" {
+			env = append(env, k+"="+spec.Env[k])
+		}
+	}
+	if token != "" {
+		env = append(env, spec.TokenEnv+"="+token)
+	}
+	return env
+}
+
+// httpHeaders are the declaration's headers and, with a token, "Authorization: Bearer"
+// (which wins over any Authorization header declared).
+func httpHeaders(spec api.MCPServerSpec, token string) map[string]string {
+	h := make(map[string]string, len(spec.Headers)+1)
+	for k, v := range spec.Headers {
+		if token != "" && strings.EqualFold(k, "Authorization") {
+			continue
+		}
+		h[k] = v
+	}
+	if token != "" {
+		h["Authorization"] = "Bearer " + token
+	}
+	return h
+}
+
+// toolResult renders a tool's answer for the model: text parts joined, other content
+// summarised, at most MCPResultCap bytes.
+func toolResult(r *mcp.CallToolResult) api.RunToolResult {
+	var parts []string
+	for _, c := range r.Content {
+		parts = append(parts, contentText(c))
+	}
+	text := strings.Join(parts, "\n")
+	if len(r.Content) == 0 && r.StructuredContent != nil {
+		if b, err := json.Marshal(r.StructuredContent); err == nil {
+			text = string(b)
+		}
+	}
+	if r.IsError && strings.TrimSpace(text) == "" {
+		text = "error: the tool failed and gave no message"
+	}
+	if len(text) > MCPResultCap {
+		cut := text[:MCPResultCap]
+		for !utf8.ValidString(cut) && len(cut) > 0 { // do not split a character
+			cut = cut[:len(cut)-1]
+		}
+		text = cut + fmt.Sprintf("\n[truncated: showing %d of %d bytes]", len(cut), len(text))
+	}
+	return api.RunToolResult{Content: text, IsError: r.IsError}
+}
+
+func contentText(c mcp.Content) string {
+	switch v := c.(type) {
+	case mcp.TextContent:
+		return v.Text
+	case *mcp.TextContent:
+		return v.Text
+	case mcp.ImageContent:
+		return binarySummary(v.MIMEType, v.Data)
+	case *mcp.ImageContent:
+		return binarySummary(v.MIMEType, v.Data)
+	case mcp.AudioContent:
+		return binarySummary(v.MIMEType, v.Data)
+	case *mcp.AudioContent:
+		return binarySummary(v.MIMEType, v.Data)
+	case mcp.ResourceLink:
+		return fmt.Sprintf("[resource link %s: %s]", v.Name, v.URI)
+	case *mcp.ResourceLink:
+		return fmt.Sprintf("[resource link %s: %s]", v.Name, v.URI)
+	case mcp.EmbeddedResource:
+		return resourceText(v.Resource)
+	case *mcp.EmbeddedResource:
+		return resourceText(v.Resource)
+	}
+	return fmt.Sprintf("[%T content not shown]", c)
+}
+
+func resourceText(r mcp.ResourceContents) string {
+	switch v := r.(type) {
+	case mcp.TextResourceContents:
+		return fmt.Sprintf("[resource %s]\n%s", v.URI, v.Text)
+	case *mcp.TextResourceContents:
+		return fmt.Sprintf("[resource %s]\n%s", v.URI, v.Text)
+	case mcp.BlobResourceContents:
+		return fmt.Sprintf("[resource %s: %s]", v.URI, strings.Trim(binarySummary(v.MIMEType, v.Blob), "[]"))
+	case *mcp.BlobResourceContents:
+		return fmt.Sprintf("[resource %s: %s]", v.URI, strings.Trim(binarySummary(v.MIMEType, v.Blob), "[]"))
+	}
+	return "[resource not shown]"
+}
+
+// binarySummary is "[image/png, 1234 bytes]" for base64 data.
+func binarySummary(mime, b64 string) string {
+	if mime == "" {
+		mime = "binary"
+	}
+	n := base64.StdEncoding.DecodedLen(len(b64)) - strings.Count(b64[max(0, len(b64)-2):], "=")
+	return fmt.Sprintf("[%s, %d bytes]", mime, n)
+}
+
+// tailWriter keeps the last max bytes written to it.
+type tailWriter struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (w *tailWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = append(w.buf, p...)
+	if over := len(w.buf) - w.max; over > 0 {
+		w.buf = append(w.buf[:0], w.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+func (w *tailWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return strings.ToValidUTF8(string(w.buf), "")
+}
+
+// redactHandler keeps a secret out of the log lines of the MCP library.
+type redactHandler struct {
+	slog.Handler
+	secret string
+}
+
+func (h redactHandler) Handle(ctx context.Context, r slog.Record) error {
+	if h.secret == "" {
+		return h.Handler.Handle(ctx, r)
+	}
+	out := slog.NewRecord(r.Time, r.Level, redact(r.Message, h.secret), r.PC)
+	r.Attrs(func(a slog.Attr) bool {
+		out.AddAttrs(h.attr(a))
+		return true
+	})
+	return h.Handler.Handle(ctx, out)
+}
+
+func (h redactHandler) attr(a slog.Attr) slog.Attr {
+	if h.secret == "" {
+		return a
+	}
+	return slog.String(a.Key, redact(a.Value.Resolve().String(), h.secret))
+}
+
+func (h redactHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	out := make([]slog.Attr, len(as))
+	for i, a := range as {
+		out[i] = h.attr(a)
+	}
+	return redactHandler{Handler: h.Handler.WithAttrs(out), secret: h.secret}
+}
+
+func (h redactHandler) WithGroup(name string) slog.Handler {
+	return redactHandler{Handler: h.Handler.WithGroup(name), secret: h.secret}
+}

@@ -1,0 +1,81 @@
+package activities
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/nexo-temporal/nexo/api"
+	"github.com/nexo-temporal/nexo/artifacts"
+	"github.com/nexo-temporal/nexo/sandbox/docker"
+)
+
+// workspaceArchive is the store name of a parked run's workspace. It is not a run
+// artifact: the record never lists it.
+const workspaceArchive = "__workspace.tar"
+
+// workspacer is what parking needs of a sandbox (the Docker tier has it).
+type workspacer interface {
+	ArchiveWorkspace(ctx context.Context) (io.ReadCloser, error)
+	RestoreWorkspace(ctx context.Context, archive io.Reader) error
+}
+
+// ParkSandbox archives the whole workspace of a run that waits for a human to the
+// artifact store and removes its container, so a run suspended for days holds no
+// container. It returns the archive's size.
+func (a *Activities) ParkSandbox(ctx context.Context, req api.ReleaseSandboxRequest) (int64, error) {
+	sb, err := a.sandboxes.Open(ctx, req.RunID, req.Sandbox)
+	if err != nil {
+		return 0, classify(fmt.Errorf("park sandbox: %w", err))
+	}
+	ws, ok := sb.(workspacer)
+	if !ok {
+		return 0, nil // nothing to park: local and virtual sandboxes hold no container
+	}
+	rc, err := ws.ArchiveWorkspace(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("park sandbox of run %s: archive workspace: %w", req.RunID, err)
+	}
+	defer rc.Close()
+	var buf bytes.Buffer
+	if _, err := io.Copy(&buf, rc); err != nil {
+		return 0, fmt.Errorf("park sandbox of run %s: read archive: %w", req.RunID, err)
+	}
+	if err := a.store.Put(ctx, req.RunID, workspaceArchive, buf.Bytes()); err != nil {
+		return 0, fmt.Errorf("park sandbox of run %s: %w", req.RunID, err)
+	}
+	a.sandboxes.Forget(req.RunID, req.Sandbox)
+	if err := a.sandboxes.docker.Remove(ctx, req.RunID); err != nil {
+		return 0, fmt.Errorf("park sandbox of run %s: %w", req.RunID, err)
+	}
+	return int64(buf.Len()), nil
+}
+
+// RestoreSandbox gives a parked run a fresh container with its workspace back, exactly as
+// the agent left it.
+func (a *Activities) RestoreSandbox(ctx context.Context, req api.ReleaseSandboxRequest) (int64, error) {
+	body, err := a.store.Get(ctx, req.RunID, workspaceArchive)
+	if errors.Is(err, artifacts.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("restore sandbox of run %s: %w", req.RunID, err)
+	}
+	a.sandboxes.Forget(req.RunID, req.Sandbox)
+	sb, err := a.sandboxes.Open(ctx, req.RunID, req.Sandbox)
+	if err != nil {
+		return 0, classify(fmt.Errorf("restore sandbox: %w", err))
+	}
+	ws, ok := sb.(workspacer)
+	if !ok {
+		return 0, nil
+	}
+	if err := ws.RestoreWorkspace(ctx, bytes.NewReader(body)); err != nil {
+		return 0, fmt.Errorf("restore sandbox of run %s: %w", req.RunID, err)
+	}
+	return int64(len(body)), nil
+}
+
+var _ workspacer = (*docker.Sandbox)(nil)

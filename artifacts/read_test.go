@@ -1,0 +1,60 @@
+package artifacts
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"testing"
+
+	"github.com/nexo-temporal/nexo/api"
+)
+
+func sum(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+func TestRead(t *testing.T) {
+	ctx := context.Background()
+	st := &Dir{Root: t.TempDir()}
+	big := []byte("stored bytes, too large to be inline")
+	if err := st.Put(ctx, "run-1", "big.txt", big); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Put(ctx, "run-1", "changed.txt", []byte("tampered")); err != nil {
+		t.Fatal(err)
+	}
+	text, bin := "hello", []byte{0, 0xff, 1}
+	b64 := base64.StdEncoding.EncodeToString(bin)
+	tests := []struct {
+		name  string
+		st    Getter
+		a     api.Artifact
+		want  string
+		isErr error
+	}{
+		{"inline text", nil, api.Artifact{Name: "a.txt", SHA256: sum([]byte(text)), Content: &text}, text, nil},
+		{"inline base64", nil, api.Artifact{Name: "a.bin", SHA256: sum(bin), Encoding: api.EncodingBase64, Content: &b64}, string(bin), nil},
+		{"from the store", st, api.Artifact{Name: "big.txt", SHA256: sum(big)}, string(big), nil},
+		{"store copy changed", st, api.Artifact{Name: "changed.txt", SHA256: sum([]byte("original"))}, "", ErrChecksum},
+		{"inline content does not match", nil, api.Artifact{Name: "a.txt", SHA256: sum([]byte("other")), Content: &text}, "", ErrChecksum},
+		{"missing from the store", st, api.Artifact{Name: "gone.txt", SHA256: sum(big)}, "", ErrNotFound},
+		{"not inline and no store", nil, api.Artifact{Name: "big.txt", SHA256: sum(big)}, "", ErrNotFound},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Read(ctx, tt.st, "run-1", tt.a)
+			if tt.isErr != nil {
+				if !errors.Is(err, tt.isErr) {
+					t.Fatalf("Read() error = %v, want %v", err, tt.isErr)
+				}
+				return
+			}
+			if err != nil || string(got) != tt.want {
+				t.Fatalf("Read() = %q, %v; want %q", got, err, tt.want)
+			}
+		})
+	}
+}

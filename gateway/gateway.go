@@ -1,0 +1,334 @@
+// Package gateway is the HTTP face of the compatibility layer: a JSON API under /v1 (with
+// Server-Sent Events for a run's live events), its OpenAPI document, and a server-rendered
+// web page where a person lists runs, watches one, downloads its artifacts and approves or
+// denies what it waits for. Like the starter it is a Temporal client only (through package
+// runs); it holds no state of its own but browser sessions.
+//
+// Access: bearer tokens from config, each with scopes read, operate and approve. Without
+// tokens the gateway is open and serves a loopback address only (Listen refuses anything
+// else); the page then needs no login. With tokens, the page has a login form that trades a
+// token for an HttpOnly session cookie. Unsafe requests are checked against cross-origin
+// use (Sec-Fetch-Site / Origin), and those authenticated by the cookie must also carry the
+// session's CSRF token in the X-Nexo-CSRF header. See auth.go.
+//
+// Everything a model, a tool or a workflow produced reaches the page through html/template
+// (escaped) or through JavaScript that sets textContent, never innerHTML.
+package gateway
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/nexo-temporal/nexo/api"
+	"github.com/nexo-temporal/nexo/artifacts"
+	"github.com/nexo-temporal/nexo/config"
+	"github.com/nexo-temporal/nexo/runs"
+)
+
+// Sentinel errors of the package.
+var (
+	// ErrOpenNonLoopback: Listen was asked to serve a non-loopback address without tokens.
+	ErrOpenNonLoopback = errors.New("an open gateway (no gateway.tokens) serves a loopback address only")
+)
+
+// Runs is the part of *runs.Client the gateway uses, to ease testing. Its methods return
+// the typed errors of package runs (NotFoundError, StateError, BadRequestError,
+// NoWorkerError), which the API maps onto HTTP statuses.
+type Runs interface {
+	Start(ctx context.Context, req runs.StartRequest) (string, error)
+	Get(ctx context.Context, id string) (api.Record, error)
+	List(ctx context.Context, req runs.ListRequest) ([]runs.Summary, []byte, error)
+	Follow(ctx context.Context, id string, fn func(rec api.Record) bool) (api.Record, error)
+	Resume(ctx context.Context, id string, req runs.ResumeRequest) error
+	Decide(ctx context.Context, id string, d runs.Decision) (string, api.Record, error)
+	DecideRecord(ctx context.Context, rec api.Record, d runs.Decision) (string, error)
+	Cancel(ctx context.Context, id string) error
+	Rerun(ctx context.Context, id string) (string, error)
+}
+
+var _ Runs = (*runs.Client)(nil)
+
+// Token is one bearer token the gateway accepts.
+type Token struct {
+	// Name is recorded as who decided; never secret.
+	Name string
+	// Secret is what a client sends as "Authorization: Bearer <secret>".
+	Secret string
+	// Scopes granted: config.ScopeRead, ScopeOperate, ScopeApprove.
+	Scopes []string
+}
+
+// MinSecretLength is the shortest token secret New accepts: a token is the only thing
+// between the network and approving a run, so it must not be guessable.
+const MinSecretLength = 16
+
+// Options configure a Server.
+type Options struct {
+	// Runs reads and drives runs; required.
+	Runs Runs
+	// Artifacts is the store artifacts not inline in the record are read from; nil serves
+	// inline artifacts only.
+	Artifacts artifacts.Getter
+	// Tokens accepted; none makes the gateway open (loopback only).
+	Tokens []Token
+	// MaxBodyBytes caps a request body; 0 means 1 MiB.
+	MaxBodyBytes int64
+	// Logger for server errors; nil discards.
+	Logger *slog.Logger
+	// SessionTTL is how long a page login lasts; 0 means 12 hours.
+	SessionTTL time.Duration
+	// KeepAlive is the interval of SSE comments that keep idle streams open through
+	// proxies; 0 means 15 seconds.
+	KeepAlive time.Duration
+}
+
+// Server is the gateway's http.Handler. Use Listen and Serve to run it, or mount it
+// anywhere (tests use httptest).
+type Server struct {
+	runs         Runs
+	store        artifacts.Getter
+	tokens       []Token
+	maxBody      int64
+	logger       *slog.Logger
+	keepAlive    time.Duration
+	sessions     *sessions
+	mux          *http.ServeMux
+	routes       []route
+	crossOrigin  *http.CrossOriginProtection
+	streams      context.Context // canceled on shutdown, ending SSE streams
+	stopStreams  context.CancelFunc
+	pageTemplate pageTemplates
+}
+
+// New returns a Server, checking the options: every token needs a name, a secret of at
+// least MinSecretLength characters (distinct from the others) and known scopes.
+func New(opts Options) (*Server, error) {
+	if opts.Runs == nil {
+		return nil, errors.New("new gateway: Options.Runs is nil")
+	}
+	seen := map[string]string{}
+	for i, t := range opts.Tokens {
+		if t.Name == "" {
+			return nil, fmt.Errorf("new gateway: token %d has no name", i)
+		}
+		if len(t.Secret) < MinSecretLength {
+			return nil, fmt.Errorf("new gateway: the secret of token %s is %d characters, want at least %d (e.g. openssl rand -hex 32)",
+				t.Name, len(t.Secret), MinSecretLength)
+		}
+		if other, dup := seen[t.Secret]; dup {
+			return nil, fmt.Errorf("new gateway: tokens %s and %s have the same secret; each needs its own", other, t.Name)
+		}
+		seen[t.Secret] = t.Name
+		for _, sc := range t.Scopes {
+			if !validScope(sc) {
+				return nil, fmt.Errorf("new gateway: token %s: unknown scope %q (want %s)", t.Name, sc, strings.Join(config.Scopes, ", "))
+			}
+		}
+	}
+	s := &Server{
+		runs:      opts.Runs,
+		store:     opts.Artifacts,
+		tokens:    opts.Tokens,
+		maxBody:   opts.MaxBodyBytes,
+		logger:    opts.Logger,
+		keepAlive: opts.KeepAlive,
+		sessions:  newSessions(opts.SessionTTL),
+	}
+	if s.maxBody <= 0 {
+		s.maxBody = 1 << 20
+	}
+	if s.keepAlive <= 0 {
+		s.keepAlive = 15 * time.Second
+	}
+	if s.logger == nil {
+		s.logger = slog.New(slog.DiscardHandler)
+	}
+	s.streams, s.stopStreams = context.WithCancel(context.Background())
+	s.crossOrigin = http.NewCrossOriginProtection()
+	s.crossOrigin.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		problem(w, r, http.StatusForbidden, "cross-origin request refused: this endpoint changes state and accepts requests from the gateway's own pages or from non-browser clients only")
+	}))
+	var err error
+	if s.pageTemplate, err = parseTemplates(); err != nil {
+		return nil, err
+	}
+	s.routes = s.routeTable()
+	s.mux = http.NewServeMux()
+	for _, rt := range s.routes {
+		s.mux.Handle(rt.pattern(), s.guard(rt))
+	}
+	return s, nil
+}
+
+// FromConfig builds a Server from cfg: the tokens of gateway.tokens with their secrets read
+// through getenv (nil: os.Getenv), the artifact store at artifacts.url, and
+// gateway.max_body_bytes. The listen address is the caller's (cfg.Gateway.Addr or a flag).
+func FromConfig(cfg config.Config, rc Runs, getenv func(string) string, logger *slog.Logger) (*Server, error) {
+	var tokens []Token
+	for _, t := range cfg.Gateway.Tokens {
+		secret := t.Secret(getenv)
+		if secret == "" {
+			return nil, fmt.Errorf("gateway.tokens[%s].token_env: environment variable %s is empty or unset; export the token's secret there", t.Name, t.TokenEnv)
+		}
+		tokens = append(tokens, Token{Name: t.Name, Secret: secret, Scopes: t.Scopes})
+	}
+	store, err := artifacts.Open(cfg.Artifacts.URL)
+	if err != nil {
+		return nil, err
+	}
+	return New(Options{Runs: rc, Artifacts: store, Tokens: tokens, MaxBodyBytes: cfg.Gateway.MaxBodyBytes, Logger: logger})
+}
+
+// Open reports whether the gateway has no tokens: everyone who can reach it may do
+// anything, which is why it then serves loopback only.
+func (s *Server) Open() bool { return len(s.tokens) == 0 }
+
+// AuthSummary says how the gateway admits requests, for a binary's start-up line.
+func (s *Server) AuthSummary() string {
+	if s.Open() {
+		return "open: no gateway.tokens, so loopback only and no login"
+	}
+	parts := make([]string, len(s.tokens))
+	for i, t := range s.tokens {
+		parts[i] = fmt.Sprintf("%s (%s)", t.Name, strings.Join(t.Scopes, ", "))
+	}
+	return "bearer tokens " + strings.Join(parts, ", ")
+}
+
+// Listen opens addr. An open gateway (no tokens) refuses any address that is not loopback
+// (ErrOpenNonLoopback), including ":8234" and "0.0.0.0:8234".
+func (s *Server) Listen(addr string) (net.Listener, error) {
+	if s.Open() && !loopbackAddr(addr) {
+		return nil, fmt.Errorf("listen on %s: %w; configure gateway.tokens (see the README) or listen on 127.0.0.1", addr, ErrOpenNonLoopback)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	// "localhost" could resolve anywhere; what counts is the socket.
+	if tcp, ok := ln.Addr().(*net.TCPAddr); s.Open() && (!ok || !tcp.IP.IsLoopback()) {
+		ln.Close()
+		return nil, fmt.Errorf("listen on %s (%s): %w", addr, ln.Addr(), ErrOpenNonLoopback)
+	}
+	return ln, nil
+}
+
+// loopbackAddr reports whether addr's host is a loopback IP or "localhost".
+func loopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// Serve serves on ln until ctx ends, then shuts down: live event streams end at once,
+// other requests get up to 5 seconds to finish. It returns nil after a shutdown.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	hs := &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		// No ReadTimeout or WriteTimeout: an event stream lasts as long as its run, and an
+		// expired read deadline would cancel it. Handlers that read a body set their own
+		// read deadline (decodeJSON).
+		ErrorLog: slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn),
+	}
+	hs.RegisterOnShutdown(s.stopStreams)
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve gateway on %s: %w", ln.Addr(), err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := hs.Shutdown(sctx)
+	<-errc
+	if err != nil {
+		return fmt.Errorf("shut down gateway on %s: %w", ln.Addr(), err)
+	}
+	return nil
+}
+
+// ServeHTTP dispatches to the route table. Unknown API paths and methods get problem
+// documents, like every other API error.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if _, pattern := s.mux.Handler(r); pattern == "" && isAPI(r.URL.Path) {
+		if allowed := s.allowedMethods(r); len(allowed) > 0 {
+			w.Header().Set("Allow", strings.Join(allowed, ", "))
+			problem(w, r, http.StatusMethodNotAllowed, fmt.Sprintf("%s %s is not supported; use %s", r.Method, r.URL.Path, strings.Join(allowed, " or ")))
+			return
+		}
+		problem(w, r, http.StatusNotFound, fmt.Sprintf("no API route %s %s (see /v1/openapi.json)", r.Method, r.URL.Path))
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+func (s *Server) allowedMethods(r *http.Request) []string {
+	var out []string
+	for _, m := range []string{http.MethodGet, http.MethodPost} {
+		r2 := r.Clone(r.Context())
+		r2.Method = m
+		if _, p := s.mux.Handler(r2); p != "" {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func isAPI(path string) bool { return path == "/v1" || strings.HasPrefix(path, "/v1/") }
+
+// route is one entry of the route table: the single source the mux, the auth guard and
+// the OpenAPI test read.
+type route struct {
+	method string
+	path   string // a ServeMux path pattern, e.g. /v1/runs/{id}
+	// scope the caller needs; "" for public routes (the OpenAPI document, login, assets).
+	scope string
+	// page routes answer errors with HTML and send unauthenticated browsers to /login.
+	page bool
+	// csrfExempt: the route does not act with the session cookie's authority (login acts
+	// with the token typed into its form), so it needs no CSRF token.
+	csrfExempt bool
+	handle     http.HandlerFunc
+}
+
+func (rt route) pattern() string { return rt.method + " " + rt.path }
+
+func (s *Server) routeTable() []route {
+	return []route{
+		// The JSON API.
+		{method: "GET", path: "/v1/openapi.json", handle: s.openAPI},
+		{method: "GET", path: "/v1/runs", scope: config.ScopeRead, handle: s.listRuns},
+		{method: "POST", path: "/v1/runs", scope: config.ScopeOperate, handle: s.startRun},
+		{method: "GET", path: "/v1/runs/{id}", scope: config.ScopeRead, handle: s.getRun},
+		{method: "GET", path: "/v1/runs/{id}/events", scope: config.ScopeRead, handle: s.events},
+		{method: "POST", path: "/v1/runs/{id}/resume", scope: config.ScopeOperate, handle: s.resumeRun},
+		{method: "POST", path: "/v1/runs/{id}/approvals/{call_id}", scope: config.ScopeApprove, handle: s.decide},
+		{method: "POST", path: "/v1/runs/{id}/cancel", scope: config.ScopeOperate, handle: s.cancelRun},
+		{method: "POST", path: "/v1/runs/{id}/rerun", scope: config.ScopeOperate, handle: s.rerunRun},
+		{method: "GET", path: "/v1/runs/{id}/artifacts", scope: config.ScopeRead, handle: s.listArtifacts},
+		{method: "GET", path: "/v1/runs/{id}/artifacts/{name}", scope: config.ScopeRead, handle: s.getArtifact},
+		// The web page.
+		{method: "GET", path: "/{$}", scope: config.ScopeRead, page: true, handle: s.runsPage},
+		{method: "GET", path: "/runs/{id}", scope: config.ScopeRead, page: true, handle: s.runPage},
+		{method: "GET", path: "/login", page: true, handle: s.loginPage},
+		{method: "POST", path: "/login", page: true, csrfExempt: true, handle: s.login},
+		{method: "POST", path: "/logout", page: true, handle: s.logout},
+		{method: "GET", path: "/static/{file}", page: true, handle: s.static},
+	}
+}

@@ -1,0 +1,181 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"html"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nexo-temporal/nexo/api"
+	"github.com/nexo-temporal/nexo/runs"
+)
+
+// TestRunPageEscapesWhatRunsProduced: markup from a tool result, tool-call arguments,
+// checkpoints, the payload and an error is shown as text, never as markup.
+func TestRunPageEscapesWhatRunsProduced(t *testing.T) {
+	rec := agentPending()
+	rec.Payload = mustJSON(map[string]string{"prompt": xss})
+	rec.State["draft"] = mustJSON(map[string]string{"body": xss})
+	rec.Artifacts = []api.Artifact{{Name: `<b>x</b>.html`, At: t0, Size: 3, SHA256: "abc"}}
+	s := newServer(t, &fakeRuns{get: getRecords(rec)}, Options{})
+	resp := do(t, s, request{method: "GET", path: "/runs/run-agent"})
+	page := readBody(t, resp)
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d\n%s", resp.StatusCode, page)
+	}
+	for _, raw := range []string{"<script>alert", "<img src=x", "<b>x</b>"} {
+		if strings.Contains(page, raw) {
+			t.Errorf("the page contains raw %q: a model's markup would run\n%s", raw, page)
+		}
+	}
+	// ... and it is there, as text.
+	if n := strings.Count(page, "&lt;script&gt;alert("); n < 4 {
+		t.Errorf("escaped <script> appears %d times, want it in the tool result, the args, the payload and the checkpoint", n)
+	}
+	csp := resp.Header.Get("Content-Security-Policy")
+	if !strings.Contains(csp, "script-src 'self'") || strings.Contains(csp, "unsafe-inline") {
+		t.Errorf("Content-Security-Policy = %q, want scripts from the gateway only", csp)
+	}
+	if strings.Contains(page, "<script>") && !strings.Contains(page, `<script src="/static/app.js" defer></script>`) {
+		t.Error("the page has an inline script")
+	}
+}
+
+// TestRunPageShowsThePendingApproval: the tool, its capability, its arguments
+// pretty-printed, and the decision form aimed at the pending call.
+func TestRunPageShowsThePendingApproval(t *testing.T) {
+	rec := agentPending()
+	s := newServer(t, &fakeRuns{get: getRecords(rec, docSuspended())}, Options{})
+	page := readBody(t, do(t, s, request{method: "GET", path: "/runs/run-agent"}))
+	for _, want := range []string{
+		`Approval needed: tool call <span class="mono">2.1</span>`,
+		`<code class="tool">write_file</code>`,
+		`capability <strong>write</strong>`,
+		`action="/v1/runs/run-agent/approvals/2.1"`,
+		`id="approve"`, `id="deny"`, `name="always"`,
+		`data-status="suspended"`, `data-last-seq="3"`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("run page lacks %s", want)
+		}
+	}
+	// The arguments, as a person reads them: field by field, strings as their text (the
+	// markup inside as text too), and the whole as indented JSON.
+	for _, want := range []string{
+		`<tr><th>content</th><td><pre>hello ` + html.EscapeString(xss) + `</pre></td></tr>`,
+		`<tr><th>path</th><td><pre>notes.md</pre></td></tr>`,
+	} {
+		if !strings.Contains(strings.ReplaceAll(page, "&#34;", "&quot;"), strings.ReplaceAll(want, "&#34;", "&quot;")) {
+			t.Errorf("the arguments are not shown field by field; want %s in\n%s", want, page)
+		}
+	}
+	if strings.Index(page, "<th>content</th>") > strings.Index(page, "<th>path</th>") {
+		t.Error("the arguments are not in their order (content, then path)")
+	}
+	_, after, _ := strings.Cut(page, `<pre class="args" id="pending-json">`)
+	shown, _, _ := strings.Cut(after, "</pre>")
+	text := html.UnescapeString(shown)
+	var got, want map[string]string
+	a, _ := rec.Approval()
+	_ = json.Unmarshal(a.Args, &want)
+	if err := json.Unmarshal([]byte(text), &got); err != nil || got["content"] != want["content"] || !strings.HasPrefix(text, "{\n  \"content\": ") {
+		t.Errorf("the arguments as JSON are %q, want them pretty-printed (%v)", text, err)
+	}
+
+	page = readBody(t, do(t, s, request{method: "GET", path: "/runs/run-doc"}))
+	for _, want := range []string{`The workflow paused: <strong id="pending-reason">awaiting approval</strong>`, `action="/v1/runs/run-doc/approvals/suspend"`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("run page of a paused workflow lacks %s", want)
+		}
+	}
+	if strings.Contains(page, `name="always"`) {
+		t.Error("a workflow's own pause offers 'always', which applies to tool calls only")
+	}
+}
+
+// TestReaderSeesNoButtons: a session without approve or operate is shown what it may do.
+func TestReaderSeesNoButtons(t *testing.T) {
+	s := newServer(t, &fakeRuns{get: getRecords(agentPending())}, Options{Tokens: testTokens})
+	c := login(t, s, readerSecret)
+	page := readBody(t, do(t, s, request{method: "GET", path: "/runs/run-agent", header: map[string]string{"Cookie": c.Name + "=" + c.Value}}))
+	if strings.Contains(page, `id="approve"`) || strings.Contains(page, "Cancel run") || !strings.Contains(page, "lacks scope approve") {
+		t.Errorf("a reader's run page offers decisions or actions:\n%s", page)
+	}
+}
+
+func TestRunsPage(t *testing.T) {
+	var got runs.ListRequest
+	closed := t0.Add(time.Minute)
+	f := &fakeRuns{list: func(_ context.Context, req runs.ListRequest) ([]runs.Summary, []byte, error) {
+		got = req
+		return []runs.Summary{
+			{ID: "run-1", Workflow: "DocumentApproval", Status: api.StatusSuspended, CreatedAt: t0},
+			{ID: "odd id/with?chars", Workflow: "AgentRun", Status: api.StatusDone, CreatedAt: t0, ClosedAt: &closed},
+		}, []byte("next"), nil
+	}}
+	s := newServer(t, f, Options{})
+	resp := do(t, s, request{method: "GET", path: "/?status=suspended&workflow=DocumentApproval"})
+	page := readBody(t, resp)
+	if resp.StatusCode != 200 || got.Status != api.StatusSuspended || got.Workflow != "DocumentApproval" {
+		t.Fatalf("status %d, List got %+v", resp.StatusCode, got)
+	}
+	for _, want := range []string{
+		`href="/runs/run-1"`,
+		`href="/runs/odd%20id%2Fwith%3Fchars"`,
+		`class="chip s-suspended active"`,
+		`<span class="badge s-done">done</span>`,
+		`page_token=bmV4dA`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("runs page lacks %s\n%s", want, page)
+		}
+	}
+	resp = do(t, s, request{method: "GET", path: "/?status=bogus"})
+	if body := readBody(t, resp); resp.StatusCode != 400 || !strings.Contains(body, `unknown status &#34;bogus&#34;`) {
+		t.Errorf("bad status filter: %d\n%s", resp.StatusCode, body)
+	}
+}
+
+func TestRunPageNotFound(t *testing.T) {
+	s := newServer(t, &fakeRuns{get: getRecords()}, Options{})
+	resp := do(t, s, request{method: "GET", path: "/runs/nope"})
+	if body := readBody(t, resp); resp.StatusCode != 404 || !strings.Contains(body, "no run nope") || !strings.Contains(resp.Header.Get("Content-Type"), "text/html") {
+		t.Errorf("status %d, %s", resp.StatusCode, body)
+	}
+}
+
+func TestStaticAssets(t *testing.T) {
+	s := newServer(t, &fakeRuns{}, Options{Tokens: testTokens})
+	for path, ct := range map[string]string{"/static/app.js": "text/javascript; charset=utf-8", "/static/style.css": "text/css; charset=utf-8"} {
+		resp := do(t, s, request{method: "GET", path: path})
+		if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != ct {
+			t.Errorf("%s: status %d, Content-Type %q", path, resp.StatusCode, resp.Header.Get("Content-Type"))
+		}
+	}
+	if resp := do(t, s, request{method: "GET", path: "/static/nope.js"}); resp.StatusCode != 404 {
+		t.Errorf("unknown asset: status %d", resp.StatusCode)
+	}
+}
+
+func TestDisplayJSONShowsMarkupAsText(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"r":"\u003cscript\u003ea \u0026 b"}`: `{"r":"<script>a & b"}`,
+		`{"r":"\\u003cscript"}`:                `{"r":"\\u003cscript"}`, // an escaped backslash, then text
+		`{"r":"line\nbreak \"q\""}`:            `{"r":"line\nbreak \"q\""}`,
+		`[1, 2.50, true]`:                      `[1,2.50,true]`,
+	} {
+		if got := compactJSON(json.RawMessage(in)); got != want {
+			t.Errorf("compactJSON(%s) = %s, want %s", in, got, want)
+		}
+	}
+	// The page still escapes it for HTML.
+	rec := agentPending()
+	rec.Events[1].Data = json.RawMessage(`{"result":"\u003cscript\u003ealert(1)\u003c/script\u003e"}`)
+	s := newServer(t, &fakeRuns{get: getRecords(rec)}, Options{})
+	page := readBody(t, do(t, s, request{method: "GET", path: "/runs/run-agent"}))
+	if !strings.Contains(page, `&#34;result&#34;:&#34;&lt;script&gt;alert(1)&lt;/script&gt;&#34;`) || strings.Contains(page, `<script>alert(1)`) {
+		t.Errorf("a \\u003c-escaped tool result is not shown as escaped text:\n%s", page)
+	}
+}

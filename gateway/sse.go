@@ -1,0 +1,223 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/nexo-temporal/nexo/api"
+)
+
+// The event stream of GET /v1/runs/{id}/events with Accept: text/event-stream:
+//
+//	retry: 2000                          once: reconnect after 2 s if the connection drops
+//
+//	id: 7                                one message per run event, id = seq, data = the
+//	data: {"seq":7,"type":...}           event as in the record (no "event:" field, so an
+//	                                     EventSource's onmessage gets them)
+//
+//	event: status                        when the status changes (and first): the status,
+//	data: {"status":"suspended",...}     and what a suspended run waits for ("pending")
+//
+//	event: end                           the run closed; the server ends the stream. A
+//	data: {"status":"done",...}          client closes its EventSource here, or it would
+//	                                     reconnect and get "end" again
+//
+//	event: problem                       the stream failed after it began (RFC 9457 doc)
+//
+// Reconnecting with Last-Event-ID resumes after that seq, so no event is lost or repeated.
+// Comments (": keep-alive") keep idle streams open through proxies.
+
+// Pending is what a suspended run waits for: a tool call (kind "tool_call") or the
+// workflow's own pause (kind "suspend", call id "suspend"). Decide it with POST
+// /v1/runs/{id}/approvals/{call_id}.
+type Pending struct {
+	Kind       string          `json:"kind"`
+	CallID     string          `json:"call_id"`
+	Tool       string          `json:"tool,omitempty"`
+	Capability string          `json:"capability,omitempty"`
+	Args       json.RawMessage `json:"args,omitempty"`
+	Reason     string          `json:"reason,omitempty"`
+	ResumeAt   *time.Time      `json:"resume_at,omitempty"`
+	At         time.Time       `json:"at"`
+}
+
+// Kinds of Pending.
+const (
+	PendingToolCall = "tool_call"
+	PendingSuspend  = "suspend"
+)
+
+// pendingOf returns what rec waits for, or nil.
+func pendingOf(rec api.Record) *Pending {
+	if rec.Status != api.StatusSuspended {
+		return nil
+	}
+	if a, ok := rec.Approval(); ok {
+		p := &Pending{Kind: PendingToolCall, CallID: a.CallID, Tool: a.Tool, Capability: a.Capability, At: a.At}
+		if len(a.Args) > 0 && string(a.Args) != "null" {
+			p.Args = a.Args
+		}
+		return p
+	}
+	if si, ok := rec.Suspend(); ok {
+		return &Pending{Kind: PendingSuspend, CallID: SuspendCallID, Reason: si.Reason, ResumeAt: si.ResumeAt, At: si.At}
+	}
+	return nil
+}
+
+// StreamStatus is the data of the stream's status and end events.
+type StreamStatus struct {
+	ID      string          `json:"id"`
+	Status  api.Status      `json:"status"`
+	Pending *Pending        `json:"pending,omitempty"`
+	Result  json.RawMessage `json:"result,omitempty"`
+	Error   *string         `json:"error,omitempty"`
+	// LastSeq is the seq of the run's last event (0: none yet).
+	LastSeq int64 `json:"last_seq"`
+}
+
+func streamStatus(rec api.Record) StreamStatus {
+	st := StreamStatus{ID: rec.ID, Status: rec.Status, Pending: pendingOf(rec), Error: rec.Error}
+	if rec.Status.Closed() && len(rec.Result) > 0 && string(rec.Result) != "null" {
+		st.Result = rec.Result
+	}
+	if n := len(rec.Events); n > 0 {
+		st.LastSeq = rec.Events[n-1].Seq
+	}
+	return st
+}
+
+// headerDelay: the stream's headers go out with the first record, or after this long,
+// so a missing run is still a plain 404 while a run with nothing to show yet (no worker
+// has picked it up) opens its stream without waiting.
+const headerDelay = 250 * time.Millisecond
+
+type followUpdate struct {
+	rec  api.Record
+	err  error
+	last bool // Follow returned: rec is its final record
+}
+
+// streamEvents follows run id and writes its events after seq after as they are recorded,
+// until the run closes, the client leaves, or the server shuts down.
+func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, id string, after int64) {
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	stop := context.AfterFunc(s.streams, cancel)
+	defer stop()
+	rc := http.NewResponseController(w)
+
+	updates := make(chan followUpdate)
+	go func() {
+		send := func(u followUpdate) bool {
+			select {
+			case updates <- u:
+				return true
+			case <-ctx.Done():
+				return false
+			}
+		}
+		rec, err := s.runs.Follow(ctx, id, func(rec api.Record) bool { return !send(followUpdate{rec: rec}) })
+		send(followUpdate{rec: rec, err: err, last: true})
+	}()
+
+	started := false
+	start := func() {
+		h := w.Header()
+		h.Set("Content-Type", "text/event-stream")
+		h.Set("Cache-Control", "no-store")
+		h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
+		h.Set("X-Content-Type-Options", "nosniff")
+		w.WriteHeader(http.StatusOK)
+		fmt.Fprint(w, "retry: 2000\n\n")
+		started = true
+	}
+	var buf bytes.Buffer
+	flush := func() bool {
+		if _, err := w.Write(buf.Bytes()); err != nil {
+			return false
+		}
+		buf.Reset()
+		return rc.Flush() == nil
+	}
+	headerTimer := time.NewTimer(headerDelay)
+	defer headerTimer.Stop()
+	keepAlive := time.NewTicker(s.keepAlive)
+	defer keepAlive.Stop()
+	var lastStatus api.Status
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-headerTimer.C:
+			if !started {
+				start()
+				if !flush() {
+					return
+				}
+			}
+		case <-keepAlive.C:
+			if started {
+				buf.WriteString(": keep-alive\n\n")
+				if !flush() {
+					return
+				}
+			}
+		case u := <-updates:
+			if u.err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				if !started {
+					s.fail(w, r, u.err)
+					return
+				}
+				writeSSE(&buf, "problem", "", Problem{Type: "about:blank", Title: http.StatusText(statusOf(u.err)),
+					Status: statusOf(u.err), Detail: u.err.Error(), Instance: r.URL.Path})
+				flush()
+				return
+			}
+			if !started {
+				start()
+			}
+			for _, ev := range u.rec.Events {
+				if ev.Seq > after {
+					writeSSE(&buf, "", strconv.FormatInt(ev.Seq, 10), ev)
+					after = ev.Seq
+				}
+			}
+			if u.rec.Status != lastStatus && u.rec.Status != "" {
+				writeSSE(&buf, "status", "", streamStatus(u.rec))
+				lastStatus = u.rec.Status
+			}
+			closed := u.rec.Status.Closed()
+			if closed || u.last {
+				writeSSE(&buf, "end", "", streamStatus(u.rec))
+			}
+			if !flush() || closed || u.last {
+				return
+			}
+		}
+	}
+}
+
+// writeSSE appends one message. JSON is one line (newlines inside strings are escaped),
+// so a message needs one data line.
+func writeSSE(buf *bytes.Buffer, event, id string, v any) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		data = []byte(`{"error":"encode event"}`)
+	}
+	if id != "" {
+		fmt.Fprintf(buf, "id: %s\n", id)
+	}
+	if event != "" {
+		fmt.Fprintf(buf, "event: %s\n", event)
+	}
+	fmt.Fprintf(buf, "data: %s\n\n", data)
+}

@@ -1,0 +1,50 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/spf13/pflag"
+
+	"github.com/nexo-temporal/nexo/gateway"
+)
+
+// serveCmd serves the HTTP API and the web page against whatever Temporal the config
+// names, until Ctrl-C. `worker --dev` serves the same gateway next to its embedded server.
+func serveCmd() *command {
+	return &command{
+		name: "serve", args: "[--addr HOST:PORT]",
+		summary: "Serve the HTTP API (/v1) and the web page: runs, live events, artifacts, approvals.",
+		flags: func(fs *pflag.FlagSet) {
+			fs.String("addr", "", "listen on this host:port (default gateway.addr, 127.0.0.1:8234); a non-loopback address needs gateway.tokens")
+		},
+		run: func(ctx context.Context, e *env, fs *pflag.FlagSet, args []string) error {
+			if err := needArgs(args, 0, "no arguments"); err != nil {
+				return err
+			}
+			cfg, err := e.config()
+			if err != nil {
+				return err
+			}
+			addr, _ := fs.GetString("addr")
+			if addr == "" {
+				addr = cfg.Gateway.Addr
+			}
+			rc, err := e.runs(ctx)
+			if err != nil {
+				return err
+			}
+			gw, err := gateway.FromConfig(cfg, rc, os.Getenv, cfg.NewLogger(e.stderr))
+			if err != nil {
+				return err
+			}
+			ln, err := gw.Listen(addr)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(e.stdout, "Nexo HTTP API and web page: http://%s/ (Temporal %s; %s)\n", ln.Addr(), cfg.Temporal.Address, gw.AuthSummary())
+			return gw.Serve(ctx, ln)
+		},
+	}
+}
