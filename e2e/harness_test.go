@@ -58,6 +58,7 @@ type platform struct {
 	dir      string
 	frontend int
 	ui       int
+	gateway  int
 	cmd      *exec.Cmd
 	done     chan struct{}
 	extraEnv []string
@@ -76,7 +77,11 @@ func newPlatform(t testing.TB) *platform {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &platform{t: t, dir: t.TempDir(), frontend: fp, ui: up}
+	gp, err := devserver.FreePort("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &platform{t: t, dir: t.TempDir(), frontend: fp, ui: up, gateway: gp}
 	t.Cleanup(p.stop)
 	return p
 }
@@ -86,6 +91,7 @@ func (p *platform) env() []string {
 		fmt.Sprintf("NEXO_TEMPORAL_ADDRESS=127.0.0.1:%d", p.frontend),
 		fmt.Sprintf("NEXO_DEV_FRONTEND_PORT=%d", p.frontend),
 		fmt.Sprintf("NEXO_DEV_UI_PORT=%d", p.ui),
+		fmt.Sprintf("NEXO_GATEWAY_ADDR=127.0.0.1:%d", p.gateway),
 		"NEXO_DEV_DB_PATH="+filepath.Join(p.dir, ".nexo", "temporal.db"),
 		"NEXO_LOG_LEVEL=warn",
 	), p.extraEnv...)

@@ -17,7 +17,6 @@ package gateway
 
 import (
 	"context"
-	_ "embed"
 	"errors"
 	"fmt"
 	"log/slog"

@@ -167,31 +167,50 @@ func watchSession(ctx context.Context, e *env, agent, inst string, from int64, a
 		}
 		fmt.Fprintln(e.stdout, streamLine(ev))
 	}
-	if from >= 0 {
-		// Replay: archived segments, then what the current run holds.
-		for _, a := range rec.Artifacts {
-			if !strings.HasPrefix(a.Name, "stream-") {
+	// archived prints the events with seq in (after, before) from the record's archived
+	// stream segments: a replay from an old offset, or the runs a watcher missed because
+	// the session continued as new more than once between two looks.
+	var archErr error
+	archived := func(r api.Record, after, before int64) {
+		for _, a := range r.Artifacts {
+			if !strings.HasPrefix(a.Name, "stream-") || archErr != nil {
 				continue
 			}
-			body, err := artifactBody(e, rec.ID, a)
+			body, err := artifactBody(e, r.ID, a)
 			if err != nil {
-				return err
+				archErr = err
+				return
 			}
 			for _, line := range strings.Split(strings.TrimSpace(string(body)), "\n") {
 				var ev api.Event
-				if json.Unmarshal([]byte(line), &ev) == nil && ev.Seq >= from {
+				if json.Unmarshal([]byte(line), &ev) == nil && ev.Seq > after && ev.Seq < before {
 					print(ev)
+					last = max(last, ev.Seq)
 				}
 			}
 		}
+	}
+	if from >= 0 {
+		first := int64(1 << 62)
+		if len(rec.Events) > 0 {
+			first = rec.Events[0].Seq
+		}
+		last = from - 1
+		archived(rec, from-1, first)
 		for _, ev := range rec.Events {
 			if ev.Seq >= from {
 				print(ev)
+				last = ev.Seq
 			}
 		}
-		from = -1
+		if archErr != nil {
+			return archErr
+		}
 	}
 	err = rc.FollowSession(ctx, agent, inst, func(r api.Record) bool {
+		if len(r.Events) > 0 && r.Events[0].Seq > last+1 {
+			archived(r, last, r.Events[0].Seq)
+		}
 		for _, ev := range r.Events {
 			if ev.Seq > last {
 				last = ev.Seq
