@@ -64,10 +64,8 @@ func (a *Activities) CompleteChat(ctx context.Context, req api.CompleteChatReque
 	}
 	system := req.System
 	if req.RunID != "" {
-		if sb, err := a.sandboxes.Open(ctx, req.RunID, req.Sandbox); err == nil {
-			if ins := sb.Instructions(); ins != "" {
-				system = strings.TrimSpace(system + "\n\n" + ins)
-			}
+		if ins := a.sandboxes.Instructions(ctx, req.RunID, req.Sandbox); ins != "" {
+			system = strings.TrimSpace(system + "\n\n" + ins)
 		}
 	}
 	msgs := make([]openai.ChatCompletionMessage, 0, len(req.Messages)+1)

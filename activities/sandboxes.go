@@ -140,3 +140,17 @@ func (s *Sandboxes) Release(ctx context.Context, runID string, spec api.SandboxS
 	}
 	return errors.Join(errs...)
 }
+
+// Instructions is the sandbox's own text for the system prompt. A docker sandbox's is
+// derived from its options, so asking does not create its container here (on whichever
+// worker calls the model).
+func (s *Sandboxes) Instructions(ctx context.Context, runID string, spec api.SandboxSpec) string {
+	if spec.Type == api.SandboxDocker {
+		return docker.InstructionsFor(DockerOptions(spec))
+	}
+	sb, err := s.Open(ctx, runID, spec)
+	if err != nil {
+		return ""
+	}
+	return sb.Instructions()
+}

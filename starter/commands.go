@@ -2,9 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -564,35 +561,25 @@ func artifactCmd() *command {
 }
 
 // artifactBody returns the bytes: inline content when the record has it, else from the
-// artifact store, checked against the recorded sha256.
+// artifact store the worker wrote (artifacts.url), checked against the recorded sha256.
 func artifactBody(e *env, runID string, a api.Artifact) ([]byte, error) {
-	var body []byte
-	if a.Content != nil {
-		body = []byte(*a.Content)
-		if a.Encoding == api.EncodingBase64 {
-			var err error
-			if body, err = base64.StdEncoding.DecodeString(*a.Content); err != nil {
-				return nil, fmt.Errorf("decode artifact %s: %w", a.Name, err)
-			}
-		}
-	} else {
+	var st artifacts.Getter
+	if a.Content == nil {
 		cfg, err := e.config()
 		if err != nil {
 			return nil, err
 		}
-		st, err := artifacts.Open(cfg.Artifacts.URL)
+		store, err := artifacts.Open(cfg.Artifacts.URL)
 		if err != nil {
 			return nil, err
 		}
-		if body, err = st.Get(context.Background(), runID, a.Name); err != nil {
-			return nil, fmt.Errorf("%w (artifacts.url is %s; the starter reads the store the worker wrote)", err, cfg.Artifacts.URL)
-		}
+		st = store
 	}
-	sum := sha256.Sum256(body)
-	if a.SHA256 != "" && hex.EncodeToString(sum[:]) != a.SHA256 {
-		return nil, fmt.Errorf("artifact %s of run %s does not match its recorded sha256 (store changed or corrupt)", a.Name, runID)
+	body, err := artifacts.Read(context.Background(), st, runID, a)
+	if errors.Is(err, artifacts.ErrNotFound) {
+		return nil, fmt.Errorf("%w (the starter reads the store the worker wrote: check artifacts.url)", err)
 	}
-	return body, nil
+	return body, err
 }
 
 func cancelCmd() *command {

@@ -121,6 +121,9 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) error {
 		// On Ctrl-C, running activities get this long to finish before the worker exits;
 		// whatever does not finish is retried by Temporal on the next worker.
 		WorkerStopTimeout: 10 * time.Second,
+		// Docker sandboxes pin a run's sandbox activities to the worker that holds its
+		// container through worker sessions (workflows/hostroute.go).
+		EnableSessionWorker: true,
 	})
 	workflows.RegisterAll(w)
 	deps := activities.Deps{Store: store, Sandboxes: sandboxes, InlineLimit: cfg.Artifacts.InlineLimit,

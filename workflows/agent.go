@@ -367,8 +367,7 @@ func (rt *runtime) decideAndRun(ctx workflow.Context, spec agents.Spec, tools to
 		}
 	}
 	var res api.RunToolResult
-	tctx := workflow.WithActivityOptions(ctx, toolCallOptions)
-	if err := workflow.ExecuteActivity(tctx, api.ActivityRunTool, req).Get(ctx, &res); err != nil {
+	if err := rt.onSandbox(ctx, &toolCallOptions, api.ActivityRunTool, req, &res); err != nil {
 		return api.RunToolResult{}, errors.New(errorMessage(err))
 	}
 	if key != "" && res.Stamp != nil {
@@ -424,7 +423,7 @@ func (rt *runtime) collectOutputs(ctx workflow.Context, patterns []string) {
 	}
 	var paths []string
 	req := api.CollectOutputsRequest{RunID: rt.rec.ID, Sandbox: rt.sandbox, Patterns: patterns}
-	if err := workflow.ExecuteActivity(ctx, api.ActivityCollectOutputs, req).Get(ctx, &paths); err != nil {
+	if err := rt.onSandbox(ctx, nil, api.ActivityCollectOutputs, req, &paths); err != nil {
 		rt.emit(ctx, "artifact_skipped", map[string]string{"error": errorMessage(err)})
 		return
 	}

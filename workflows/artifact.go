@@ -61,7 +61,7 @@ func (rt *runtime) artifact(ctx workflow.Context, name string, src ArtifactSourc
 			fmt.Sprintf("artifact %s needs Content, Template or Path", name), api.ErrTypeBadInput, nil)
 	}
 	var meta api.Artifact
-	if err := workflow.ExecuteActivity(ctx, api.ActivityWriteArtifact, req).Get(ctx, &meta); err != nil {
+	if err := rt.onSandbox(ctx, nil, api.ActivityWriteArtifact, req, &meta); err != nil {
 		return api.Artifact{}, fmt.Errorf("artifact %s: %s", name, errorMessage(err))
 	}
 	replaced := false
@@ -122,7 +122,7 @@ func Stage(ctx workflow.Context, files map[string][]byte) (int, error) {
 	}
 	rt.sandboxUsed = true
 	var res api.StageFilesResult
-	if err := workflow.ExecuteActivity(ctx, api.ActivityStageFiles, req).Get(ctx, &res); err != nil {
+	if err := rt.onSandbox(ctx, nil, api.ActivityStageFiles, req, &res); err != nil {
 		return 0, fmt.Errorf("stage %d files: %s", len(files), errorMessage(err))
 	}
 	rt.emit(ctx, "staged", map[string]int{"count": len(req.Files)})

@@ -103,6 +103,13 @@ type runtime struct {
 	streamCall string
 	// seqBase numbers events on from an earlier run (a session after continue-as-new).
 	seqBase int64
+
+	// rootCtx is the run's own context (worker sessions are opened from it); hostSession
+	// pins a docker sandbox's activities to its worker; parked is set while the workspace
+	// is archived and no container exists (see hostroute.go).
+	rootCtx     workflow.Context
+	hostSession workflow.Context
+	parked      bool
 }
 
 func start(ctx workflow.Context, name string, payload json.RawMessage, ro *api.RunOptions, opts Options) (*runtime, workflow.Context) {
@@ -126,6 +133,7 @@ func start(ctx workflow.Context, name string, payload json.RawMessage, ro *api.R
 	}
 	ctx = workflow.WithValue(ctx, runtimeKey{}, rt)
 	ctx = workflow.WithActivityOptions(ctx, DefaultActivityOptions)
+	rt.rootCtx = ctx
 
 	// The query handler is registered before anything can block, so a run is readable
 	// from its first workflow task on.
@@ -271,9 +279,11 @@ func (rt *runtime) release(ctx workflow.Context) {
 		StartToCloseTimeout: time.Minute,
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
 	})
-	err := workflow.ExecuteActivity(actx, api.ActivityReleaseSandbox, api.ReleaseSandboxRequest{
+	opts := workflow.GetActivityOptions(actx)
+	err := rt.onSandbox(ctx, &opts, api.ActivityReleaseSandbox, api.ReleaseSandboxRequest{
 		RunID: rt.rec.ID, Sandbox: rt.sandbox,
-	}).Get(actx, nil)
+	}, nil)
+	rt.leaveHost()
 	if err != nil {
 		rt.emit(ctx, "sandbox_release_failed", map[string]any{"error": errorMessage(err)})
 	}

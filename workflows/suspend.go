@@ -217,18 +217,15 @@ func (rt *runtime) waitForHuman(ctx workflow.Context, cond func() bool) error {
 	}
 	req := api.ReleaseSandboxRequest{RunID: rt.rec.ID, Sandbox: rt.sandbox}
 	var size int64
-	if err := workflow.ExecuteActivity(ctx, api.ActivityParkSandbox, req).Get(ctx, &size); err != nil {
+	if err := rt.onSandbox(ctx, nil, api.ActivityParkSandbox, req, &size); err != nil {
 		// The container stays; the run still waits. Nothing is lost, only held.
 		rt.emit(ctx, "sandbox_park_failed", map[string]string{"error": errorMessage(err)})
 		return workflow.Await(ctx, cond)
 	}
 	rt.emit(ctx, "sandbox_parked", map[string]any{"archive_bytes": size, "idle": idle.String()})
-	if err := workflow.Await(ctx, cond); err != nil {
-		return err
-	}
-	if err := workflow.ExecuteActivity(ctx, api.ActivityRestoreSandbox, req).Get(ctx, &size); err != nil {
-		return fmt.Errorf("restore the parked sandbox: %s", errorMessage(err))
-	}
-	rt.emit(ctx, "sandbox_restored", map[string]any{"archive_bytes": size})
-	return nil
+	// No container, so no worker to hold: the next sandbox activity opens a new worker
+	// session, on any worker, and restores the workspace there first (hostroute.go).
+	rt.leaveHost()
+	rt.parked = true
+	return workflow.Await(ctx, cond)
 }

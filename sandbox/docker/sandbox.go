@@ -147,3 +147,14 @@ func (s *Sandbox) checkWorkdir(ctx context.Context) error {
 	}
 	return nil
 }
+
+// InstructionsFor is what Instructions says of a container made with opts, without
+// needing the container: the system prompt is built before any tool runs, and building it
+// must not create the run's container on whichever worker happens to call the model.
+func InstructionsFor(opts Options) string {
+	set, err := opts.withDefaults()
+	if err != nil {
+		return ""
+	}
+	return (&Sandbox{set: set}).Instructions()
+}
