@@ -1,0 +1,59 @@
+package workflows
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/nexo-temporal/nexo/agents"
+	"github.com/nexo-temporal/nexo/api"
+	"github.com/nexo-temporal/nexo/permissions"
+)
+
+// TestDockerRunParksAndRestoresThroughSessions: a docker-sandboxed agent's tool calls run
+// in a worker session; waiting for a human longer than the idle timeout parks the
+// workspace and leaves the worker; the next tool call first restores the workspace.
+func TestDockerRunParksAndRestoresThroughSessions(t *testing.T) {
+	env := newEnv(t)
+	env.SetWorkerOptions(worker.Options{EnableSessionWorker: true})
+	spec := agents.Spec{Name: "boxed", Permissions: permissions.Policy{Mode: permissions.ModeApprove},
+		Sandbox: api.SandboxSpec{Type: api.SandboxDocker, IdleTimeout: api.Duration(time.Minute)}}
+	f := &agentFakes{spec: spec, script: []api.ChatMessage{
+		toolReply(call("read_file", `{"path":"a"}`), call("shell", `{"command":"make"}`)),
+		text("done"),
+	}}
+	f.register(env)
+	var order []string
+	env.RegisterActivityWithOptions(func(context.Context, api.ReleaseSandboxRequest) (int64, error) {
+		order = append(order, "park")
+		return 10, nil
+	}, activity.RegisterOptions{Name: api.ActivityParkSandbox})
+	env.RegisterActivityWithOptions(func(context.Context, api.ReleaseSandboxRequest) (int64, error) {
+		order = append(order, "restore")
+		return 10, nil
+	}, activity.RegisterOptions{Name: api.ActivityRestoreSandbox})
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(api.SignalApproval, api.ApprovalSignal{CallID: "1.2", Approved: true})
+	}, time.Hour)
+	env.ExecuteWorkflow(api.WorkflowAgentRun, agentInput(t, "boxed"))
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range f.tools {
+		order = append(order, r.Tool)
+	}
+	// Parked once during the wait, restored once before the approved call; both tools ran.
+	if got := strings.Join(order, ","); got != "park,restore,read_file,shell" {
+		t.Errorf("activities = %s", got)
+	}
+	rec := queryRecord(t, env)
+	for _, ev := range []string{"sandbox_parked", "sandbox_restored"} {
+		if countEvents(rec, ev) != 1 {
+			t.Errorf("%s events = %d, want 1", ev, countEvents(rec, ev))
+		}
+	}
+}
