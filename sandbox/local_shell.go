@@ -76,7 +76,7 @@ func (l *Local) Shell(ctx context.Context, command string, timeout time.Duration
 	}
 	pgid := cmd.Process.Pid
 
-	stdout, stderr := &tailBuffer{max: l.maxOutput}, &tailBuffer{max: l.maxOutput}
+	stdout, stderr := NewTailBuffer(l.maxOutput), NewTailBuffer(l.maxOutput)
 	var readers sync.WaitGroup
 	readers.Add(2)
 	go drain(&readers, stdout, outR)
@@ -139,7 +139,7 @@ func (l *Local) Shell(ctx context.Context, command string, timeout time.Duration
 }
 
 // drain copies r into buf until EOF (or until r is closed under it), then closes r.
-func drain(wg *sync.WaitGroup, buf *tailBuffer, r *os.File) {
+func drain(wg *sync.WaitGroup, buf *TailBuffer, r *os.File) {
 	defer wg.Done()
 	defer r.Close()
 	_, _ = io.Copy(buf, r)
@@ -151,16 +151,17 @@ func closeAll(fs ...*os.File) {
 	}
 }
 
-// tailBuffer keeps the last max bytes written to it and counts the rest, holding at most
-// 2·max bytes at any time. Not safe for concurrent use: one reader goroutine owns it until
-// the output is drained.
-type tailBuffer struct {
+// TailBuffer keeps the last max bytes written to it and counts the rest, holding at most
+// 2·max bytes at any time, so a runaway command cannot exhaust the worker's memory. Every
+// tier caps command output with it. Not safe for concurrent use: one reader goroutine owns
+// it until the output is drained.
+type TailBuffer struct {
 	max     int
 	buf     []byte
 	dropped int64
 }
 
-func (t *tailBuffer) Write(p []byte) (int, error) {
+func (t *TailBuffer) Write(p []byte) (int, error) {
 	n := len(p)
 	if len(p) >= t.max {
 		t.dropped += int64(len(t.buf) + len(p) - t.max)
@@ -176,9 +177,12 @@ func (t *tailBuffer) Write(p []byte) (int, error) {
 	return n, nil
 }
 
+// NewTailBuffer returns a TailBuffer keeping the last max bytes.
+func NewTailBuffer(max int) *TailBuffer { return &TailBuffer{max: max} }
+
 // String returns the kept tail, prefixed with a "[truncated N bytes]" line when something
 // was dropped. The cut never splits a UTF-8 sequence.
-func (t *tailBuffer) String() string {
+func (t *TailBuffer) String() string {
 	b, dropped := t.buf, t.dropped
 	if len(b) > t.max {
 		dropped += int64(len(b) - t.max)

@@ -454,7 +454,7 @@ func TestTailBuffer(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b := &tailBuffer{max: tt.max}
+			b := NewTailBuffer(tt.max)
 			for _, w := range tt.writes {
 				b.Write([]byte(w))
 				if len(b.buf) > 2*tt.max {

@@ -16,6 +16,8 @@ import (
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/pkg/stdcopy"
+
+	"github.com/nexo-temporal/nexo/sandbox"
 )
 
 // Why a command server: starting an exec costs Docker (containerd, runc) about as much as
@@ -318,7 +320,7 @@ func (w routeWriter) Write(p []byte) (int, error) {
 
 // job is one command on a server: its output, its process group and its exit code.
 type job struct {
-	stdout, stderr   *tailBuffer
+	stdout, stderr   *sandbox.TailBuffer
 	outScan, errScan *markScanner
 
 	started chan struct{} // closed when the process group is known
@@ -333,7 +335,7 @@ type job struct {
 // server's reader goroutine and may be read once done is closed, or once the reader has
 // stopped (the server is dead).
 func newJob(mark string, max int, onGroup func(int)) *job {
-	j := &job{stdout: &tailBuffer{max: max}, stderr: &tailBuffer{max: max},
+	j := &job{stdout: sandbox.NewTailBuffer(max), stderr: sandbox.NewTailBuffer(max),
 		started: make(chan struct{}), done: make(chan struct{})}
 	end := func() {
 		j.ended++

@@ -10,7 +10,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types"
@@ -221,7 +220,7 @@ func isClosed(c <-chan struct{}) bool {
 // runExec runs command with an exec of its own (shellScript), for images that cannot run
 // the command server.
 func (s *Sandbox) runExec(ctx context.Context, command string, timeout time.Duration, max int) (sandbox.ShellResult, error) {
-	stdout, stderr := &tailBuffer{max: max}, &tailBuffer{max: max}
+	stdout, stderr := sandbox.NewTailBuffer(max), sandbox.NewTailBuffer(max)
 	marker := newGroupWriter(stderr, s.track)
 	run, err := s.start(ctx, []string{"/bin/sh", "-c", shellScript, "nexo-shell", command, backstop(timeout)})
 	if err != nil {
@@ -350,8 +349,8 @@ func (s *Sandbox) capture(ctx context.Context, argv []string, max int) (stdout [
 		return nil, "", 0, err
 	}
 	defer run.close()
-	out := &tailBuffer{max: max}
-	errBuf := &tailBuffer{max: 4096}
+	out := sandbox.NewTailBuffer(max)
+	errBuf := sandbox.NewTailBuffer(4096)
 	copied := make(chan error, 1)
 	go func() {
 		_, err := stdcopy.StdCopy(out, errBuf, run.stream.Reader)
@@ -434,7 +433,7 @@ func (s *Sandbox) untrack(group int) {
 // groupWriter is the stderr of a command started by shellScript: it takes the first line
 // (the process group id), reports it, and passes the rest on. Written by one goroutine.
 type groupWriter struct {
-	next    *tailBuffer
+	next    *sandbox.TailBuffer
 	onGroup func(int)
 	known   chan struct{} // closed once the first line is in (group may still be 0)
 	line    []byte
@@ -442,7 +441,7 @@ type groupWriter struct {
 	id      atomic.Int64
 }
 
-func newGroupWriter(next *tailBuffer, onGroup func(int)) *groupWriter {
+func newGroupWriter(next *sandbox.TailBuffer, onGroup func(int)) *groupWriter {
 	return &groupWriter{next: next, onGroup: onGroup, known: make(chan struct{})}
 }
 
@@ -482,45 +481,3 @@ func (w *groupWriter) Write(p []byte) (int, error) {
 
 // group returns the process group id, or 0 while (or if) it is unknown.
 func (w *groupWriter) group() int { return int(w.id.Load()) }
-
-// tailBuffer keeps the last max bytes written to it and counts the rest, holding at most
-// 2·max bytes at any time. Not safe for concurrent use.
-type tailBuffer struct {
-	max     int
-	buf     []byte
-	dropped int64
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	n := len(p)
-	if len(p) >= t.max {
-		t.dropped += int64(len(t.buf) + len(p) - t.max)
-		t.buf = append(t.buf[:0], p[len(p)-t.max:]...)
-		return n, nil
-	}
-	t.buf = append(t.buf, p...)
-	if len(t.buf) > 2*t.max {
-		cut := len(t.buf) - t.max
-		t.dropped += int64(cut)
-		t.buf = append(t.buf[:0], t.buf[cut:]...)
-	}
-	return n, nil
-}
-
-// String returns the kept tail, after a "[truncated N bytes]" line when something was
-// dropped (the same marker as the local tier). The cut never splits a UTF-8 sequence.
-func (t *tailBuffer) String() string {
-	b, dropped := t.buf, t.dropped
-	if len(b) > t.max {
-		dropped += int64(len(b) - t.max)
-		b = b[len(b)-t.max:]
-	}
-	if dropped == 0 {
-		return string(b)
-	}
-	for i := 0; i < utf8.UTFMax && len(b) > 0 && !utf8.RuneStart(b[0]); i++ {
-		b = b[1:]
-		dropped++
-	}
-	return fmt.Sprintf("[truncated %d bytes]\n", dropped) + string(b)
-}

@@ -414,16 +414,6 @@ func TestMarkScannerSplitsAnywhere(t *testing.T) {
 	}
 }
 
-func TestTailBufferKeepsTheEnd(t *testing.T) {
-	tb := &tailBuffer{max: 10}
-	for i := 0; i < 100; i++ {
-		_, _ = io.WriteString(tb, "0123456789"[i%10:i%10+1])
-	}
-	if got, want := tb.String(), "[truncated 90 bytes]\n0123456789"; got != want {
-		t.Errorf("String() = %q, want %q", got, want)
-	}
-}
-
 func TestEncodeCommand(t *testing.T) {
 	got := encodeCommand("a\nb\\c\td\x7fé%")
 	if want := `a\0012b\\c\0011d\0177é%`; got != want {
