@@ -31,6 +31,7 @@ type Activities struct {
 	agents       map[string]agents.Spec
 	fetcher      *Fetcher
 	shellTimeout time.Duration
+	skillsPath   string
 }
 
 // Deps are what the activities work with.
@@ -47,12 +48,14 @@ type Deps struct {
 	Fetcher *Fetcher
 	// ShellTimeout caps any command a tool runs (default 2m).
 	ShellTimeout time.Duration
+	// SkillsPath is the folder of the skills agents name (default "skills").
+	SkillsPath string
 }
 
 // New returns the activities.
 func New(d Deps) *Activities {
 	a := &Activities{store: d.Store, sandboxes: d.Sandboxes, inlineLimit: d.InlineLimit, llm: d.LLM,
-		agents: map[string]agents.Spec{}, fetcher: d.Fetcher, shellTimeout: d.ShellTimeout}
+		agents: map[string]agents.Spec{}, fetcher: d.Fetcher, shellTimeout: d.ShellTimeout, skillsPath: d.SkillsPath}
 	for _, s := range d.Agents {
 		a.agents[s.Name] = s
 	}
@@ -61,6 +64,9 @@ func New(d Deps) *Activities {
 	}
 	if a.shellTimeout <= 0 {
 		a.shellTimeout = 2 * time.Minute
+	}
+	if a.skillsPath == "" {
+		a.skillsPath = "skills"
 	}
 	return a
 }
@@ -92,6 +98,7 @@ func (a *Activities) Register(r Registry) {
 	} {
 		r.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}
+	a.registerSkills(r)
 }
 
 // WriteArtifact stores an artifact's bytes and returns its metadata, with the content

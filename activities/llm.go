@@ -48,7 +48,7 @@ func NewLLM(c LLMConfig) *LLM {
 
 // CompleteChat asks the model for the next message of an agent's thread. The system
 // message is built here for every request (agent instructions, then the sandbox's own
-// instructions), so the stored thread never carries it.
+// instructions, then the agent's skills), so the stored thread never carries it.
 func (a *Activities) CompleteChat(ctx context.Context, req api.CompleteChatRequest) (api.CompleteChatResult, error) {
 	if a.llm == nil {
 		return api.CompleteChatResult{}, temporal.NewNonRetryableApplicationError(
@@ -62,12 +62,11 @@ func (a *Activities) CompleteChat(ctx context.Context, req api.CompleteChatReque
 		return api.CompleteChatResult{}, temporal.NewNonRetryableApplicationError(
 			"complete chat: no model: set llm.model or the agent's model", api.ErrTypeBadInput, nil)
 	}
-	system := req.System
+	sandboxInstructions := ""
 	if req.RunID != "" {
-		if ins := a.sandboxes.Instructions(ctx, req.RunID, req.Sandbox); ins != "" {
-			system = strings.TrimSpace(system + "\n\n" + ins)
-		}
+		sandboxInstructions = a.sandboxes.Instructions(ctx, req.RunID, req.Sandbox)
 	}
+	system := SystemPrompt(req.System, sandboxInstructions, req.Skills)
 	msgs := make([]openai.ChatCompletionMessage, 0, len(req.Messages)+1)
 	if system != "" {
 		msgs = append(msgs, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleSystem, Content: system})
@@ -109,6 +108,19 @@ func (a *Activities) CompleteChat(ctx context.Context, req api.CompleteChatReque
 		out.Message.ToolCalls = append(out.Message.ToolCalls, api.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
 	}
 	return out, nil
+}
+
+// SystemPrompt is the system message of a model request: the agent's instructions, the
+// sandbox's own instructions, then each skill's text, in that order, each once, separated
+// by a blank line; blank parts are left out.
+func SystemPrompt(instructions, sandboxInstructions string, skills []string) string {
+	parts := make([]string, 0, 2+len(skills))
+	for _, p := range append([]string{instructions, sandboxInstructions}, skills...) {
+		if p = strings.TrimSpace(p); p != "" {
+			parts = append(parts, p)
+		}
+	}
+	return strings.Join(parts, "\n\n")
 }
 
 // classifyModelError: 408, 429 and 5xx are transient (Temporal retries them); any other

@@ -141,6 +141,12 @@ func TestCompleteChatRequest(t *testing.T) {
 		{"sandbox instructions only", api.CompleteChatRequest{RunID: testRun}, local.Instructions()},
 		{"no run: agent instructions only", api.CompleteChatRequest{System: "You are a scribe."}, "You are a scribe."},
 		{"neither", api.CompleteChatRequest{}, ""},
+		// Skills come last, after the sandbox's own instructions, each once, in order.
+		{"instructions, sandbox instructions, then skills",
+			api.CompleteChatRequest{System: "You are a scribe.", RunID: testRun, Skills: []string{"Skill a: A.\n\nDo a.", "Skill b: B.\n\nDo b.\n\nCompatibility: needs sh"}},
+			"You are a scribe.\n\n" + local.Instructions() + "\n\nSkill a: A.\n\nDo a.\n\nSkill b: B.\n\nDo b.\n\nCompatibility: needs sh"},
+		{"skills without instructions", api.CompleteChatRequest{RunID: testRun, Sandbox: api.SandboxSpec{Type: api.SandboxVirtual}, Skills: []string{"Skill a: A.\n\nDo a.\n"}},
+			virtual.Instructions() + "\n\nSkill a: A.\n\nDo a."},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -41,6 +41,18 @@ type Spec struct {
 	MaxTurns int `json:"max_turns,omitempty" mapstructure:"max_turns" yaml:"max_turns"`
 	// MCP servers whose tools the agent may use (through the same permission gate).
 	MCP []api.MCPServerSpec `json:"mcp,omitempty" mapstructure:"mcp" yaml:"mcp"`
+	// Skills names skills (folders under the worker's skills_path): their bodies join the
+	// system prompt after the instructions and the sandbox's own, in this order, and their
+	// files are copied into the sandbox under skills/<name>/ before the first turn.
+	Skills []string `json:"skills,omitempty" mapstructure:"skills" yaml:"skills"`
+	// SkillFiles is how skill files reach the sandbox: copy (default: every file is
+	// written) or skip_same (a file the sandbox already holds with the same bytes, such as
+	// one baked into the image, is left alone).
+	SkillFiles string `json:"skill_files,omitempty" mapstructure:"skill_files" yaml:"skill_files"`
+	// Requires is what the sandbox must provide (commands, versions, locale); it is
+	// probed once before the first turn, and a sandbox that falls short fails the run
+	// with every unmet item listed.
+	Requires api.Requirements `json:"requires,omitzero" mapstructure:"requires" yaml:"requires"`
 }
 
 // Turns is MaxTurns or the default.
@@ -119,6 +131,25 @@ func (s Spec) Validate() error {
 			}
 		}
 	}
+	seenSkill := map[string]bool{}
+	for i, name := range s.Skills {
+		field := fmt.Sprintf("skills[%d]", i)
+		if err := api.ValidateSkillName(name); err != nil {
+			bad(field, "%v", err)
+		} else if seenSkill[name] {
+			bad(field, "%q is listed twice", name)
+		}
+		seenSkill[name] = true
+	}
+	switch s.SkillFiles {
+	case "", api.SkillFilesCopy, api.SkillFilesSkipSame:
+		if s.SkillFiles != "" && len(s.Skills) == 0 {
+			bad("skill_files", "is set but the agent has no skills")
+		}
+	default:
+		bad("skill_files", "%q is not one of %s, %s", s.SkillFiles, api.SkillFilesCopy, api.SkillFilesSkipSame)
+	}
+	validateRequires(s.Requires, s.Sandbox.Type, bad)
 	if s.MaxTurns < 0 {
 		bad("max_turns", "%d is negative", s.MaxTurns)
 	}

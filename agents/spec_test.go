@@ -28,6 +28,16 @@ func TestSpecValidateNamesTheField(t *testing.T) {
 		{"mcp bad name", Spec{Name: "a", MCP: []api.MCPServerSpec{{Name: "a_b", Transport: api.MCPStdio, Command: "x"}}}, "mcp[0].name"},
 		{"mcp auth header", Spec{Name: "a", MCP: []api.MCPServerSpec{{Name: "s", Transport: api.MCPHTTP, URL: "http://h/mcp", Headers: map[string]string{"authorization": "Bearer x"}}}}, "token_env"},
 		{"mcp transport", Spec{Name: "a", MCP: []api.MCPServerSpec{{Name: "s", Transport: "ws"}}}, "mcp[0].transport"},
+		{"skills ok", Spec{Name: "a", Skills: []string{"pdf", "report-kit"}, SkillFiles: api.SkillFilesSkipSame,
+			Requires: api.Requirements{Commands: map[string]string{"python3": ">=3.10, <4", "sh": "*", "node": ""}, Locale: "utf8"}}, ""},
+		{"bad skill", Spec{Name: "a", Skills: []string{"../x"}}, "skills[0]: skill name"},
+		{"skill twice", Spec{Name: "a", Skills: []string{"x", "x"}}, `skills[1]: "x" is listed twice`},
+		{"skill_files", Spec{Name: "a", Skills: []string{"x"}, SkillFiles: "sometimes"}, "skill_files"},
+		{"skill_files without skills", Spec{Name: "a", SkillFiles: "copy"}, "skill_files: is set but the agent has no skills"},
+		{"bad constraint", Spec{Name: "a", Requires: api.Requirements{Commands: map[string]string{"python3": ">=3.x"}}}, `requires.commands.python3: ">=3.x" is not a version constraint`},
+		{"bad command", Spec{Name: "a", Requires: api.Requirements{Commands: map[string]string{"rm -rf": ""}}}, "requires.commands.rm -rf"},
+		{"bad locale", Spec{Name: "a", Requires: api.Requirements{Locale: "utf 8"}}, "requires.locale"},
+		{"requires on virtual", Spec{Name: "a", Sandbox: api.SandboxSpec{Type: api.SandboxVirtual}, Requires: api.Requirements{Locale: "utf8"}}, "requires: a virtual sandbox has no shell"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.spec.Validate()
@@ -73,5 +83,79 @@ func TestOfferedFollowsPermissionsAndSandbox(t *testing.T) {
 		if tool.Description == "" || len(tool.Parameters) == 0 {
 			t.Errorf("tool %s lacks a description or schema", tool.Name)
 		}
+	}
+}
+
+func TestConstraint(t *testing.T) {
+	for _, tc := range []struct {
+		constraint string
+		yes, no    []string
+	}{
+		{"", []string{"1", "0.1", ""}, nil},
+		{"*", []string{"3.12.1"}, nil},
+		{">=3.10", []string{"3.10", "3.10.0", "3.11.7", "4"}, []string{"3.9.18", "3.1", "2.7.18"}},
+		{">3.9", []string{"3.10"}, []string{"3.9", "3.9.0"}},
+		{"<2", []string{"1.9.9"}, []string{"2", "2.0.1"}},
+		{"<=2.7", []string{"2.7", "2.6"}, []string{"2.7.1", "3"}},
+		{"3.10", []string{"3.10", "3.10.12"}, []string{"3.1", "3.100", "3.11"}},
+		{"=3", []string{"3.0", "3.99.1"}, []string{"2.9", "4"}},
+		{"!=3.9", []string{"3.10", "3.8"}, []string{"3.9", "3.9.1"}},
+		{"~>3.1", []string{"3.1", "3.9.9"}, []string{"3.0", "4.0"}},
+		{"~>3.1.2", []string{"3.1.2", "3.1.9"}, []string{"3.1.1", "3.2"}},
+		{">= 1.2, < 2", []string{"1.2", "1.9"}, []string{"1.1", "2.0"}},
+		{"v20", []string{"20.1.0"}, []string{"21"}},
+	} {
+		c, err := ParseConstraint(tc.constraint)
+		if err != nil {
+			t.Fatalf("ParseConstraint(%q): %v", tc.constraint, err)
+		}
+		for _, v := range tc.yes {
+			if !c.Allows(v) {
+				t.Errorf("%q does not allow %q, want it to", tc.constraint, v)
+			}
+		}
+		for _, v := range tc.no {
+			if c.Allows(v) {
+				t.Errorf("%q allows %q, want it not to", tc.constraint, v)
+			}
+		}
+	}
+	for _, bad := range []string{">=", "3.x", ">>3", "latest", ">=3,", "3 4"} {
+		if _, err := ParseConstraint(bad); err == nil {
+			t.Errorf("ParseConstraint(%q) succeeded, want an error", bad)
+		}
+	}
+	if ExtractVersion("Python 3.11.7") != "3.11.7" || ExtractVersion("v20.1.0") != "20.1.0" || ExtractVersion("BusyBox v1.36.1 (Debian)") != "1.36.1" || ExtractVersion("none") != "" || ExtractVersion("sh: 0: Illegal option --") != "" {
+		t.Error("ExtractVersion")
+	}
+}
+
+func TestUnmetListsEveryGap(t *testing.T) {
+	req := api.Requirements{Commands: map[string]string{"python3": ">=3.10", "ruby": ">= 3.1", "sh": "*", "jq": ">=1.6", "odd": ">=2"}, Locale: "utf8"}
+	env := api.ProbeSandboxResult{Commands: map[string]api.CommandInfo{
+		"ruby": {Path: "/usr/bin/ruby", Version: "2.7.8"},
+		"sh":   {Path: "/bin/sh"},
+		"jq":   {Path: "/usr/bin/jq", Version: "1.7.1"},
+		"odd":  {Path: "/usr/bin/odd", VersionLine: "odd: unknown option --version"}, // unreadable: presence only
+	}, Locale: "POSIX"}
+	got := strings.Join(Unmet(req, env), "; ")
+	want := "python3 missing; ruby 2.7.8 does not satisfy >= 3.1; locale is POSIX, want utf8"
+	if got != want {
+		t.Errorf("Unmet = %q\nwant    %q", got, want)
+	}
+	for _, tc := range []struct{ want, got, msg string }{
+		{"utf8", "C.UTF-8", ""},
+		{"UTF-8", "en_US.utf8", ""},
+		{"utf8", "", "no locale set (LANG, LC_CTYPE and LC_ALL are empty), want utf8"},
+		{"C.UTF-8", "c.utf8", ""},
+		{"en_US.UTF-8", "C.UTF-8", "locale is C.UTF-8, want en_US.UTF-8"},
+	} {
+		got := strings.Join(Unmet(api.Requirements{Locale: tc.want}, api.ProbeSandboxResult{Locale: tc.got}), "; ")
+		if got != tc.msg {
+			t.Errorf("locale %q in %q: %q, want %q", tc.want, tc.got, got, tc.msg)
+		}
+	}
+	if u := Unmet(api.Requirements{}, api.ProbeSandboxResult{}); len(u) != 0 {
+		t.Errorf("no requirements: %v", u)
 	}
 }

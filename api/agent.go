@@ -48,10 +48,13 @@ type ToolDef struct {
 type CompleteChatRequest struct {
 	// Model overrides the worker's configured model when set.
 	Model string `json:"model,omitempty"`
-	// System is the agent's instructions. The worker builds the system message from it
-	// and the sandbox's own instructions for every request, so the stored thread never
-	// holds (or duplicates) it.
-	System  string      `json:"system,omitempty"`
+	// System is the agent's instructions. The worker builds the system message for every
+	// request from it, the sandbox's own instructions and Skills, in that order, so the
+	// stored thread never holds (or duplicates) it.
+	System string `json:"system,omitempty"`
+	// Skills are the recorded texts of the agent's skills (LoadedSkill.Prompt), appended
+	// to the system message after the sandbox's instructions.
+	Skills  []string    `json:"skills,omitempty"`
 	RunID   string      `json:"run_id"`
 	Sandbox SandboxSpec `json:"sandbox"`
 	// Messages is the thread without the system message.

@@ -34,12 +34,21 @@ func TestRoomBoundaries(t *testing.T) {
 		}
 	})
 
+	t.Run("skills use only the standard library, api and a YAML parser", func(t *testing.T) {
+		for _, dep := range golist(t, `{{join .Deps "\n"}}`, "./skills") {
+			first := strings.SplitN(dep, "/", 2)[0]
+			if strings.Contains(first, ".") && dep != module+"api" && dep != "go.yaml.in/yaml/v3" {
+				t.Errorf("skills depends on %s", dep)
+			}
+		}
+	})
+
 	t.Run("workflows import no I/O package", func(t *testing.T) {
 		forbidden := []string{
 			"os", "os/exec", "net", "net/http", "io/ioutil", "math/rand", "sync",
 			"github.com/docker/docker", "github.com/sashabaranov/go-openai",
 			"github.com/mark3labs/mcp-go", "github.com/spf13/viper",
-			module + "activities", module + "sandbox", module + "config",
+			module + "activities", module + "sandbox", module + "config", module + "skills",
 		}
 		for _, imp := range golist(t, `{{join .Imports "\n"}}`, "./workflows") {
 			for _, f := range forbidden {

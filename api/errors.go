@@ -16,4 +16,6 @@ const (
 	ErrTypeMCPTransport = "NexoMCPTransport"
 	// ErrTypeReservedKey: a checkpoint named after a reserved state key.
 	ErrTypeReservedKey = "NexoReservedStateKey"
+	// ErrTypeRequirements: an agent's sandbox does not meet its `requires`.
+	ErrTypeRequirements = "NexoRequirementsUnmet"
 )

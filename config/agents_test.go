@@ -69,3 +69,42 @@ func TestAgentErrorsNameTheField(t *testing.T) {
 		})
 	}
 }
+
+func TestLoadAgentSkillsAndRequires(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	const y = `
+llm: {base_url: http://127.0.0.1:1/v1}
+skills_path: ./my-skills
+agents:
+  - name: reporter
+    skills: [report-kit, pdf]
+    skill_files: skip_same
+    requires:
+      commands: {python3: ">=3.10", Rscript: "*"}
+      locale: utf8
+    sandbox: {type: docker, env: {LANG: C.UTF-8}}
+`
+	if err := os.WriteFile(filepath.Join(dir, DefaultFile), []byte(y), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Load(LoadOptions{Env: []string{}})
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	a := cfg.Agents[0]
+	if cfg.SkillsPath != "./my-skills" || strings.Join(a.Skills, ",") != "report-kit,pdf" || a.SkillFiles != "skip_same" ||
+		a.Requires.Commands["python3"] != ">=3.10" || a.Requires.Locale != "utf8" {
+		t.Errorf("config = %q, agent = %+v", cfg.SkillsPath, a)
+	}
+	if _, ok := a.Requires.Commands["Rscript"]; !ok {
+		t.Errorf("command names must keep their case: %v", a.Requires.Commands)
+	}
+	if a.Sandbox.Env["LANG"] != "C.UTF-8" {
+		t.Errorf("environment variable names must keep their case: %v", a.Sandbox.Env)
+	}
+	cfg, err = Load(LoadOptions{Env: []string{"NEXO_SKILLS_PATH=/srv/skills"}})
+	if err != nil || cfg.SkillsPath != "/srv/skills" {
+		t.Errorf("NEXO_SKILLS_PATH: %q, %v", cfg.SkillsPath, err)
+	}
+}

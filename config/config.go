@@ -32,6 +32,7 @@
 //	llm.api_key_env          NEXO_LLM_API_KEY_ENV             OPENAI_API_KEY
 //	llm.timeout              NEXO_LLM_TIMEOUT                 5m
 //	agents                   NEXO_AGENTS                      none (a list; set it in the file)
+//	skills_path              NEXO_SKILLS_PATH                 skills
 //	gateway.addr             NEXO_GATEWAY_ADDR                127.0.0.1:8234
 //	gateway.max_body_bytes   NEXO_GATEWAY_MAX_BODY_BYTES      1048576
 //	gateway.tokens           NEXO_GATEWAY_TOKENS              none (a list; set it in the file)
@@ -110,6 +111,7 @@ func Defaults() Config {
 			Addr:         "127.0.0.1:8234",
 			MaxBodyBytes: 1 << 20,
 		},
+		SkillsPath: "skills",
 	}
 }
 
@@ -126,6 +128,9 @@ type Config struct {
 	Agents []agents.Spec `mapstructure:"agents"`
 	// Gateway is the HTTP API and web page (`starter serve`, `worker --dev`).
 	Gateway Gateway `mapstructure:"gateway"`
+	// SkillsPath is the folder holding skills, one folder each (<name>/SKILL.md), that
+	// agents name in skills: (default "skills", relative to the working directory).
+	SkillsPath string `mapstructure:"skills_path"`
 }
 
 // Gateway configures the HTTP API and web page served by `starter serve` and `worker --dev`.

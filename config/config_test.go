@@ -47,13 +47,14 @@ func TestDefaults(t *testing.T) {
 		t.Fatalf("Load with nothing set: %v", err)
 	}
 	want := Config{
-		Temporal:  Temporal{Address: "127.0.0.1:7233", Namespace: "default", TaskQueue: "nexo"},
-		Dev:       Dev{IP: "127.0.0.1", FrontendPort: 7233, UIPort: 8233, DBPath: ".nexo/temporal.db"},
-		Artifacts: Artifacts{URL: "file://.nexo/artifacts", InlineLimit: 32768},
-		Sandbox:   Sandbox{Root: ".nexo/workspaces", ShellTimeout: 2 * time.Minute},
-		Log:       Log{Level: "info", Format: "text"},
-		LLM:       LLM{APIKeyEnv: "OPENAI_API_KEY", Timeout: 5 * time.Minute},
-		Gateway:   Gateway{Addr: "127.0.0.1:8234", MaxBodyBytes: 1 << 20},
+		Temporal:   Temporal{Address: "127.0.0.1:7233", Namespace: "default", TaskQueue: "nexo"},
+		Dev:        Dev{IP: "127.0.0.1", FrontendPort: 7233, UIPort: 8233, DBPath: ".nexo/temporal.db"},
+		Artifacts:  Artifacts{URL: "file://.nexo/artifacts", InlineLimit: 32768},
+		Sandbox:    Sandbox{Root: ".nexo/workspaces", ShellTimeout: 2 * time.Minute},
+		Log:        Log{Level: "info", Format: "text"},
+		LLM:        LLM{APIKeyEnv: "OPENAI_API_KEY", Timeout: 5 * time.Minute},
+		Gateway:    Gateway{Addr: "127.0.0.1:8234", MaxBodyBytes: 1 << 20},
+		SkillsPath: "skills",
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Load() =\n%+v\nwant\n%+v", got, want)

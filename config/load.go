@@ -14,7 +14,9 @@ import (
 	"github.com/go-viper/mapstructure/v2"
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
+	"go.yaml.in/yaml/v3"
 
+	"github.com/nexo-temporal/nexo/agents"
 	"github.com/nexo-temporal/nexo/api"
 )
 
@@ -89,12 +91,7 @@ func Load(opts LoadOptions) (Config, error) {
 	)
 	decodeErr := v.Unmarshal(&cfg, func(dc *mapstructure.DecoderConfig) {
 		dc.Metadata = &md
-		dc.DecodeHook = mapstructure.ComposeDecodeHookFunc(
-			rejectBareNumberDuration,
-			stringToAPIDuration,
-			mapstructure.StringToTimeDurationHookFunc(),
-			mapstructure.StringToWeakSliceHookFunc(","),
-		)
+		dc.DecodeHook = decodeHook()
 	})
 	// Only the file can carry keys Config lacks: the environment and flags are looked up
 	// by known key. Report them before any decode error, since a typo is the likelier fault.
@@ -103,6 +100,11 @@ func Load(opts LoadOptions) (Config, error) {
 	}
 	if decodeErr != nil {
 		return Config{}, fmt.Errorf("decode config%s: %w", inFile(file), fieldErrors(decodeErr, env))
+	}
+	if file != "" && env[envName("agents")] == "" && !flagSet(opts.Flags, "agents") {
+		if err := agentsAsWritten(file, &cfg); err != nil {
+			return Config{}, err
+		}
 	}
 	if err := cfg.Validate(); err != nil {
 		return Config{}, fmt.Errorf("invalid config%s: %w", inFile(file), err)
@@ -235,6 +237,70 @@ func bindFlags(v *viper.Viper, fs *pflag.FlagSet, defaults map[string]any) error
 				return err
 			}
 		}
+	}
+	return nil
+}
+
+// flagSet reports whether the user set the flag called name.
+func flagSet(fs *pflag.FlagSet, name string) bool {
+	if fs == nil {
+		return false
+	}
+	f := fs.Lookup(name)
+	return f != nil && f.Changed
+}
+
+// decodeHook converts config values into Config's field types.
+func decodeHook() mapstructure.DecodeHookFunc {
+	return mapstructure.ComposeDecodeHookFunc(
+		rejectBareNumberDuration,
+		stringToAPIDuration,
+		mapstructure.StringToTimeDurationHookFunc(),
+		mapstructure.StringToWeakSliceHookFunc(","),
+	)
+}
+
+// agentsAsWritten decodes the file's agents: list again from the file itself. Viper folds
+// every key to lower case, which suits config keys but breaks the names inside agents'
+// maps: environment variables (sandbox.env: {LANG: C.UTF-8}, mcp env), HTTP headers and
+// required commands (requires.commands: {Rscript: "*"}). The list has already been
+// decoded (and its unknown keys reported) through viper, so this only restores case.
+// TOML files keep viper's reading.
+func agentsAsWritten(file string, cfg *Config) error {
+	switch strings.ToLower(filepath.Ext(file)) {
+	case "", ".yaml", ".yml", ".json":
+	default:
+		return nil
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return fmt.Errorf("read config file %q: %w", file, err)
+	}
+	var raw map[string]any
+	if err := yaml.Unmarshal(data, &raw); err != nil {
+		return nil // viper read it; keep its reading
+	}
+	var list any
+	for k, val := range raw {
+		if strings.EqualFold(k, "agents") {
+			list = val
+		}
+	}
+	if list == nil {
+		return nil
+	}
+	var specs []agents.Spec
+	dec, err := mapstructure.NewDecoder(&mapstructure.DecoderConfig{
+		Result: &specs, WeaklyTypedInput: true, DecodeHook: decodeHook(),
+	})
+	if err != nil {
+		return fmt.Errorf("decode agents of %q: %w", file, err)
+	}
+	if err := dec.Decode(list); err != nil {
+		return nil // the decode through viper succeeded; keep it
+	}
+	if len(specs) == len(cfg.Agents) {
+		cfg.Agents = specs
 	}
 	return nil
 }

@@ -162,6 +162,9 @@ func (c Config) Validate() error {
 		}
 		seen[ag.Name] = true
 	}
+	if strings.TrimSpace(c.SkillsPath) == "" {
+		bad("skills_path", c.SkillsPath, "must not be empty (default: skills)")
+	}
 	if len(c.Agents) > 0 && l.BaseURL == "" {
 		bad("llm.base_url", l.BaseURL, "required when agents are configured")
 	}

@@ -36,7 +36,7 @@ func commands() []*command {
 	return []*command{
 		runCmd(), agentCmd(), sessionCmd(), showCmd(), listCmd(), logsCmd(), resumeCmd(), approveCmd(), denyCmd(),
 		artifactsCmd(), artifactCmd(), cancelCmd(), rerunCmd(),
-		sandboxCmd(), serveCmd(),
+		sandboxCmd(), skillCmd(), serveCmd(),
 	}
 }
 

@@ -32,6 +32,7 @@ import (
 	"github.com/nexo-temporal/nexo/gateway"
 	"github.com/nexo-temporal/nexo/runs"
 	"github.com/nexo-temporal/nexo/sandbox/docker"
+	"github.com/nexo-temporal/nexo/skills"
 	"github.com/nexo-temporal/nexo/workflows"
 )
 
@@ -62,6 +63,9 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) error {
 	}
 	cfg, err := config.Load(config.LoadOptions{Flags: fs})
 	if err != nil {
+		return err
+	}
+	if err := checkSkills(cfg); err != nil {
 		return err
 	}
 	logger := cfg.NewLogger(stderr)
@@ -127,7 +131,7 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) error {
 	})
 	workflows.RegisterAll(w)
 	deps := activities.Deps{Store: store, Sandboxes: sandboxes, InlineLimit: cfg.Artifacts.InlineLimit,
-		Agents: cfg.Agents, ShellTimeout: cfg.Sandbox.ShellTimeout}
+		Agents: cfg.Agents, ShellTimeout: cfg.Sandbox.ShellTimeout, SkillsPath: cfg.SkillsPath}
 	if cfg.LLM.BaseURL != "" {
 		deps.LLM = activities.NewLLM(activities.LLMConfig{BaseURL: cfg.LLM.BaseURL, Model: cfg.LLM.Model,
 			APIKey: cfg.LLM.APIKey(os.Getenv), Timeout: cfg.LLM.Timeout})
@@ -160,6 +164,27 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) error {
 		logger.Warn("close MCP clients", slog.String("error", err.Error()))
 	}
 	return nil
+}
+
+// checkSkills loads every skill an agent names, so a missing skill or a broken SKILL.md
+// stops the worker at start with the file named, not a run later.
+func checkSkills(cfg config.Config) error {
+	var errs []error
+	for _, a := range cfg.Agents {
+		for i, name := range a.Skills {
+			_, err := skills.Load(cfg.SkillsPath, name)
+			parts := []error{err}
+			if j, ok := err.(interface{ Unwrap() []error }); ok {
+				parts = j.Unwrap() // one line per problem of a SKILL.md, each with the agent
+			}
+			for _, e := range parts {
+				if e != nil {
+					errs = append(errs, fmt.Errorf("agents[%s].skills[%d]: %w", a.Name, i, e))
+				}
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // checkSearchAttribute fails fast when the namespace lacks NexoStatus: without it every

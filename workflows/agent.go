@@ -85,12 +85,20 @@ func RunAgent(ctx workflow.Context, spec agents.Spec, prompt string) (api.AgentR
 			rt.closeMCP(dctx)
 		}
 	}()
+	skills, err := rt.prepareAgent(ctx, spec)
+	if err != nil {
+		return res, err
+	}
 	tools, err := rt.toolset(ctx, spec)
 	if err != nil {
 		return res, fmt.Errorf("agent %s: %w", spec.Name, err)
 	}
-	rt.emit(ctx, "agent_start", map[string]any{"agent": spec.Name, "prompt": prompt, "tools": tools.names()})
-	_, res, err = rt.agentLoop(ctx, spec, tools, []api.ChatMessage{{Role: api.RoleUser, Content: prompt}}, loopStyle{})
+	start := map[string]any{"agent": spec.Name, "prompt": prompt, "tools": tools.names()}
+	if len(spec.Skills) > 0 {
+		start["skills"] = spec.Skills
+	}
+	rt.emit(ctx, "agent_start", start)
+	_, res, err = rt.agentLoop(ctx, spec, tools, skills, []api.ChatMessage{{Role: api.RoleUser, Content: prompt}}, loopStyle{})
 	return res, err
 }
 
@@ -105,8 +113,9 @@ type loopStyle struct {
 }
 
 // agentLoop calls the model and the tools it asks for until the model answers without a
-// tool call, and returns the grown thread. Every call is an activity.
-func (rt *runtime) agentLoop(ctx workflow.Context, spec agents.Spec, tools toolset, thread []api.ChatMessage, style loopStyle) ([]api.ChatMessage, api.AgentResult, error) {
+// tool call, and returns the grown thread. Every call is an activity. skills are the
+// recorded skill texts every request carries (the worker puts them in the system message).
+func (rt *runtime) agentLoop(ctx workflow.Context, spec agents.Spec, tools toolset, skills []string, thread []api.ChatMessage, style loopStyle) ([]api.ChatMessage, api.AgentResult, error) {
 	res := api.AgentResult{Agent: spec.Name}
 	defs := tools.defs()
 	mctx := workflow.WithActivityOptions(ctx, modelCallOptions)
@@ -117,7 +126,7 @@ func (rt *runtime) agentLoop(ctx workflow.Context, spec agents.Spec, tools tools
 				spec.Name, ErrTurnLimit, turn-1, spec.Turns())
 		}
 		callTag := fmt.Sprintf("%s%d", style.idPrefix, turn)
-		req := api.CompleteChatRequest{Model: spec.Model, System: spec.Instructions, RunID: rt.rec.ID,
+		req := api.CompleteChatRequest{Model: spec.Model, System: spec.Instructions, Skills: skills, RunID: rt.rec.ID,
 			Sandbox: spec.Sandbox, Messages: thread, Tools: defs}
 		if style.streamTo != "" {
 			req.StreamTo, req.StreamCall = style.streamTo, callTag

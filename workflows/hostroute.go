@@ -60,9 +60,10 @@ func (rt *runtime) sandboxCtx(ctx workflow.Context) (workflow.Context, error) {
 	return sctx, nil
 }
 
-// restoreOnNewHost fills a fresh container: the parked workspace when there is one, and
-// after a lost worker also the run's recorded artifacts.
+// restoreOnNewHost fills a fresh container: the parked workspace when there is one, after
+// a lost worker also the run's recorded artifacts, and the agents' skill files.
 func (rt *runtime) restoreOnNewHost(ctx, sctx workflow.Context, lost bool) {
+	defer rt.rematerializeSkills(ctx, sctx) // a fresh container, so the skills' files too
 	req := api.ReleaseSandboxRequest{RunID: rt.rec.ID, Sandbox: rt.sandbox}
 	var size int64
 	if err := workflow.ExecuteActivity(sctx, api.ActivityRestoreSandbox, req).Get(ctx, &size); err != nil {

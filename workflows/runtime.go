@@ -110,6 +110,12 @@ type runtime struct {
 	rootCtx     workflow.Context
 	hostSession workflow.Context
 	parked      bool
+
+	// skillFiles are the recorded skill files copied into the sandbox, by agent, copied
+	// again when a docker sandbox is re-created; probed lists agents whose requires were
+	// met (see skills.go).
+	skillFiles map[string]api.MaterializeSkillsRequest
+	probed     map[string]bool
 }
 
 func start(ctx workflow.Context, name string, payload json.RawMessage, ro *api.RunOptions, opts Options) (*runtime, workflow.Context) {

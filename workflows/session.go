@@ -38,6 +38,9 @@ type session struct {
 	// refused (the client retries them; they land on the next run).
 	continuing bool
 	turnsHere  int
+
+	// skills are the agent's recorded skill texts, set with tools on the first prompt.
+	skills []string
 }
 
 // Session is the workflow of one (agent, instance) pair: a remembering agent. Prompts
@@ -181,15 +184,21 @@ func (s *session) prompt(ctx workflow.Context, rt *runtime, req api.PromptReques
 
 func (s *session) runTurn(ctx workflow.Context, rt *runtime, n int, text string) (string, api.Usage, error) {
 	if s.tools == nil {
+		// Before the first turn: requires probed, skills loaded and copied (once per run;
+		// a failure fails this prompt and the next one tries again).
+		skills, err := rt.prepareAgent(ctx, s.spec)
+		if err != nil {
+			return "", api.Usage{}, err
+		}
 		ts, err := rt.toolset(ctx, s.spec)
 		if err != nil {
 			return "", api.Usage{}, err
 		}
-		s.tools = &ts
+		s.tools, s.skills = &ts, skills
 	}
 	thread := append(append([]api.ChatMessage(nil), s.carry.Thread...), api.ChatMessage{Role: api.RoleUser, Content: text})
 	style := loopStyle{session: true, idPrefix: fmt.Sprintf("%d.", n), streamTo: rt.rec.ID}
-	thread, res, err := rt.agentLoop(ctx, s.spec, *s.tools, thread, style)
+	thread, res, err := rt.agentLoop(ctx, s.spec, *s.tools, s.skills, thread, style)
 	if err != nil {
 		// A failed turn leaves the thread as it was: the next prompt starts clean.
 		return "", res.Usage, err

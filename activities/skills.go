@@ -1,0 +1,243 @@
+package activities
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"path"
+	"sort"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/nexo-temporal/nexo/agents"
+	"github.com/nexo-temporal/nexo/api"
+	"github.com/nexo-temporal/nexo/sandbox"
+	"github.com/nexo-temporal/nexo/skills"
+)
+
+// registerSkills registers the skill and requirement activities.
+func (a *Activities) registerSkills(r Registry) {
+	for name, fn := range map[string]any{
+		api.ActivityLoadSkills:        a.LoadSkills,
+		api.ActivityMaterializeSkills: a.MaterializeSkills,
+		api.ActivityProbeSandbox:      a.ProbeSandbox,
+	} {
+		r.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
+	}
+}
+
+// skillFileName is the store name of a skill file's bytes: content-addressed, so a file
+// shared by two skills (or loaded twice) is kept once, and never listed in the record.
+func skillFileName(sum string) string { return "__skillfile." + sum }
+
+// LoadSkills reads the named skills from the worker's skills_path and returns what the run
+// records: each skill's prompt text and a manifest of its files. The files' bytes go to
+// the artifact store under the run, so the recorded snapshot (not whatever is on disk
+// later) is what the run's sandbox gets, also when it is materialised again days later.
+func (a *Activities) LoadSkills(ctx context.Context, req api.LoadSkillsRequest) (api.LoadSkillsResult, error) {
+	var out api.LoadSkillsResult
+	for _, name := range req.Names {
+		s, err := skills.Load(a.skillsPath, name)
+		switch {
+		case errors.Is(err, skills.ErrNotFound):
+			return api.LoadSkillsResult{}, temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("load skill %s: %v", name, err), api.ErrTypeNotFound, nil)
+		case errors.Is(err, skills.ErrInvalid), errors.Is(err, skills.ErrTooLarge):
+			return api.LoadSkillsResult{}, temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("load skill %s: %v", name, err), api.ErrTypeBadInput, nil)
+		case err != nil:
+			return api.LoadSkillsResult{}, fmt.Errorf("load skill %s: %w", name, err)
+		}
+		ls := api.LoadedSkill{Name: s.Name, Description: s.Description, Compatibility: s.Compatibility,
+			Prompt: s.Prompt(), StoreRun: req.RunID}
+		if len(s.Files) > 0 {
+			ls.Dir = s.SandboxDir()
+		}
+		for _, f := range s.Files {
+			sum := sha256.Sum256(f.Data)
+			hexSum := hex.EncodeToString(sum[:])
+			if err := a.store.Put(ctx, req.RunID, skillFileName(hexSum), f.Data); err != nil {
+				return api.LoadSkillsResult{}, fmt.Errorf("load skill %s: keep %s: %w", name, f.Path, err)
+			}
+			ls.Files = append(ls.Files, api.SkillFile{Path: f.Path, Size: int64(len(f.Data)), SHA256: hexSum, Executable: f.Executable})
+		}
+		out.Skills = append(out.Skills, ls)
+	}
+	return out, nil
+}
+
+// MaterializeSkills copies the recorded files of the skills into the run's sandbox, under
+// each skill's folder (skills/<name>/scripts/...), byte for byte, and makes the executable
+// ones executable when the sandbox has a shell. With mode skip_same a file the sandbox
+// already holds with the same bytes is left alone. Writing is idempotent, so a retry is
+// harmless.
+func (a *Activities) MaterializeSkills(ctx context.Context, req api.MaterializeSkillsRequest) (api.MaterializeSkillsResult, error) {
+	stop := keepAlive(ctx)
+	defer stop()
+	sb, err := a.sandboxes.Open(ctx, req.RunID, req.Sandbox)
+	if err != nil {
+		return api.MaterializeSkillsResult{}, classify(fmt.Errorf("materialize skills: %w", err))
+	}
+	var (
+		res  api.MaterializeSkillsResult
+		exec []string
+	)
+	for _, s := range req.Skills {
+		if len(s.Files) == 0 {
+			continue
+		}
+		dir := s.Dir
+		if dir == "" {
+			dir = path.Join(api.SkillsDir, s.Name)
+		}
+		storeRun := s.StoreRun
+		if storeRun == "" {
+			storeRun = req.RunID
+		}
+		for _, f := range s.Files {
+			target := path.Join(dir, f.Path)
+			if !strings.HasPrefix(target, api.SkillsDir+"/") {
+				return res, temporal.NewNonRetryableApplicationError(
+					fmt.Sprintf("materialize skill %s: %q leaves the skills folder", s.Name, f.Path), api.ErrTypeBadInput, nil)
+			}
+			data, err := a.store.Get(ctx, storeRun, skillFileName(f.SHA256))
+			if err != nil {
+				return res, classify(fmt.Errorf("materialize skill %s: %s: %w", s.Name, f.Path, err))
+			}
+			if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != f.SHA256 {
+				return res, temporal.NewNonRetryableApplicationError(
+					fmt.Sprintf("materialize skill %s: %s: the stored copy does not match its recorded sha256 (store changed or corrupt)", s.Name, f.Path),
+					api.ErrTypeBadInput, nil)
+			}
+			if req.Mode == api.SkillFilesSkipSame {
+				if have, err := sb.Read(ctx, target); err == nil && bytes.Equal(have, data) {
+					res.Skipped = append(res.Skipped, target)
+					continue
+				}
+			}
+			if _, err := sb.Write(ctx, target, data); err != nil {
+				return res, classify(fmt.Errorf("materialize skill %s: write %s: %w", s.Name, target, err))
+			}
+			res.Written = append(res.Written, target)
+			if f.Executable {
+				exec = append(exec, target)
+			}
+		}
+	}
+	if len(exec) > 0 {
+		if err := chmodExec(ctx, sb, exec); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+// chmodExec sets the execute bits of paths through the sandbox's shell; a sandbox without
+// one (virtual) has no programs to run, so nothing is lost there.
+func chmodExec(ctx context.Context, sb sandbox.Sandbox, paths []string) error {
+	var cmd strings.Builder
+	cmd.WriteString("chmod +x --")
+	for _, p := range paths {
+		cmd.WriteString(" " + shellQuote(p))
+	}
+	r, err := sb.Shell(ctx, cmd.String(), 30*time.Second)
+	if errors.Is(err, sandbox.ErrNoShell) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("materialize skills: make scripts executable: %w", err)
+	}
+	if r.ExitCode != 0 {
+		return fmt.Errorf("materialize skills: make scripts executable: chmod exited %d: %s", r.ExitCode, strings.TrimSpace(r.Stderr))
+	}
+	return nil
+}
+
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'"'"'`) + "'" }
+
+// probeTimeout bounds the requirements probe: a few `--version` calls.
+const probeTimeout = 30 * time.Second
+
+// ProbeSandbox checks an agent's requirements in the run's sandbox with one shell script:
+// the locale ($LC_ALL, else $LC_CTYPE, else $LANG) and, for each required command, where
+// `command -v` finds it and the first line of `<cmd> --version`. It returns what it found
+// and every requirement not met. A sandbox without a shell cannot be probed: that is a
+// non-retryable error, as is a probe that cannot run at all.
+func (a *Activities) ProbeSandbox(ctx context.Context, req api.ProbeSandboxRequest) (api.ProbeSandboxResult, error) {
+	sb, err := a.sandboxes.Open(ctx, req.RunID, req.Sandbox)
+	if err != nil {
+		return api.ProbeSandboxResult{}, classify(fmt.Errorf("probe sandbox: %w", err))
+	}
+	names := make([]string, 0, len(req.Requires.Commands))
+	for n := range req.Requires.Commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	r, err := sb.Shell(ctx, probeScript(names), probeTimeout)
+	if errors.Is(err, sandbox.ErrNoShell) {
+		return api.ProbeSandboxResult{}, temporal.NewNonRetryableApplicationError(
+			"probe sandbox: could not inspect the sandbox: it has no shell (a virtual sandbox); use a local or docker sandbox, or drop requires",
+			api.ErrTypeBadInput, nil)
+	}
+	if err != nil {
+		return api.ProbeSandboxResult{}, classify(fmt.Errorf("probe sandbox: %w", err))
+	}
+	if r.TimedOut || r.ExitCode != 0 {
+		return api.ProbeSandboxResult{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("probe sandbox: could not inspect the sandbox (exit %d, timed out %v): %s", r.ExitCode, r.TimedOut, strings.TrimSpace(r.Stderr)),
+			api.ErrTypeBadInput, nil)
+	}
+	res := parseProbe(r.Stdout)
+	res.Unmet = agents.Unmet(req.Requires, res)
+	return res, nil
+}
+
+// probeScript prints "locale=<value>" and, per command found, "cmd=<name>\t<path>\t<first
+// line of --version>". Names are validated (agents.Spec) and quoted anyway. stdin is
+// /dev/null so a program that does not know --version cannot wait for input.
+func probeScript(names []string) string {
+	var b strings.Builder
+	b.WriteString(`printf 'locale=%s\n' "${LC_ALL:-${LC_CTYPE:-${LANG:-}}}"` + "\n")
+	if len(names) > 0 {
+		b.WriteString("for c in")
+		for _, n := range names {
+			b.WriteString(" " + shellQuote(n))
+		}
+		b.WriteString(`; do
+  p=$(command -v "$c" 2>/dev/null) || continue
+  v=$("$c" --version </dev/null 2>&1 | awk 'NF { print; exit }' | tr '\t' ' ')
+  printf 'cmd=%s\t%s\t%s\n' "$c" "$p" "$v"
+done
+`)
+	}
+	b.WriteString("exit 0\n")
+	return b.String()
+}
+
+func parseProbe(out string) api.ProbeSandboxResult {
+	res := api.ProbeSandboxResult{Commands: map[string]api.CommandInfo{}}
+	for _, line := range strings.Split(out, "\n") {
+		switch {
+		case strings.HasPrefix(line, "locale="):
+			res.Locale = strings.TrimSpace(strings.TrimPrefix(line, "locale="))
+		case strings.HasPrefix(line, "cmd="):
+			parts := strings.SplitN(strings.TrimPrefix(line, "cmd="), "\t", 3)
+			if len(parts) < 2 || parts[1] == "" {
+				continue
+			}
+			info := api.CommandInfo{Path: parts[1]}
+			if len(parts) == 3 {
+				info.VersionLine = strings.TrimSpace(parts[2])
+				info.Version = agents.ExtractVersion(info.VersionLine)
+			}
+			res.Commands[parts[0]] = info
+		}
+	}
+	return res
+}
