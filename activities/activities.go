@@ -30,6 +30,7 @@ type Activities struct {
 	llm          *LLM
 	agents       map[string]agents.Spec
 	fetcher      *Fetcher
+	searcher     *Searcher
 	shellTimeout time.Duration
 	skillsPath   string
 }
@@ -46,6 +47,8 @@ type Deps struct {
 	Agents []agents.Spec
 	// Fetcher serves the fetch tool; nil means the default (public addresses only).
 	Fetcher *Fetcher
+	// Searcher serves the web_search tool; nil means no search backend on this worker.
+	Searcher *Searcher
 	// ShellTimeout caps any command a tool runs (default 2m).
 	ShellTimeout time.Duration
 	// SkillsPath is the folder of the skills agents name (default "skills").
@@ -55,7 +58,7 @@ type Deps struct {
 // New returns the activities.
 func New(d Deps) *Activities {
 	a := &Activities{store: d.Store, sandboxes: d.Sandboxes, inlineLimit: d.InlineLimit, llm: d.LLM,
-		agents: map[string]agents.Spec{}, fetcher: d.Fetcher, shellTimeout: d.ShellTimeout, skillsPath: d.SkillsPath}
+		agents: map[string]agents.Spec{}, fetcher: d.Fetcher, searcher: d.Searcher, shellTimeout: d.ShellTimeout, skillsPath: d.SkillsPath}
 	for _, s := range d.Agents {
 		a.agents[s.Name] = s
 	}

@@ -76,3 +76,18 @@ func TestWebSearch(t *testing.T) {
 		}
 	})
 }
+
+func TestWebSearchTool(t *testing.T) {
+	e := newEnv(t, activities.Deps{Searcher: activities.NewSearcher(searchBackend(t, 3, 0, nil), "")})
+	res := e.tool(t, "web_search", `{"query":"durable agents"}`)
+	if res.IsError || strings.Count(res.Content, "https://example.com/") != 3 {
+		t.Errorf("web_search = %+v", res)
+	}
+	if res := e.tool(t, "web_search", `{"query":""}`); !res.IsError {
+		t.Errorf("empty query accepted: %+v", res)
+	}
+	bare := newEnv(t, activities.Deps{})
+	if res := bare.tool(t, "web_search", `{"query":"x"}`); !res.IsError || !strings.Contains(res.Content, "no search backend") {
+		t.Errorf("without a backend: %+v", res)
+	}
+}

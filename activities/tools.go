@@ -123,6 +123,15 @@ func (a *Activities) RunTool(ctx context.Context, req api.RunToolRequest) (res a
 			return toolError("fetch needs a string \"url\""), nil
 		}
 		return a.fetcher.Fetch(ctx, u, req.FetchAllow), nil
+	case agents.ToolWebSearch:
+		q, ok := str("query")
+		if !ok || strings.TrimSpace(q) == "" {
+			return toolError("web_search needs a string \"query\""), nil
+		}
+		if a.searcher == nil {
+			return toolError("web_search: this worker has no search backend (search.url)"), nil
+		}
+		return a.searcher.Search(ctx, q), nil
 	}
 	return toolError("unknown tool %q", req.Tool), nil
 }

@@ -34,6 +34,9 @@ type Spec struct {
 	Sandbox api.SandboxSpec `json:"sandbox" mapstructure:"sandbox" yaml:"sandbox"`
 	// FetchAllow lists the hosts fetch may reach (subdomains included). Empty: no fetch.
 	FetchAllow []string `json:"fetch_allow,omitempty" mapstructure:"fetch_allow" yaml:"fetch_allow"`
+	// WebSearch offers the web_search tool (the worker's search backend, search.url),
+	// when the permissions can allow the search capability.
+	WebSearch bool `json:"web_search,omitempty" mapstructure:"web_search" yaml:"web_search"`
 	// Produces lists workspace files (globs allowed) recorded as artifacts after the agent
 	// runs, also when it fails.
 	Produces []string `json:"produces,omitempty" mapstructure:"produces" yaml:"produces"`

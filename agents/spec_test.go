@@ -72,6 +72,9 @@ func TestOfferedFollowsPermissionsAndSandbox(t *testing.T) {
 		{"auto", Spec{Permissions: permissions.Policy{Mode: permissions.ModeAuto}}, "read_file,write_file,glob,shell"},
 		{"auto with fetch list", Spec{Permissions: permissions.Policy{Mode: permissions.ModeAuto}, FetchAllow: []string{"example.com"}}, "read_file,write_file,glob,shell,fetch"},
 		{"auto on virtual", Spec{Permissions: permissions.Policy{Mode: permissions.ModeAuto}, Sandbox: api.SandboxSpec{Type: api.SandboxVirtual}}, "read_file,write_file,glob"},
+		{"web_search needs the capability", Spec{WebSearch: true}, "read_file,glob"},
+		{"web_search allowed", Spec{WebSearch: true, Permissions: permissions.Policy{Allow: []permissions.Capability{permissions.CapSearch}}}, "read_file,glob,web_search"},
+		{"search allowed but not asked for", Spec{Permissions: permissions.Policy{Allow: []permissions.Capability{permissions.CapSearch}}}, "read_file,glob"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := names(tc.spec); got != tc.want {

@@ -16,6 +16,7 @@ const (
 	ToolGlob      = "glob"
 	ToolShell     = "shell"
 	ToolFetch     = "fetch"
+	ToolWebSearch = "web_search"
 )
 
 // Tool is a built-in tool's contract.
@@ -56,6 +57,8 @@ var Builtins = []Tool{
 		`{"type":"object","properties":{"command":{"type":"string","description":"a POSIX sh command line"},"timeout_seconds":{"type":"integer","minimum":1,"maximum":600,"description":"kill the command after this long (default 60)"}},"required":["command"],"additionalProperties":false}`)},
 	{ToolFetch, permissions.CapFetch, describe(ToolFetch), json.RawMessage(
 		`{"type":"object","properties":{"url":{"type":"string","description":"an http or https URL on an allowed host"}},"required":["url"],"additionalProperties":false}`)},
+	{ToolWebSearch, permissions.CapSearch, describe(ToolWebSearch), json.RawMessage(
+		`{"type":"object","properties":{"query":{"type":"string","description":"what to search the web for"}},"required":["query"],"additionalProperties":false}`)},
 }
 
 // Lookup returns the built-in tool called name.
@@ -83,6 +86,9 @@ func Offered(s Spec) []Tool {
 		if t.Name == ToolFetch && len(s.FetchAllow) == 0 {
 			continue
 		}
+		if t.Name == ToolWebSearch && !s.WebSearch {
+			continue
+		}
 		out = append(out, t)
 	}
 	return out
@@ -91,7 +97,7 @@ func Offered(s Spec) []Tool {
 // Detail is what a permission rule and an approval record see of a call: the path, the
 // pattern, the command or the URL.
 func Detail(tool string, args map[string]any) string {
-	key := map[string]string{ToolReadFile: "path", ToolWriteFile: "path", ToolGlob: "pattern", ToolShell: "command", ToolFetch: "url"}[tool]
+	key := map[string]string{ToolReadFile: "path", ToolWriteFile: "path", ToolGlob: "pattern", ToolShell: "command", ToolFetch: "url", ToolWebSearch: "query"}[tool]
 	s, _ := args[key].(string)
 	return s
 }

@@ -54,6 +54,7 @@ func TestAgentErrorsNameTheField(t *testing.T) {
 		{"duplicate", "llm: {base_url: http://x:1/v1}\nagents:\n  - name: a\n  - name: a\n", "agents[a].name"},
 		{"bad name", "llm: {base_url: http://x:1/v1}\nagents:\n  - name: 'a b'\n", "name"},
 		{"typo in agent", "llm: {base_url: http://x:1/v1}\nagents:\n  - name: a\n    instructons: hi\n", "instructons"},
+		{"web_search without a backend", "llm: {base_url: http://x:1/v1}\nagents:\n  - name: a\n    web_search: true\n", "agents[a].web_search"},
 		{"escaping produces", "llm: {base_url: http://x:1/v1}\nagents:\n  - name: a\n    produces: [../x]\n", "agents[a].produces[0]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -33,6 +33,8 @@
 //	llm.timeout              NEXO_LLM_TIMEOUT                 5m
 //	agents                   NEXO_AGENTS                      none (a list; set it in the file)
 //	skills_path              NEXO_SKILLS_PATH                 skills
+//	search.url               NEXO_SEARCH_URL                  "" (no web_search backend)
+//	search.api_key_env       NEXO_SEARCH_API_KEY_ENV          ""
 //	gateway.addr             NEXO_GATEWAY_ADDR                127.0.0.1:8234
 //	gateway.max_body_bytes   NEXO_GATEWAY_MAX_BODY_BYTES      1048576
 //	gateway.tokens           NEXO_GATEWAY_TOKENS              none (a list; set it in the file)
@@ -131,6 +133,17 @@ type Config struct {
 	// SkillsPath is the folder holding skills, one folder each (<name>/SKILL.md), that
 	// agents name in skills: (default "skills", relative to the working directory).
 	SkillsPath string `mapstructure:"skills_path"`
+	// Search is the web_search tool's backend.
+	Search Search `mapstructure:"search"`
+}
+
+// Search configures the web_search backend: a search service with a SearXNG-style JSON
+// API (GET <url>?q=...&format=json). Agents opt in with web_search: true.
+type Search struct {
+	// URL of the search endpoint, e.g. http://127.0.0.1:8888/search. Empty: no backend.
+	URL string `mapstructure:"url"`
+	// APIKeyEnv names the environment variable holding a bearer token for it, if any.
+	APIKeyEnv string `mapstructure:"api_key_env"`
 }
 
 // Gateway configures the HTTP API and web page served by `starter serve` and `worker --dev`.

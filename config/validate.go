@@ -165,6 +165,19 @@ func (c Config) Validate() error {
 	if strings.TrimSpace(c.SkillsPath) == "" {
 		bad("skills_path", c.SkillsPath, "must not be empty (default: skills)")
 	}
+	if c.Search.URL != "" {
+		if u, err := url.Parse(c.Search.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			bad("search.url", c.Search.URL, "want an http(s) URL such as http://127.0.0.1:8888/search")
+		}
+	}
+	if c.Search.APIKeyEnv != "" && !envVarName.MatchString(c.Search.APIKeyEnv) {
+		bad("search.api_key_env", c.Search.APIKeyEnv, "want the name of an environment variable (the key itself never goes in config)")
+	}
+	for i, ag := range c.Agents {
+		if ag.WebSearch && c.Search.URL == "" {
+			bad(fmt.Sprintf("agents[%s].web_search", orIndex(ag.Name, i)), true, "needs a search backend: set search.url")
+		}
+	}
 	if len(c.Agents) > 0 && l.BaseURL == "" {
 		bad("llm.base_url", l.BaseURL, "required when agents are configured")
 	}
@@ -234,4 +247,11 @@ func unjoin(err error) []error {
 		return j.Unwrap()
 	}
 	return []error{err}
+}
+
+func orIndex(name string, i int) string {
+	if name != "" {
+		return name
+	}
+	return fmt.Sprint(i)
 }

@@ -132,6 +132,13 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) error {
 	workflows.RegisterAll(w)
 	deps := activities.Deps{Store: store, Sandboxes: sandboxes, InlineLimit: cfg.Artifacts.InlineLimit,
 		Agents: cfg.Agents, ShellTimeout: cfg.Sandbox.ShellTimeout, SkillsPath: cfg.SkillsPath}
+	if cfg.Search.URL != "" {
+		key := ""
+		if cfg.Search.APIKeyEnv != "" {
+			key = os.Getenv(cfg.Search.APIKeyEnv)
+		}
+		deps.Searcher = activities.NewSearcher(cfg.Search.URL, key)
+	}
 	if cfg.LLM.BaseURL != "" {
 		deps.LLM = activities.NewLLM(activities.LLMConfig{BaseURL: cfg.LLM.BaseURL, Model: cfg.LLM.Model,
 			APIKey: cfg.LLM.APIKey(os.Getenv), Timeout: cfg.LLM.Timeout})
