@@ -56,12 +56,23 @@ func everythingWorks(decided *[]runs.Decision) *fakeRuns {
 		},
 		cancel: func(context.Context, string) error { return nil },
 		rerun:  func(context.Context, string) (string, error) { return "run-new", nil },
+		prompt: func(context.Context, string, string, string, runs.PromptOptions) (api.PromptReply, error) {
+			return api.PromptReply{Turn: 1, Reply: "hello"}, nil
+		},
+		session:      func(context.Context, string, string) (api.SessionView, error) { return sessionFixture(), nil },
+		listSessions: func(context.Context, int) ([]runs.SessionSummary, error) { return nil, nil },
+		closeSession: func(context.Context, string, string) error { return nil },
+		followSession: func(_ context.Context, _, _ string, fn func(api.Record) bool) error {
+			fn(sessionRecord(api.StatusDone))
+			return nil
+		},
 	}
 }
 
 // sampleRequest fills a route's path parameters and gives POSTs a valid body.
 func sampleRequest(rt route) request {
-	p := strings.NewReplacer("{id}", "run-agent", "{call_id}", "2.1", "{name}", "none.txt", "{file}", "app.js", "{$}", "").Replace(rt.path)
+	p := strings.NewReplacer("{id}", "run-agent", "{call_id}", "2.1", "{name}", "none.txt", "{file}", "app.js", "{$}", "",
+		"{agent}", "assistant", "{instance}", "u42").Replace(rt.path)
 	req := request{method: rt.method, path: p}
 	if rt.method == "POST" && strings.HasPrefix(p, "/v1/") {
 		switch {
@@ -69,6 +80,8 @@ func sampleRequest(rt route) request {
 			req.body = `{"workflow":"DocumentApproval"}`
 		case strings.Contains(p, "/approvals/"):
 			req.body = `{"approved":true}`
+		case strings.HasSuffix(p, "/prompt"):
+			req.body = `{"text":"hi"}`
 		default:
 			req.body = `{}`
 		}

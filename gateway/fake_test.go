@@ -28,6 +28,12 @@ type fakeRuns struct {
 	decideRecord func(ctx context.Context, rec api.Record, d runs.Decision) (string, error)
 	cancel       func(ctx context.Context, id string) error
 	rerun        func(ctx context.Context, id string) (string, error)
+
+	prompt        func(ctx context.Context, agent, instance, text string, o runs.PromptOptions) (api.PromptReply, error)
+	session       func(ctx context.Context, agent, instance string) (api.SessionView, error)
+	listSessions  func(ctx context.Context, limit int) ([]runs.SessionSummary, error)
+	closeSession  func(ctx context.Context, agent, instance string) error
+	followSession func(ctx context.Context, agent, instance string, fn func(api.Record) bool) error
 }
 
 func unexpected(method string) error { return errors.New("fake runs: unexpected call to " + method) }
@@ -93,6 +99,41 @@ func (f *fakeRuns) Rerun(ctx context.Context, id string) (string, error) {
 		return "", unexpected("Rerun")
 	}
 	return f.rerun(ctx, id)
+}
+
+func (f *fakeRuns) Prompt(ctx context.Context, agent, instance, text string, o runs.PromptOptions) (api.PromptReply, error) {
+	if f.prompt == nil {
+		return api.PromptReply{}, unexpected("Prompt")
+	}
+	return f.prompt(ctx, agent, instance, text, o)
+}
+
+func (f *fakeRuns) Session(ctx context.Context, agent, instance string) (api.SessionView, error) {
+	if f.session == nil {
+		return api.SessionView{}, unexpected("Session")
+	}
+	return f.session(ctx, agent, instance)
+}
+
+func (f *fakeRuns) ListSessions(ctx context.Context, limit int) ([]runs.SessionSummary, error) {
+	if f.listSessions == nil {
+		return nil, unexpected("ListSessions")
+	}
+	return f.listSessions(ctx, limit)
+}
+
+func (f *fakeRuns) CloseSession(ctx context.Context, agent, instance string) error {
+	if f.closeSession == nil {
+		return unexpected("CloseSession")
+	}
+	return f.closeSession(ctx, agent, instance)
+}
+
+func (f *fakeRuns) FollowSession(ctx context.Context, agent, instance string, fn func(api.Record) bool) error {
+	if f.followSession == nil {
+		return unexpected("FollowSession")
+	}
+	return f.followSession(ctx, agent, instance, fn)
 }
 
 // getRecords answers Get from a map of records; unknown ids are NotFoundError.

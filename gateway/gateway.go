@@ -1,8 +1,9 @@
 // Package gateway is the HTTP face of the compatibility layer: a JSON API under /v1 (with
-// Server-Sent Events for a run's live events), its OpenAPI document, and a server-rendered
-// web page where a person lists runs, watches one, downloads its artifacts and approves or
-// denies what it waits for. Like the starter it is a Temporal client only (through package
-// runs); it holds no state of its own but browser sessions.
+// Server-Sent Events for a run's live events and a session's activity stream), its OpenAPI
+// document, and a server-rendered web page where a person lists runs, watches one,
+// downloads its artifacts and approves or denies what it waits for, and talks to sessions.
+// Like the starter it is a Temporal client only (through package runs); it holds no state
+// of its own but browser logins.
 //
 // Access: bearer tokens from config, each with scopes read, operate and approve. Without
 // tokens the gateway is open and serves a loopback address only (Listen refuses anything
@@ -39,7 +40,8 @@ var (
 
 // Runs is the part of *runs.Client the gateway uses, to ease testing. Its methods return
 // the typed errors of package runs (NotFoundError, StateError, BadRequestError,
-// NoWorkerError), which the API maps onto HTTP statuses.
+// NoWorkerError), which the API maps onto HTTP statuses. A session is a run too: Get of
+// api.SessionID(agent, instance) is its record, whose events are its activity stream.
 type Runs interface {
 	Start(ctx context.Context, req runs.StartRequest) (string, error)
 	Get(ctx context.Context, id string) (api.Record, error)
@@ -50,6 +52,12 @@ type Runs interface {
 	DecideRecord(ctx context.Context, rec api.Record, d runs.Decision) (string, error)
 	Cancel(ctx context.Context, id string) error
 	Rerun(ctx context.Context, id string) (string, error)
+
+	Prompt(ctx context.Context, agent, instance, text string, o runs.PromptOptions) (api.PromptReply, error)
+	Session(ctx context.Context, agent, instance string) (api.SessionView, error)
+	ListSessions(ctx context.Context, limit int) ([]runs.SessionSummary, error)
+	CloseSession(ctx context.Context, agent, instance string) error
+	FollowSession(ctx context.Context, agent, instance string, fn func(rec api.Record) bool) error
 }
 
 var _ Runs = (*runs.Client)(nil)
@@ -86,6 +94,10 @@ type Options struct {
 	// KeepAlive is the interval of SSE comments that keep idle streams open through
 	// proxies; 0 means 15 seconds.
 	KeepAlive time.Duration
+	// WorkerWait is how long a prompt waits for a worker to take up its session before
+	// it is answered 503; 0 means 10 seconds. (A turn may take as long as it needs once a
+	// worker serves it.)
+	WorkerWait time.Duration
 }
 
 // Server is the gateway's http.Handler. Use Listen and Serve to run it, or mount it
@@ -97,6 +109,7 @@ type Server struct {
 	maxBody      int64
 	logger       *slog.Logger
 	keepAlive    time.Duration
+	workerWait   time.Duration
 	sessions     *sessions
 	mux          *http.ServeMux
 	routes       []route
@@ -132,19 +145,23 @@ func New(opts Options) (*Server, error) {
 		}
 	}
 	s := &Server{
-		runs:      opts.Runs,
-		store:     opts.Artifacts,
-		tokens:    opts.Tokens,
-		maxBody:   opts.MaxBodyBytes,
-		logger:    opts.Logger,
-		keepAlive: opts.KeepAlive,
-		sessions:  newSessions(opts.SessionTTL),
+		runs:       opts.Runs,
+		store:      opts.Artifacts,
+		tokens:     opts.Tokens,
+		maxBody:    opts.MaxBodyBytes,
+		logger:     opts.Logger,
+		keepAlive:  opts.KeepAlive,
+		workerWait: opts.WorkerWait,
+		sessions:   newSessions(opts.SessionTTL),
 	}
 	if s.maxBody <= 0 {
 		s.maxBody = 1 << 20
 	}
 	if s.keepAlive <= 0 {
 		s.keepAlive = 15 * time.Second
+	}
+	if s.workerWait <= 0 {
+		s.workerWait = 10 * time.Second
 	}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
@@ -322,9 +339,16 @@ func (s *Server) routeTable() []route {
 		{method: "POST", path: "/v1/runs/{id}/rerun", scope: config.ScopeOperate, handle: s.rerunRun},
 		{method: "GET", path: "/v1/runs/{id}/artifacts", scope: config.ScopeRead, handle: s.listArtifacts},
 		{method: "GET", path: "/v1/runs/{id}/artifacts/{name}", scope: config.ScopeRead, handle: s.getArtifact},
+		{method: "GET", path: "/v1/sessions", scope: config.ScopeRead, handle: s.listSessions},
+		{method: "GET", path: "/v1/sessions/{agent}/{instance}", scope: config.ScopeRead, handle: s.getSession},
+		{method: "POST", path: "/v1/sessions/{agent}/{instance}/prompt", scope: config.ScopeOperate, handle: s.promptSession},
+		{method: "POST", path: "/v1/sessions/{agent}/{instance}/close", scope: config.ScopeOperate, handle: s.closeSession},
+		{method: "GET", path: "/v1/sessions/{agent}/{instance}/stream", scope: config.ScopeRead, handle: s.sessionStream},
 		// The web page.
 		{method: "GET", path: "/{$}", scope: config.ScopeRead, page: true, handle: s.runsPage},
 		{method: "GET", path: "/runs/{id}", scope: config.ScopeRead, page: true, handle: s.runPage},
+		{method: "GET", path: "/sessions", scope: config.ScopeRead, page: true, handle: s.sessionsPage},
+		{method: "GET", path: "/sessions/{agent}/{instance}", scope: config.ScopeRead, page: true, handle: s.sessionPage},
 		{method: "GET", path: "/login", page: true, handle: s.loginPage},
 		{method: "POST", path: "/login", page: true, csrfExempt: true, handle: s.login},
 		{method: "POST", path: "/logout", page: true, handle: s.logout},

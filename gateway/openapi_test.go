@@ -68,7 +68,7 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 		}
 		// The document's path template must reach this very route through the mux.
 		method, p, _ := strings.Cut(key, " ")
-		r := httptest.NewRequest(method, strings.NewReplacer("{id}", "r1", "{call_id}", "1.1", "{name}", "a.txt").Replace(p), nil)
+		r := httptest.NewRequest(method, strings.NewReplacer("{id}", "r1", "{call_id}", "1.1", "{name}", "a.txt", "{agent}", "assistant", "{instance}", "u42").Replace(p), nil)
 		if _, pattern := s.mux.Handler(r); pattern != rt.pattern() {
 			t.Errorf("%s is served by %q, want %q", key, pattern, rt.pattern())
 		}
@@ -106,6 +106,9 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"StartRequest": StartBody{}, "ResumeRequest": ResumeBody{}, "DecisionRequest": DecisionBody{},
 		"Accepted": Accepted{}, "Created": Created{}, "RunList": RunList{}, "Problem": Problem{},
 		"Pending": Pending{}, "StreamStatus": StreamStatus{},
+		"PromptRequest": PromptBody{}, "PromptReply": api.PromptReply{}, "SessionList": SessionList{},
+		"SessionSummary": runs.SessionSummary{}, "SessionView": api.SessionView{}, "SessionTurn": api.SessionTurn{},
+		"ChatMessage": api.ChatMessage{}, "ToolCall": api.ToolCall{}, "Usage": api.Usage{},
 	} {
 		want := jsonNames(reflect.TypeOf(v))
 		var got []string
@@ -119,14 +122,20 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 	}
 }
 
+// jsonNames are the JSON field names of struct type t, with those of embedded structs
+// (runs.SessionSummary embeds runs.Summary), each once.
 func jsonNames(t reflect.Type) []string {
 	var out []string
 	for i := range t.NumField() {
-		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
-		if name != "" && name != "-" {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch {
+		case f.Anonymous && name == "" && f.Type.Kind() == reflect.Struct:
+			out = append(out, jsonNames(f.Type)...)
+		case name != "" && name != "-":
 			out = append(out, name)
 		}
 	}
 	sort.Strings(out)
-	return out
+	return slices.Compact(out)
 }

@@ -5,6 +5,7 @@ import (
 	"embed"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"html/template"
 	"io/fs"
@@ -205,6 +206,99 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 		v.LastSeq = rec.Events[n-1].Seq
 	}
 	s.render(w, r, http.StatusOK, "run", "Run "+shorten(rec.ID, 13), v)
+}
+
+// sessionsView is the body of the sessions list.
+type sessionsView struct {
+	Sessions []runs.SessionSummary
+	// Agent and Instance refill the "open a session" form after a bad entry.
+	Agent, Instance string
+	Error           string
+}
+
+// sessionsPage lists sessions; its form (?agent=&instance=) opens one, new or not.
+func (s *Server) sessionsPage(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	v := sessionsView{Agent: q.Get("agent"), Instance: q.Get("instance")}
+	status := http.StatusOK
+	if q.Has("agent") || q.Has("instance") {
+		err := checkAgentName(v.Agent)
+		if err == nil {
+			if ierr := api.ValidateInstance(v.Instance); ierr != nil {
+				err = badInput("%v", ierr)
+			}
+		}
+		if err == nil {
+			http.Redirect(w, r, sessionPagePath(v.Agent, v.Instance), http.StatusSeeOther)
+			return
+		}
+		v.Error, status = err.Error(), statusOf(err)
+	}
+	limit, err := sessionLimit(q)
+	if err == nil {
+		v.Sessions, err = s.runs.ListSessions(r.Context(), limit)
+	}
+	if err != nil && v.Error == "" {
+		v.Error, status = err.Error(), statusOf(err)
+	}
+	s.render(w, r, status, "sessions", "Sessions", v)
+}
+
+// sessionNew is the status the session page shows for a session its first prompt creates.
+const sessionNew api.Status = "new"
+
+func sessionPagePath(agent, instance string) string {
+	return "/sessions/" + url.PathEscape(agent) + "/" + url.PathEscape(instance)
+}
+
+// sessionView is the body of the session page.
+type sessionView struct {
+	ID, Agent, Instance string
+	// Status is the session's, or "new" when it does not exist yet (its first prompt
+	// creates it).
+	Status api.Status
+	Turns  []api.SessionTurn
+	Runs   int
+	// Pending is the tool call the session waits for, if any.
+	Pending *Pending
+	// After is where the live stream starts: the end of the last finished turn, so a turn
+	// in progress is shown from its beginning.
+	After      int64
+	CanOperate bool
+	CanApprove bool
+}
+
+// sessionPage shows a session's turns, a prompt box and (through app.js) its live
+// activity stream. A session that does not exist yet is shown empty: the prompt box
+// creates it.
+func (s *Server) sessionPage(w http.ResponseWriter, r *http.Request) {
+	agent, instance, err := sessionAddress(r)
+	if err != nil {
+		s.pageError(w, r, statusOf(err), err.Error())
+		return
+	}
+	p := principalFrom(r.Context())
+	v := sessionView{ID: api.SessionID(agent, instance), Agent: agent, Instance: instance, Status: sessionNew,
+		CanOperate: p.has(config.ScopeOperate), CanApprove: p.has(config.ScopeApprove)}
+	view, err := s.runs.Session(r.Context(), agent, instance)
+	var nf *runs.NotFoundError
+	switch {
+	case errors.As(err, &nf):
+	case err != nil:
+		s.pageError(w, r, statusOf(err), err.Error())
+		return
+	default:
+		v.Status, v.Turns, v.Runs = view.Status, view.Turns, view.Runs
+		if n := len(view.Turns); n > 0 {
+			v.After = view.Turns[n-1].LastSeq
+		}
+		if view.Status == api.StatusSuspended {
+			if rec, err := s.runs.Get(r.Context(), v.ID); err == nil {
+				v.Pending = pendingOf(rec)
+			}
+		}
+	}
+	s.render(w, r, http.StatusOK, "session", "Session "+agent+"/"+shorten(instance, 24), v)
 }
 
 // argField is one argument of a pending tool call, for display.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"html"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -177,5 +178,160 @@ func TestDisplayJSONShowsMarkupAsText(t *testing.T) {
 	page := readBody(t, do(t, s, request{method: "GET", path: "/runs/run-agent"}))
 	if !strings.Contains(page, `&#34;result&#34;:&#34;&lt;script&gt;alert(1)&lt;/script&gt;&#34;`) || strings.Contains(page, `<script>alert(1)`) {
 		t.Errorf("a \\u003c-escaped tool result is not shown as escaped text:\n%s", page)
+	}
+}
+
+// TestSessionPageEscapesWhatSessionsProduced: prompts, replies, a failed turn's error, the
+// instance id and a pending tool call's arguments are shown as text, never as markup.
+func TestSessionPageEscapesWhatSessionsProduced(t *testing.T) {
+	const instance = "<img>u42"
+	view := sessionFixture()
+	view.ID, view.Instance, view.Status = api.SessionID("assistant", instance), instance, api.StatusSuspended
+	view.Turns[0].Prompt = "Say " + xss
+	view.Turns[0].Reply = "Here: " + xss
+	view.Turns[1].Error = "model said " + xss
+	rec := sessionRecord(api.StatusSuspended)
+	rec.ID = view.ID
+	rec.State[api.StateApproval] = mustJSON(api.ApprovalInfo{CallID: "3.1", Capability: "write", Tool: "write_file",
+		Args: mustJSON(map[string]string{"path": "x.html", "content": xss}), At: t0})
+	var asked []string
+	f := &fakeRuns{
+		session: func(_ context.Context, agent, inst string) (api.SessionView, error) {
+			asked = append(asked, agent+"/"+inst)
+			return view, nil
+		},
+		get: getRecords(rec),
+	}
+	s := newServer(t, f, Options{})
+	resp := do(t, s, request{method: "GET", path: "/sessions/assistant/%3Cimg%3Eu42"})
+	page := readBody(t, resp)
+	if resp.StatusCode != 200 || len(asked) != 1 || asked[0] != "assistant/"+instance {
+		t.Fatalf("status %d, Session asked for %v\n%s", resp.StatusCode, asked, page)
+	}
+	for _, raw := range []string{"<script>alert", "<img src=x", "<img>u42"} {
+		if strings.Contains(page, raw) {
+			t.Errorf("the session page contains raw %q: a model's markup would run\n%s", raw, page)
+		}
+	}
+	if n := strings.Count(page, "&lt;script&gt;alert("); n != 4 {
+		t.Errorf("escaped <script> appears %d times, want it in the prompt, the reply, the error and the pending arguments", n)
+	}
+	for _, want := range []string{
+		`data-after="5"`, // the end of the last finished turn: a turn in progress is streamed whole
+		`data-status="suspended"`,
+		`<div class="text">Here: &lt;script&gt;`,
+		`<div class="text problem">model said &lt;script&gt;`,
+		`action="/v1/sessions/assistant/%3Cimg%3Eu42/prompt"`,
+		`action="/v1/runs/session:assistant:%3Cimg%3Eu42/approvals/3.1"`,
+		`<code class="tool" id="pending-tool">write_file</code>`,
+		`<li class="turn done failed" data-turn="2">`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the session page lacks %s\n%s", want, page)
+		}
+	}
+	if strings.Contains(page, "<script>") && !strings.Contains(page, `<script src="/static/app.js" defer></script>`) {
+		t.Error("the page has an inline script")
+	}
+	if strings.Contains(resp.Header.Get("Content-Security-Policy"), "unsafe-inline") {
+		t.Error("the session page's CSP allows inline script")
+	}
+}
+
+// TestSessionPageOfANewSession: a session that does not exist yet is a page with a prompt
+// box (its first prompt creates it), not a 404.
+func TestSessionPageOfANewSession(t *testing.T) {
+	f := &fakeRuns{session: func(_ context.Context, agent, inst string) (api.SessionView, error) {
+		return api.SessionView{}, &runs.NotFoundError{ID: api.SessionID(agent, inst)}
+	}}
+	s := newServer(t, f, Options{})
+	resp := do(t, s, request{method: "GET", path: "/sessions/assistant/fresh"})
+	page := readBody(t, resp)
+	for _, want := range []string{`data-status="new"`, "No session yet: the first prompt creates it.", `id="prompt-text"`, `data-after="0"`} {
+		if resp.StatusCode != 200 || !strings.Contains(page, want) {
+			t.Errorf("status %d; page lacks %s", resp.StatusCode, want)
+		}
+	}
+	if strings.Contains(page, "Close session") {
+		t.Error("a session that does not exist offers to close it")
+	}
+	resp = do(t, s, request{method: "GET", path: "/sessions/assistant/a:b"})
+	if body := readBody(t, resp); resp.StatusCode != 400 || !strings.Contains(body, "instance id &#34;a:b&#34;") {
+		t.Errorf("bad instance: status %d\n%s", resp.StatusCode, body)
+	}
+}
+
+// TestSessionPageForAReader: no prompt box without scope operate, and no decision form
+// without approve.
+func TestSessionPageForAReader(t *testing.T) {
+	s := newServer(t, everythingWorks(nil), Options{Tokens: testTokens})
+	c := login(t, s, readerSecret)
+	page := readBody(t, do(t, s, request{method: "GET", path: "/sessions/assistant/u42", header: map[string]string{"Cookie": c.Name + "=" + c.Value}}))
+	if strings.Contains(page, `id="prompt-text"`) || strings.Contains(page, `id="approve"`) || !strings.Contains(page, "lacks scope operate, so you cannot prompt") {
+		t.Errorf("a reader's session page offers a prompt or a decision:\n%s", page)
+	}
+}
+
+// TestSessionPromptFromThePage: the page's prompt box acts on the session cookie, so it
+// needs the session's CSRF token, like every write from the page.
+func TestSessionPromptFromThePage(t *testing.T) {
+	prompted := 0
+	f := everythingWorks(nil)
+	f.prompt = func(context.Context, string, string, string, runs.PromptOptions) (api.PromptReply, error) {
+		prompted++
+		return api.PromptReply{Turn: 3, Reply: "ok"}, nil
+	}
+	s := newServer(t, f, Options{Tokens: testTokens})
+	c := login(t, s, allSecret)
+	sess, _ := s.sessions.get(c.Value)
+	page := readBody(t, do(t, s, request{method: "GET", path: "/sessions/assistant/u42", header: map[string]string{"Cookie": c.Name + "=" + c.Value}}))
+	if !strings.Contains(page, `<meta name="nexo-csrf" content="`+sess.csrf+`">`) || !strings.Contains(page, `id="prompt-text"`) {
+		t.Fatalf("the session page lacks the CSRF token or the prompt box:\n%s", page)
+	}
+	send := func(extra map[string]string) *http.Response {
+		h := map[string]string{"Cookie": c.Name + "=" + c.Value}
+		for k, v := range extra {
+			h[k] = v
+		}
+		return do(t, s, request{method: "POST", path: "/v1/sessions/assistant/u42/prompt", body: `{"text":"hi"}`, header: h})
+	}
+	wantProblem(t, send(nil), 403, "CSRF")
+	wantProblem(t, send(map[string]string{"Sec-Fetch-Site": "cross-site", csrfHeader: sess.csrf}), 403, "cross-origin")
+	if prompted != 0 {
+		t.Fatalf("prompted %d times without the CSRF token or from another site", prompted)
+	}
+	if resp := send(map[string]string{csrfHeader: sess.csrf, "Sec-Fetch-Site": "same-origin"}); resp.StatusCode != 200 || prompted != 1 {
+		t.Errorf("prompt with the CSRF token: status %d, prompted %d", resp.StatusCode, prompted)
+	}
+}
+
+func TestSessionsPage(t *testing.T) {
+	f := &fakeRuns{listSessions: func(context.Context, int) ([]runs.SessionSummary, error) {
+		return []runs.SessionSummary{
+			{ID: sessionFixtureID, Agent: "assistant", Instance: "u42", Status: api.StatusRunning, Summary: runs.Summary{CreatedAt: t0}},
+			{ID: "session:assistant:<b>odd?", Agent: "assistant", Instance: "<b>odd?", Status: api.StatusDone, Summary: runs.Summary{CreatedAt: t0}},
+		}, nil
+	}}
+	s := newServer(t, f, Options{})
+	resp := do(t, s, request{method: "GET", path: "/sessions"})
+	page := readBody(t, resp)
+	for _, want := range []string{
+		`href="/sessions/assistant/u42"`,
+		`href="/sessions/assistant/%3Cb%3Eodd%3F">&lt;b&gt;odd?</a>`,
+		`<span class="badge s-done">done</span>`,
+		`<a href="/sessions">Sessions</a>`,
+	} {
+		if resp.StatusCode != 200 || !strings.Contains(page, want) {
+			t.Errorf("status %d; sessions page lacks %s\n%s", resp.StatusCode, want, page)
+		}
+	}
+	// The form opens a session by its address, new or not.
+	resp = do(t, s, request{method: "GET", path: "/sessions?agent=assistant&instance=new%3Fone"})
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/sessions/assistant/new%3Fone" {
+		t.Errorf("open form: status %d, Location %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	resp = do(t, s, request{method: "GET", path: "/sessions?agent=assistant&instance=a+b"})
+	if body := readBody(t, resp); resp.StatusCode != 400 || !strings.Contains(body, "instance id &#34;a b&#34;") || !strings.Contains(body, `value="a b"`) {
+		t.Errorf("open form with a bad instance: status %d\n%s", resp.StatusCode, body)
 	}
 }

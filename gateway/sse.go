@@ -100,12 +100,49 @@ const headerDelay = 250 * time.Millisecond
 type followUpdate struct {
 	rec  api.Record
 	err  error
-	last bool // Follow returned: rec is its final record
+	last bool // the follow returned: rec is its final record
 }
 
 // streamEvents follows run id and writes its events after seq after as they are recorded,
 // until the run closes, the client leaves, or the server shuts down.
 func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, id string, after int64) {
+	var lastStatus api.Status
+	follow := func(ctx context.Context, send func(followUpdate) bool) {
+		rec, err := s.runs.Follow(ctx, id, func(rec api.Record) bool { return !send(followUpdate{rec: rec}) })
+		send(followUpdate{rec: rec, err: err, last: true})
+	}
+	s.serveStream(w, r, follow, func(_ context.Context, buf *bytes.Buffer, u followUpdate) (bool, error) {
+		if u.err != nil {
+			return true, u.err
+		}
+		for _, ev := range u.rec.Events {
+			if ev.Seq > after {
+				writeSSE(buf, "", strconv.FormatInt(ev.Seq, 10), ev)
+				after = ev.Seq
+			}
+		}
+		if u.rec.Status != lastStatus && u.rec.Status != "" {
+			writeSSE(buf, "status", "", streamStatus(u.rec))
+			lastStatus = u.rec.Status
+		}
+		closed := u.rec.Status.Closed()
+		if closed || u.last {
+			writeSSE(buf, "end", "", streamStatus(u.rec))
+		}
+		return closed || u.last, nil
+	})
+}
+
+// serveStream is the transport of both event streams. follow runs in its own goroutine
+// and reports records through send (false: stop, the client left) and, when it returns,
+// a last update with its error. write turns one update into messages and says whether the
+// stream is complete; an error from it (or in the update) is a plain problem document
+// while nothing was sent yet, and a problem event after. The stream's headers go out with
+// the first update or after headerDelay; it ends when write says so, the client leaves or
+// the server shuts down.
+func (s *Server) serveStream(w http.ResponseWriter, r *http.Request,
+	follow func(ctx context.Context, send func(followUpdate) bool),
+	write func(ctx context.Context, buf *bytes.Buffer, u followUpdate) (bool, error)) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	stop := context.AfterFunc(s.streams, cancel)
@@ -113,18 +150,14 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, id string,
 	rc := http.NewResponseController(w)
 
 	updates := make(chan followUpdate)
-	go func() {
-		send := func(u followUpdate) bool {
-			select {
-			case updates <- u:
-				return true
-			case <-ctx.Done():
-				return false
-			}
+	go follow(ctx, func(u followUpdate) bool {
+		select {
+		case updates <- u:
+			return true
+		case <-ctx.Done():
+			return false
 		}
-		rec, err := s.runs.Follow(ctx, id, func(rec api.Record) bool { return !send(followUpdate{rec: rec}) })
-		send(followUpdate{rec: rec, err: err, last: true})
-	}()
+	})
 
 	started := false
 	start := func() {
@@ -149,7 +182,6 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, id string,
 	defer headerTimer.Stop()
 	keepAlive := time.NewTicker(s.keepAlive)
 	defer keepAlive.Stop()
-	var lastStatus api.Status
 	for {
 		select {
 		case <-ctx.Done():
@@ -169,37 +201,28 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, id string,
 				}
 			}
 		case u := <-updates:
-			if u.err != nil {
+			done, err := write(ctx, &buf, u)
+			if err != nil {
 				if ctx.Err() != nil {
 					return
 				}
 				if !started {
-					s.fail(w, r, u.err)
+					s.fail(w, r, err)
 					return
 				}
-				writeSSE(&buf, "problem", "", Problem{Type: "about:blank", Title: http.StatusText(statusOf(u.err)),
-					Status: statusOf(u.err), Detail: u.err.Error(), Instance: r.URL.Path})
+				status := statusOf(err)
+				if status >= 500 {
+					s.logger.Error("gateway stream failed", "path", r.URL.Path, "error", err)
+				}
+				writeSSE(&buf, "problem", "", Problem{Type: "about:blank", Title: http.StatusText(status),
+					Status: status, Detail: err.Error(), Instance: r.URL.Path})
 				flush()
 				return
 			}
 			if !started {
 				start()
 			}
-			for _, ev := range u.rec.Events {
-				if ev.Seq > after {
-					writeSSE(&buf, "", strconv.FormatInt(ev.Seq, 10), ev)
-					after = ev.Seq
-				}
-			}
-			if u.rec.Status != lastStatus && u.rec.Status != "" {
-				writeSSE(&buf, "status", "", streamStatus(u.rec))
-				lastStatus = u.rec.Status
-			}
-			closed := u.rec.Status.Closed()
-			if closed || u.last {
-				writeSSE(&buf, "end", "", streamStatus(u.rec))
-			}
-			if !flush() || closed || u.last {
+			if !flush() || done {
 				return
 			}
 		}

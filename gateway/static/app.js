@@ -1,6 +1,7 @@
-// Nexo web page: the live event stream of a run and the decision buttons. Plain
-// JavaScript, no build step. Everything a run produced is put into the page with
-// textContent, never innerHTML, so it is shown as text.
+// Nexo web page: the live event stream of a run, the decision buttons, and a session's
+// prompt box and live activity stream. Plain JavaScript, no build step. Everything a run,
+// a model or a tool produced is put into the page with textContent, never innerHTML, so
+// it is shown as text.
 "use strict";
 
 (function () {
@@ -53,6 +54,7 @@
         });
         say(msg, res.message + " — the run continues; this page follows it.", false);
         form.classList.add("sent");
+        buttons.forEach(function (b) { b.disabled = false; });
       } catch (e) {
         say(msg, e.message, true);
         buttons.forEach(function (b) { b.disabled = false; });
@@ -80,70 +82,327 @@
     });
   });
 
+  runPage();
+  sessionPage();
+
   // The live event stream of the run page.
-  const run = document.getElementById("run");
-  if (!run || closedStatuses.includes(run.dataset.status)) return;
-  const rendered = run.dataset.status;
-  const tbody = document.getElementById("events");
-  const live = document.getElementById("live");
-  const badge = document.getElementById("status");
+  function runPage() {
+    const run = document.getElementById("run");
+    if (!run || closedStatuses.includes(run.dataset.status)) return;
+    const rendered = run.dataset.status;
+    const tbody = document.getElementById("events");
+    const live = document.getElementById("live");
+    const badge = document.getElementById("status");
 
-  function cell(tr, text, cls) {
-    const td = document.createElement("td");
-    if (cls === "code") {
-      const code = document.createElement("code");
-      code.textContent = text;
-      td.appendChild(code);
-    } else {
-      td.textContent = text;
-      if (cls) td.className = cls;
+    function cell(tr, text, cls) {
+      const td = document.createElement("td");
+      if (cls === "code") {
+        const code = document.createElement("code");
+        code.textContent = text;
+        td.appendChild(code);
+      } else {
+        td.textContent = text;
+        if (cls) td.className = cls;
+      }
+      tr.appendChild(td);
     }
-    tr.appendChild(td);
-  }
 
-  function clock(iso) {
-    const d = new Date(iso);
-    return isNaN(d) ? iso : d.toISOString().slice(11, 23);
-  }
+    function clock(iso) {
+      const d = new Date(iso);
+      return isNaN(d) ? iso : d.toISOString().slice(11, 23);
+    }
 
-  function addEvent(ev) {
-    const tr = document.createElement("tr");
-    tr.className = "new";
-    cell(tr, String(ev.seq));
-    cell(tr, clock(ev.at), "mono");
-    cell(tr, ev.type, "type");
-    cell(tr, ev.data === null || ev.data === undefined ? "" : JSON.stringify(ev.data), "code");
-    tbody.appendChild(tr);
-  }
+    function addEvent(ev) {
+      const tr = document.createElement("tr");
+      tr.className = "new";
+      cell(tr, String(ev.seq));
+      cell(tr, clock(ev.at), "mono");
+      cell(tr, ev.type, "type");
+      cell(tr, ev.data === null || ev.data === undefined ? "" : JSON.stringify(ev.data), "code");
+      tbody.appendChild(tr);
+    }
 
-  // A status that changes what the page offers (a new pending decision, or the end)
-  // re-renders the page from the server; "running" only updates the badge.
-  function onStatus(st) {
-    if (st.status === rendered) return;
-    if (st.status === "suspended" || closedStatuses.includes(st.status)) {
+    // A status that changes what the page offers (a new pending decision, or the end)
+    // re-renders the page from the server; "running" only updates the badge.
+    function onStatus(st) {
+      if (st.status === rendered) return;
+      if (st.status === "suspended" || closedStatuses.includes(st.status)) {
+        es.close();
+        window.location.reload();
+        return;
+      }
+      badge.textContent = st.status;
+      badge.className = "badge s-" + st.status;
+      const pending = document.getElementById("pending");
+      if (pending) pending.classList.add("decided");
+    }
+
+    const url = "/v1/runs/" + encodeURIComponent(run.dataset.id) + "/events?after=" + encodeURIComponent(run.dataset.lastSeq);
+    const es = new EventSource(url);
+    es.onopen = function () { live.textContent = "● live"; live.className = "live"; };
+    es.onmessage = function (e) { addEvent(JSON.parse(e.data)); };
+    es.addEventListener("status", function (e) { onStatus(JSON.parse(e.data)); });
+    es.addEventListener("end", function (e) { es.close(); onStatus(JSON.parse(e.data)); });
+    es.addEventListener("problem", function (e) {
       es.close();
-      window.location.reload();
-      return;
-    }
-    badge.textContent = st.status;
-    badge.className = "badge s-" + st.status;
-    const pending = document.getElementById("pending");
-    if (pending) pending.classList.add("decided");
+      live.textContent = "stream failed: " + JSON.parse(e.data).detail;
+      live.className = "problem";
+    });
+    es.onerror = function () {
+      if (es.readyState === EventSource.CLOSED) { live.textContent = "stream closed"; live.className = "muted"; }
+      else { live.textContent = "reconnecting…"; live.className = "muted"; }
+    };
   }
 
-  const url = "/v1/runs/" + encodeURIComponent(run.dataset.id) + "/events?after=" + encodeURIComponent(run.dataset.lastSeq);
-  const es = new EventSource(url);
-  es.onopen = function () { live.textContent = "● live"; live.className = "live"; };
-  es.onmessage = function (e) { addEvent(JSON.parse(e.data)); };
-  es.addEventListener("status", function (e) { onStatus(JSON.parse(e.data)); });
-  es.addEventListener("end", function (e) { es.close(); onStatus(JSON.parse(e.data)); });
-  es.addEventListener("problem", function (e) {
-    es.close();
-    live.textContent = "stream failed: " + JSON.parse(e.data).detail;
-    live.className = "problem";
-  });
-  es.onerror = function () {
-    if (es.readyState === EventSource.CLOSED) { live.textContent = "stream closed"; live.className = "muted"; }
-    else { live.textContent = "reconnecting…"; live.className = "muted"; }
-  };
+  // The session page: the prompt box, and the live activity stream drawn into the turns:
+  // user_input opens a turn, text and thinking chunks are appended to it as they arrive,
+  // a tool call's start and update are merged by id, turn_end closes the turn.
+  function sessionPage() {
+    const root = document.getElementById("session");
+    if (!root) return;
+    const agent = root.dataset.agent;
+    const base = "/v1/sessions/" + encodeURIComponent(agent) + "/" + encodeURIComponent(root.dataset.instance);
+    const turns = document.getElementById("turns");
+    const live = document.getElementById("live");
+    const badge = document.getElementById("status");
+    let last = Number(root.dataset.after) || 0; // seq of the last event drawn
+    let current = null; // the turn being written
+    let es = null;
+    let prompting = false;
+
+    function el(tag, cls, text) {
+      const e = document.createElement(tag);
+      if (cls) e.className = cls;
+      if (text !== undefined) e.textContent = text;
+      return e;
+    }
+
+    function findTurn(n) {
+      for (const li of turns.children) {
+        if (li.dataset.turn === String(n)) return li;
+      }
+      return null;
+    }
+
+    function said(cls, who, text) {
+      const div = el("div", "said " + cls);
+      const blocks = el("div", "blocks");
+      if (text !== undefined) blocks.appendChild(el("div", "text", text));
+      div.append(el("span", "who", who), blocks);
+      return div;
+    }
+
+    function openTurn(n, prompt) {
+      let li = findTurn(n);
+      if (li && li.dataset.fallback) {
+        // Drawn from the prompt's answer while the stream was down: draw it again, live.
+        delete li.dataset.fallback;
+        blocksOf(li).replaceChildren();
+        li.className = "turn writing";
+      }
+      if (li) return li;
+      li = el("li", "turn writing");
+      li.dataset.turn = String(n);
+      li.append(said("you", "you", prompt), said("agent", agent), el("p", "meta", "turn " + n + " · writing…"));
+      turns.appendChild(li);
+      const none = document.getElementById("no-turns");
+      if (none) none.hidden = true;
+      return li;
+    }
+
+    function blocksOf(li) { return li.querySelector(".said.agent .blocks"); }
+
+    // appendText adds a chunk to the turn's last block when it continues the same model
+    // call's text (or thinking), else starts a block.
+    function appendText(li, kind, content, call) {
+      const blocks = blocksOf(li);
+      let b = blocks.lastElementChild;
+      if (!b || b.dataset.kind !== kind || b.dataset.call !== String(call || "")) {
+        b = el("div", kind === "thinking" ? "text thinking" : "text");
+        b.dataset.kind = kind;
+        b.dataset.call = String(call || "");
+        blocks.appendChild(b);
+      }
+      b.textContent += content;
+    }
+
+    function toolCall(li, d) {
+      const blocks = blocksOf(li);
+      let b = null;
+      for (const c of blocks.children) {
+        if (c.dataset.callId === String(d.id)) b = c;
+      }
+      if (!b) {
+        b = el("details", "tool");
+        b.dataset.callId = String(d.id);
+        const summary = el("summary");
+        summary.append(el("span", "muted", "tool "), el("code", "tool-name"), el("span", "tool-status"));
+        b.append(summary, el("pre", "tool-args"), el("pre", "tool-result"));
+        blocks.appendChild(b);
+      }
+      if (d.name) b.querySelector(".tool-name").textContent = d.name;
+      if (d.status) {
+        b.querySelector(".tool-status").textContent = " " + d.status;
+        b.dataset.status = d.status;
+      }
+      if (d.args !== undefined && d.args !== null) b.querySelector(".tool-args").textContent = JSON.stringify(d.args, null, 2);
+      if (d.content !== undefined && d.content !== null) b.querySelector(".tool-result").textContent = String(d.content);
+    }
+
+    function note(li, text) { blocksOf(li).appendChild(el("p", "note muted", text)); }
+
+    function closeTurn(li, d) {
+      li.classList.remove("writing");
+      li.classList.add("done");
+      if (d.error) {
+        li.classList.add("failed");
+        blocksOf(li).appendChild(el("div", "text problem", d.error));
+      }
+      li.querySelector(".meta").textContent = "turn " + li.dataset.turn;
+    }
+
+    function onEvent(ev) {
+      if (ev.seq <= last) return;
+      last = ev.seq;
+      const d = ev.data || {};
+      if (ev.type === "user_input") {
+        current = openTurn(d.turn, d.text || "");
+        return;
+      }
+      if (!current) return;
+      switch (ev.type) {
+        case "text":
+        case "thinking":
+          appendText(current, ev.type, d.content || "", d.call);
+          break;
+        case "tool_call":
+          toolCall(current, d);
+          break;
+        case "approval_requested":
+          note(current, "waits for approval of " + d.tool + " (call " + d.call_id + ")");
+          break;
+        case "approval_decided":
+          note(current, (d.approved ? "approved" : "denied") + " by " + d.by + (d.reason ? ": " + d.reason : ""));
+          break;
+        case "turn_end":
+          closeTurn(current, d);
+          current = null;
+          break;
+      }
+    }
+
+    function setStatus(st) {
+      root.dataset.status = st;
+      badge.textContent = st;
+      badge.className = "badge s-" + st;
+    }
+
+    // showPending shows the tool call the session waits for, with the decision form aimed
+    // at it, or hides the box.
+    function showPending(p) {
+      const box = document.getElementById("pending");
+      if (!box) return;
+      if (!p || p.kind !== "tool_call") {
+        box.hidden = true;
+        return;
+      }
+      document.getElementById("pending-call").textContent = p.call_id;
+      document.getElementById("pending-tool").textContent = p.tool;
+      document.getElementById("pending-json").textContent = p.args === undefined ? "" : JSON.stringify(p.args, null, 2);
+      const form = box.querySelector("form.decide");
+      if (form && form.dataset.callId !== p.call_id) {
+        form.dataset.callId = p.call_id;
+        form.action = form.dataset.base + encodeURIComponent(p.call_id);
+        form.classList.remove("sent");
+        form.reason.value = "";
+        if (form.always) form.always.checked = false;
+        say(form.querySelector(".msg"), "", false);
+      }
+      box.hidden = false;
+    }
+
+    function startStream() {
+      if (es) return;
+      es = new EventSource(base + "/stream?after=" + encodeURIComponent(last));
+      es.onopen = function () { live.textContent = "● live"; live.className = "live"; };
+      es.onmessage = function (e) { onEvent(JSON.parse(e.data)); };
+      es.addEventListener("status", function (e) {
+        const st = JSON.parse(e.data);
+        setStatus(st.status);
+        showPending(st.pending);
+      });
+      es.addEventListener("end", function (e) {
+        es.close();
+        es = null;
+        const st = JSON.parse(e.data);
+        setStatus(st.status);
+        showPending(null);
+        live.textContent = "session closed; a prompt reopens it";
+        live.className = "muted";
+      });
+      es.addEventListener("problem", function (e) {
+        es.close();
+        es = null;
+        live.textContent = "stream failed: " + JSON.parse(e.data).detail;
+        live.className = "problem";
+      });
+      es.onerror = function () {
+        if (es && es.readyState === EventSource.CLOSED) {
+          // The session does not exist yet (404): a prompt in flight is creating it.
+          es = null;
+          live.textContent = "not live";
+          live.className = "muted";
+          if (prompting) setTimeout(startStream, 500);
+        } else {
+          live.textContent = "reconnecting…";
+          live.className = "muted";
+        }
+      };
+    }
+
+    const form = document.getElementById("prompt");
+    if (form) {
+      const msg = document.getElementById("prompt-msg");
+      const send = document.getElementById("send");
+      form.text.addEventListener("keydown", function (ev) {
+        if (ev.key === "Enter" && (ev.ctrlKey || ev.metaKey)) {
+          ev.preventDefault();
+          form.requestSubmit();
+        }
+      });
+      form.addEventListener("submit", async function (ev) {
+        ev.preventDefault();
+        const text = form.text.value;
+        if (text.trim() === "") {
+          say(msg, "Write a prompt first.", true);
+          form.text.focus();
+          return;
+        }
+        send.disabled = true;
+        prompting = true;
+        say(msg, "Waiting for the reply…", false);
+        // A new or closed session starts its run with this prompt: follow it from there.
+        if (!es) setTimeout(startStream, 200);
+        try {
+          const res = await post(form.action, { text: text });
+          form.text.value = "";
+          say(msg, "", false);
+          // Without a live stream the reply still shows.
+          if (!findTurn(res.turn) && !(es && es.readyState === EventSource.OPEN)) {
+            const li = openTurn(res.turn, text);
+            appendText(li, "text", res.reply, "");
+            closeTurn(li, {});
+            li.dataset.fallback = "1";
+          }
+        } catch (e) {
+          say(msg, e.message, true);
+        }
+        prompting = false;
+        send.disabled = false;
+        startStream();
+      });
+    }
+
+    if (root.dataset.status !== "new" && !closedStatuses.includes(root.dataset.status)) startStream();
+  }
 })();

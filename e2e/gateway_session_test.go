@@ -1,0 +1,426 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+
+	"github.com/nexo-temporal/nexo/api"
+	"github.com/nexo-temporal/nexo/fakellm"
+)
+
+// openSSE opens the event stream at path (any of the gateway's) and fails the test unless
+// it is one.
+func (g gwClient) openSSE(path string, header map[string]string) *gwStream {
+	g.t.Helper()
+	req, err := http.NewRequest("GET", g.base+path, nil)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		g.t.Fatalf("GET %s: status %d %s: %s", path, resp.StatusCode, resp.Header.Get("Content-Type"), b)
+	}
+	// A stream that lacks what a test waits for would otherwise block it until go test's
+	// own timeout.
+	watchdog := time.AfterFunc(2*time.Minute, func() { resp.Body.Close() })
+	g.t.Cleanup(func() { watchdog.Stop(); resp.Body.Close() })
+	return &gwStream{t: g.t, resp: resp, r: bufio.NewReader(resp.Body)}
+}
+
+// turnLog is what a session's activity stream showed, turn by turn.
+type turnLog struct {
+	prompt string
+	text   []string // the text chunks, in order
+	ended  bool
+	err    string
+}
+
+// streamLog reads a session's activity stream into turns and the seqs it carried.
+type streamLog struct {
+	t     testing.TB
+	turns []*turnLog
+	seqs  []int64
+	types []string
+}
+
+func (l *streamLog) add(m sseMessage) {
+	if m.event != "" {
+		return
+	}
+	var ev api.Event
+	if err := json.Unmarshal([]byte(m.data), &ev); err != nil || fmt.Sprint(ev.Seq) != m.id {
+		l.t.Fatalf("stream message id %s carries %s (%v)", m.id, m.data, err)
+	}
+	l.seqs = append(l.seqs, ev.Seq)
+	l.types = append(l.types, ev.Type)
+	var d struct {
+		Text    string `json:"text"`
+		Content string `json:"content"`
+		Error   string `json:"error"`
+		Turn    int    `json:"turn"`
+	}
+	_ = json.Unmarshal(ev.Data, &d)
+	cur := func() *turnLog {
+		if len(l.turns) == 0 {
+			l.t.Fatalf("event %d (%s) before any user_input", ev.Seq, ev.Type)
+		}
+		return l.turns[len(l.turns)-1]
+	}
+	switch ev.Type {
+	case api.StreamUserInput:
+		if d.Turn != len(l.turns)+1 {
+			l.t.Errorf("user_input of turn %d after %d turns", d.Turn, len(l.turns))
+		}
+		l.turns = append(l.turns, &turnLog{prompt: d.Text})
+	case api.StreamText:
+		cur().text = append(cur().text, d.Content)
+	case api.StreamTurnEnd:
+		cur().ended, cur().err = true, d.Error
+	}
+}
+
+func (l *streamLog) ended() int {
+	n := 0
+	for _, t := range l.turns {
+		if t.ended {
+			n++
+		}
+	}
+	return n
+}
+
+// contiguous reports whether the seqs run 1, 2, 3, ... without a gap or a repeat.
+func (l *streamLog) contiguous() bool {
+	for i, s := range l.seqs {
+		if s != int64(i+1) {
+			return false
+		}
+	}
+	return true
+}
+
+// TestGatewaySession: a session driven over HTTP only. Two prompts: the second request
+// to the model carries the first turn. The activity stream, followed over SSE, shows each
+// turn's user_input, its text (chunks that add up to the reply) and its turn_end, live;
+// closing the session ends the stream.
+func TestGatewaySession(t *testing.T) {
+	model := fakellm.New(
+		fakellm.Reply{Content: "Nice to meet you, Mac. How can I help today?", ChunkDelayMS: 20},
+		fakellm.Reply{Content: "Your name is Mac."},
+		fakellm.Reply{Content: "Still Mac."},
+	)
+	p := newPlatform(t)
+	p.writeConfig(sessionConfig(model.Start(t)))
+	p.start()
+	g := gwClient{t: t, base: fmt.Sprintf("http://127.0.0.1:%d", p.gateway)}
+	const path = "/v1/sessions/assistant/u42"
+
+	prompt := func(text string) api.PromptReply {
+		t.Helper()
+		var r api.PromptReply
+		b := g.must(http.StatusOK, "POST", path+"/prompt", map[string]string{"text": text})
+		if err := json.Unmarshal(b, &r); err != nil {
+			t.Fatalf("prompt answered %s", b)
+		}
+		return r
+	}
+	if r := prompt("My name is Mac."); r.Turn != 1 || r.Reply != "Nice to meet you, Mac. How can I help today?" {
+		t.Fatalf("first prompt: %+v", r)
+	}
+
+	// Follow the stream from the start: turn 1 is replayed, turn 2 arrives live.
+	stream := g.openSSE(path+"/stream", nil)
+	log := &streamLog{t: t}
+	stream.until("turn 1's turn_end", func(sseMessage) bool { return log.ended() == 1 }, log.add)
+
+	if r := prompt("What is my name?"); r.Turn != 2 || r.Reply != "Your name is Mac." {
+		t.Fatalf("second prompt: %+v", r)
+	}
+	var second *fakellm.Request
+	for _, req := range model.Requests() {
+		if u := userMessages(req); len(u) > 0 && u[len(u)-1] == "What is my name?" {
+			second = &req
+		}
+	}
+	if second == nil || !slices.Equal(userMessages(*second), []string{"My name is Mac.", "What is my name?"}) {
+		t.Fatalf("the second prompt's model request = %+v, want the first turn carried", second)
+	}
+	stream.until("turn 2's turn_end", func(sseMessage) bool { return log.ended() == 2 }, log.add)
+
+	for i, want := range []struct{ prompt, reply string }{
+		{"My name is Mac.", "Nice to meet you, Mac. How can I help today?"},
+		{"What is my name?", "Your name is Mac."},
+	} {
+		tl := log.turns[i]
+		if tl.prompt != want.prompt || strings.Join(tl.text, "") != want.reply || tl.err != "" {
+			t.Errorf("turn %d streamed prompt %q, text %q (error %q); want %q and the reply %q",
+				i+1, tl.prompt, tl.text, tl.err, want.prompt, want.reply)
+		}
+	}
+	if len(log.turns[0].text) < 3 {
+		t.Errorf("turn 1's text came in %d chunks, want it streamed as the model wrote it", len(log.turns[0].text))
+	}
+	if !log.contiguous() {
+		t.Errorf("stream seqs %v, want 1, 2, 3, ... (types %v)", log.seqs, log.types)
+	}
+
+	var view api.SessionView
+	if err := json.Unmarshal(g.must(200, "GET", path, nil), &view); err != nil || len(view.Turns) != 2 ||
+		view.Turns[1].Reply != "Your name is Mac." || view.StreamOffset != log.seqs[len(log.seqs)-1] {
+		t.Errorf("GET %s = %+v (%v)", path, view, err)
+	}
+	if list := string(g.must(200, "GET", "/v1/sessions", nil)); !strings.Contains(list, `"id": "session:assistant:u42"`) {
+		t.Errorf("GET /v1/sessions does not list the session:\n%s", list)
+	}
+
+	// Closing ends the stream; a second close is a conflict; a prompt reopens it.
+	g.must(http.StatusOK, "POST", path+"/close", nil)
+	m := stream.until("the end", func(m sseMessage) bool { return m.event == "end" }, log.add)
+	if st := statusOf(t, m); st.Status != api.StatusDone {
+		t.Errorf("end event %s, want done", m.data)
+	}
+	if _, err := stream.next(); err != io.EOF {
+		t.Errorf("after end: %v, want the server to close the stream", err)
+	}
+	if status, b := g.call("POST", path+"/close", nil); status != http.StatusConflict || !strings.Contains(string(b), "is not open (done)") {
+		t.Errorf("second close: %d %s", status, b)
+	}
+	if r := prompt("Still there?"); r.Turn != 3 || r.Reply != "Still Mac." {
+		t.Errorf("prompt to the closed session: %+v, want it reopened with its thread (turn 3)", r)
+	}
+
+	for _, tc := range []struct {
+		method, path string
+		body         any
+		status       int
+		detail       string
+	}{
+		{"GET", "/v1/sessions/assistant/nobody", nil, 404, `no session of agent "assistant" with instance "nobody"`},
+		{"GET", "/v1/sessions/assistant/nobody/stream", nil, 404, `no session of agent "assistant" with instance "nobody"`},
+		{"POST", path + "/prompt", map[string]string{"text": " "}, 400, "text is empty"},
+		{"POST", "/v1/sessions/assistant/a:b/prompt", map[string]string{"text": "hi"}, 400, `instance id "a:b"`},
+		{"POST", "/v1/sessions/ghost/u1/prompt", map[string]string{"text": "hi"}, 404, `no agent "ghost" is configured on this worker`},
+	} {
+		status, b := g.call(tc.method, tc.path, tc.body)
+		var prob struct{ Detail string }
+		if err := json.Unmarshal(b, &prob); err != nil || status != tc.status || !strings.Contains(prob.Detail, tc.detail) {
+			t.Errorf("%s %s: %d %s; want a %d problem with %q", tc.method, tc.path, status, b, tc.status, tc.detail)
+		}
+	}
+}
+
+// TestGatewaySessionStreamAcrossContinueAsNew: a session that continues as new after
+// every turn. One SSE stream, opened after the first turn, replays it from the archived
+// segment and follows the session through two more continue-as-new runs: every event
+// once, in order.
+func TestGatewaySessionStreamAcrossContinueAsNew(t *testing.T) {
+	model := fakellm.New(
+		fakellm.Reply{Content: "one done"},
+		fakellm.Reply{Content: "two done", ChunkDelayMS: 10},
+		fakellm.Reply{Content: "three done"},
+	)
+	p := newPlatform(t)
+	p.writeConfig(sessionConfig(model.Start(t)))
+	p.start()
+	g := gwClient{t: t, base: fmt.Sprintf("http://127.0.0.1:%d", p.gateway)}
+	const path = "/v1/sessions/assistant/can"
+	p.ok("session", "prompt", "assistant", "can", "one", "--continue-after-turns", "1")
+
+	stream := g.openSSE(path+"/stream?after=0", nil)
+	log := &streamLog{t: t}
+	stream.until("turn 1 (archived)", func(sseMessage) bool { return log.ended() == 1 }, log.add)
+	for _, text := range []string{"two", "three"} {
+		g.must(http.StatusOK, "POST", path+"/prompt", map[string]string{"text": text})
+	}
+	stream.until("turn 3", func(sseMessage) bool { return log.ended() == 3 }, log.add)
+
+	var view api.SessionView
+	if err := json.Unmarshal(g.must(200, "GET", path, nil), &view); err != nil || view.Runs < 3 {
+		t.Fatalf("session view: %+v (%v); want at least 3 runs (it continued as new)", view, err)
+	}
+	for i, want := range []struct{ prompt, reply string }{{"one", "one done"}, {"two", "two done"}, {"three", "three done"}} {
+		tl := log.turns[i]
+		if tl.prompt != want.prompt || strings.Join(tl.text, "") != want.reply {
+			t.Errorf("turn %d streamed %q / %q, want %q / %q", i+1, tl.prompt, tl.text, want.prompt, want.reply)
+		}
+	}
+	if !log.contiguous() {
+		t.Errorf("stream seqs %v, want 1, 2, 3, ... across the runs (types %v)", log.seqs, log.types)
+	}
+
+	// A reconnecting client resumes after its Last-Event-ID, from the archive.
+	resumeAfter := view.Turns[0].LastSeq
+	resumed := g.openSSE(path+"/stream", map[string]string{"Last-Event-ID": fmt.Sprint(resumeAfter)})
+	m, err := resumed.next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ev api.Event
+	if err := json.Unmarshal([]byte(m.data), &ev); err != nil || ev.Seq != resumeAfter+1 || ev.Type != log.types[resumeAfter] {
+		t.Errorf("resumed stream starts with %s, want event %d (%s)", m.data, resumeAfter+1, log.types[resumeAfter])
+	}
+}
+
+// TestGatewaySessionPage drives the session page in headless Chromium: a prompt typed
+// into a new session's box creates it, and the turn is drawn live from the activity
+// stream: the tool call's start and update merged into one entry, the reply (a model's
+// <script> in it) as text, the turn closed by turn_end. A second turn's write waits for
+// approval: the page shows the call and approves it. A reload shows the turns rendered by
+// the server, still as text.
+func TestGatewaySessionPage(t *testing.T) {
+	chrome := chromiumPath()
+	if chrome == "" {
+		t.Skip("no chromium binary found on PATH (Debian: apt-get install -y chromium); skipping the browser test")
+	}
+	reply := `Nothing here but <script>alert("xss from the model")</script> and <img src=x onerror="alert('img')">.`
+	model := fakellm.New(
+		fakellm.Reply{Content: "Let me look.", ToolCalls: []fakellm.Call{{Name: "glob", Arguments: json.RawMessage(`{"pattern":"**/*"}`)}}},
+		fakellm.Reply{Content: reply, ChunkDelayMS: 30},
+		fakellm.Reply{Content: "I will write it down.", ToolCalls: []fakellm.Call{writeNotes("nothing found")}},
+		fakellm.Reply{Content: "Written to notes.md."},
+	)
+	p := newPlatform(t)
+	p.writeConfig(`llm: {base_url: ` + model.Start(t) + `, model: fake}
+agents:
+  - name: looker
+    permissions: {mode: approve}
+    sandbox: {type: virtual}
+`)
+	p.start()
+	base := fmt.Sprintf("http://127.0.0.1:%d", p.gateway)
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chrome), chromedp.WindowSize(1100, 900))
+	if os.Geteuid() == 0 {
+		opts = append(opts, chromedp.NoSandbox) // Chromium refuses root without it
+	}
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelAlloc()
+	browser, cancelBrowser := chromedp.NewContext(allocCtx)
+	defer cancelBrowser()
+	// The browser lives as long as the context of the first Run: start it without the
+	// test's timeout, so the page can still be read after a step timed out.
+	if err := chromedp.Do(browser); err != nil {
+		t.Fatalf("start %s: %v", chrome, err)
+	}
+	ctx, cancel := context.WithTimeout(browser, 90*time.Second)
+	defer cancel()
+	var (
+		mu      sync.Mutex
+		dialogs []string
+	)
+	go func() {
+		for ev, err := range chromedp.Events(ctx, page.JavascriptDialogOpening) {
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			dialogs = append(dialogs, ev.Message)
+			mu.Unlock()
+			_, _ = chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: true})
+		}
+	}()
+	text := func(sel string) string {
+		t.Helper()
+		v, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+		if err != nil {
+			t.Fatalf("read %s: %v", sel, err)
+		}
+		return v
+	}
+
+	// The page is ready for input once its script (deferred) has run.
+	ready := chromedp.Poll[chromedp.Void](`document.readyState === "complete"`)
+	pageText := func() string {
+		dctx, dcancel := context.WithTimeout(browser, 5*time.Second)
+		defer dcancel()
+		body, _ := chromedp.Run(dctx, chromedp.Evaluate[string](`location.href + "\n" + document.body.innerText`))
+		return body
+	}
+	turn := `li.turn[data-turn="1"]`
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(base+"/sessions?agent=looker&instance=web"), // the open form
+		ready,
+		chromedp.SendKeys(chromedp.ID("prompt-text"), "Look around."),
+		chromedp.Click(chromedp.ID("send")),
+		chromedp.WaitVisible(chromedp.CSS(turn+".done")),
+	); err != nil {
+		t.Fatalf("prompt on the session page: %v\npage: %s\nworker:\n%s", err, pageText(), p.output())
+	}
+	if got := text("#status"); got != "running" {
+		t.Errorf("status badge %q, want running (the prompt created the session)", got)
+	}
+	if got := text(turn + " .said.you"); !strings.Contains(got, "Look around.") {
+		t.Errorf("the turn's prompt shows %q", got)
+	}
+	agentSaid := text(turn + " .said.agent")
+	if !strings.Contains(agentSaid, "Let me look.") || !strings.Contains(agentSaid, reply) {
+		t.Errorf("the turn drawn live shows %q; want the text of both model calls, markup as text", agentSaid)
+	}
+	n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('li.turn[data-turn="1"] details.tool').length`))
+	if err != nil || n != 1 {
+		t.Errorf("tool call entries = %d (%v), want 1: the start and the update merged by id", n, err)
+	}
+	if got := text(turn + ` details.tool[data-status="completed"] summary`); !strings.Contains(got, "glob completed") {
+		t.Errorf("the tool call entry says %q, want glob completed", got)
+	}
+
+	// Turn 2 writes a file, which needs approval: the page shows the call live.
+	turn2 := `li.turn[data-turn="2"]`
+	if err := chromedp.Do(ctx,
+		chromedp.SendKeys(chromedp.ID("prompt-text"), "Write it down."),
+		chromedp.Click(chromedp.ID("send")),
+		chromedp.WaitVisible(chromedp.ID("pending")),
+	); err != nil {
+		t.Fatalf("the pending approval does not show: %v\npage: %s\nworker:\n%s", err, pageText(), p.output())
+	}
+	if tool, args, status := text("#pending-tool"), text("#pending-json"), text("#status"); tool != "write_file" || !strings.Contains(args, `"path": "notes.md"`) || status != "suspended" {
+		t.Errorf("pending box: tool %q, args %q, status %q; want write_file on notes.md, suspended", tool, args, status)
+	}
+	if err := chromedp.Do(ctx,
+		chromedp.Click(chromedp.ID("approve")),
+		chromedp.WaitVisible(chromedp.CSS(turn2+".done")),
+	); err != nil {
+		t.Fatalf("approve on the session page: %v\npage: %s\nworker:\n%s", err, pageText(), p.output())
+	}
+	if got := text(turn2 + " .said.agent"); !strings.Contains(got, "approved by local") || !strings.Contains(got, "Written to notes.md.") {
+		t.Errorf("turn 2 shows %q; want the approval and the reply", got)
+	}
+	if hidden, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.getElementById("pending").hidden`)); err != nil || !hidden {
+		t.Errorf("the pending box is still shown after the decision (%v)", err)
+	}
+
+	// The server renders the finished turns the same way, as text.
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/sessions/looker/web"), chromedp.WaitVisible(chromedp.CSS(turn2+".done"))); err != nil {
+		t.Fatalf("reload: %v", err)
+	}
+	if got := text(turn + " .said.agent"); !strings.Contains(got, reply) {
+		t.Errorf("the server-rendered turn shows %q, want the reply as text", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(dialogs) > 0 {
+		t.Errorf("the page ran a model's markup: dialogs %q", dialogs)
+	}
+}

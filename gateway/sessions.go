@@ -1,0 +1,386 @@
+package gateway
+
+import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/nexo-temporal/nexo/api"
+	"github.com/nexo-temporal/nexo/artifacts"
+	"github.com/nexo-temporal/nexo/runs"
+)
+
+// Sessions over HTTP: a prompt is one request that waits for the reply (update-with-start:
+// it creates or reopens the session), the materialised history is a GET, and the activity
+// stream is a Server-Sent Events stream that replays from any offset (older segments come
+// from the session's archived stream artifacts) and follows the session across
+// continue-as-new until it closes:
+//
+//	id: 12                               one message per activity-stream event, id = seq,
+//	data: {"seq":12,"type":"text",...}   data = the event (user_input, text, thinking,
+//	                                     tool_call, turn_end, approval_requested, ...)
+//
+//	event: status                        first, and when the status changes (suspended:
+//	data: {"status":"suspended",...}     a tool call waits for approval, see "pending")
+//
+//	event: end                           the session closed; the server ends the stream
+//
+//	event: problem                       the stream failed after it began (RFC 9457 doc)
+
+// PromptBody is the body of POST /v1/sessions/{agent}/{instance}/prompt.
+type PromptBody struct {
+	Text string `json:"text"`
+}
+
+// SessionList is the answer to GET /v1/sessions.
+type SessionList struct {
+	Sessions []runs.SessionSummary `json:"sessions"`
+}
+
+// maxAgentName bounds an agent name in a path.
+const maxAgentName = 100
+
+// sessionAddress reads and checks the {agent} and {instance} of a session route.
+func sessionAddress(r *http.Request) (agent, instance string, err error) {
+	agent, instance = r.PathValue("agent"), r.PathValue("instance")
+	if err := checkAgentName(agent); err != nil {
+		return "", "", err
+	}
+	if err := api.ValidateInstance(instance); err != nil {
+		return "", "", badInput("%v", err)
+	}
+	return agent, instance, nil
+}
+
+// checkAgentName refuses names no agent can have: the session id is
+// "session:<agent>:<instance>", so an agent name holds no ':'.
+func checkAgentName(agent string) error {
+	if agent == "" || len(agent) > maxAgentName || strings.ContainsAny(agent, ":/\\?#%") ||
+		strings.IndexFunc(agent, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
+		return badInput("agent %q: want the name of a configured agent (1-%d characters without spaces, ':' or '/')", agent, maxAgentName)
+	}
+	return nil
+}
+
+// sessionPath is the API path of a session.
+func sessionPath(agent, instance string) string {
+	return "/v1/sessions/" + url.PathEscape(agent) + "/" + url.PathEscape(instance)
+}
+
+// sessionErr says "no session" where package runs says "no run session:…", and what
+// creates one; other errors pass as they are.
+func sessionErr(agent, instance string, err error) error {
+	var nf *runs.NotFoundError
+	if errors.As(err, &nf) {
+		return &inputError{status: http.StatusNotFound,
+			msg: fmt.Sprintf("no session of agent %q with instance %q (a prompt creates it: POST %s/prompt)", agent, instance, sessionPath(agent, instance))}
+	}
+	var st *runs.StateError
+	if errors.As(err, &st) && st.Hint == "" && st.Status.Closed() {
+		c := *st
+		c.Hint = "the session is closed; a prompt reopens it with its thread"
+		return &c
+	}
+	return err
+}
+
+func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
+	limit, err := sessionLimit(r.URL.Query())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	rows, err := s.runs.ListSessions(r.Context(), limit)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if rows == nil {
+		rows = []runs.SessionSummary{}
+	}
+	s.writeJSON(w, r, http.StatusOK, SessionList{Sessions: rows})
+}
+
+// sessionLimit reads ?limit= (0: the runs package's default).
+func sessionLimit(q url.Values) (int, error) {
+	v := q.Get("limit")
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > maxListLimit {
+		return 0, badInput("limit %q: want a number from 1 to %d", v, maxListLimit)
+	}
+	return n, nil
+}
+
+func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
+	agent, instance, err := sessionAddress(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	view, err := s.runs.Session(r.Context(), agent, instance)
+	if err != nil {
+		s.fail(w, r, sessionErr(agent, instance, err))
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, view)
+}
+
+func (s *Server) closeSession(w http.ResponseWriter, r *http.Request) {
+	agent, instance, err := sessionAddress(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := s.runs.CloseSession(r.Context(), agent, instance); err != nil {
+		s.fail(w, r, sessionErr(agent, instance, err))
+		return
+	}
+	id := api.SessionID(agent, instance)
+	s.writeJSON(w, r, http.StatusOK, Accepted{ID: id, Message: "closed session " + id + "; a prompt reopens it with its thread"})
+}
+
+// promptSession answers POST /v1/sessions/{agent}/{instance}/prompt with the reply. The
+// request lasts as long as the turn (a turn that waits for an approval waits with it).
+func (s *Server) promptSession(w http.ResponseWriter, r *http.Request) {
+	agent, instance, err := sessionAddress(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	var b PromptBody
+	if err := s.decodeJSON(w, r, &b, false); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if strings.TrimSpace(b.Text) == "" {
+		s.fail(w, r, badInput(`text is empty; send the prompt as {"text": "..."}`))
+		return
+	}
+	reply, err := s.prompt(r.Context(), agent, instance, b.Text)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, reply)
+}
+
+// prompt sends text to the session, giving up with a 503 when no worker takes the
+// session up (an update that no worker accepts would otherwise wait forever).
+func (s *Server) prompt(ctx context.Context, agent, instance, text string) (api.PromptReply, error) {
+	pctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go s.watchForWorker(pctx, cancel, agent, instance)
+	reply, err := s.runs.Prompt(pctx, agent, instance, text, runs.PromptOptions{})
+	if err == nil {
+		return reply, nil
+	}
+	var noWorker *inputError
+	if cause := context.Cause(pctx); ctx.Err() == nil && errors.As(cause, &noWorker) {
+		return api.PromptReply{}, cause
+	}
+	return api.PromptReply{}, s.promptFailure(ctx, agent, instance, err)
+}
+
+// watchForWorker cancels a prompt whose session no worker takes up: two looks, half of
+// workerWait apart, that both find the session never started by a worker (pending) or
+// its worker not answering. One look could fall into the moment a session hands over to
+// its continue-as-new run.
+func (s *Server) watchForWorker(ctx context.Context, cancel context.CancelCauseFunc, agent, instance string) {
+	id := api.SessionID(agent, instance)
+	tick := time.NewTicker(s.workerWait / 2)
+	defer tick.Stop()
+	misses := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		rec, err := s.runs.Get(ctx, id)
+		var nw *runs.NoWorkerError
+		if errors.As(err, &nw) || (err == nil && (rec.Status == api.StatusPending || rec.Status == api.StatusQueued)) {
+			misses++
+		} else {
+			misses = 0
+		}
+		if misses >= 2 {
+			cancel(&inputError{status: http.StatusServiceUnavailable, msg: fmt.Sprintf(
+				"no worker took up session %s within %s (is a worker polling the platform's task queue?); "+
+					"the prompt was not answered and may still be served once a worker runs, so check GET %s before sending it again",
+				id, s.workerWait, sessionPath(agent, instance))})
+			return
+		}
+	}
+}
+
+// promptFailure names what went wrong with a prompt that package runs reports as a plain
+// error: a session that could not start because the worker has no such agent (404), or a
+// turn that failed (502: the model or a tool failed; the session goes on).
+func (s *Server) promptFailure(ctx context.Context, agent, instance string, err error) error {
+	if statusOf(err) != http.StatusInternalServerError || ctx.Err() != nil {
+		return sessionErr(agent, instance, err)
+	}
+	if rec, gerr := s.runs.Get(ctx, api.SessionID(agent, instance)); gerr == nil && rec.Status == api.StatusFailed &&
+		rec.Error != nil && strings.Contains(*rec.Error, fmt.Sprintf("no agent %q", agent)) {
+		return &inputError{status: http.StatusNotFound, msg: fmt.Sprintf("session %s could not start: %s", rec.ID, unknownAgentDetail(*rec.Error, agent))}
+	}
+	if view, verr := s.runs.Session(ctx, agent, instance); verr == nil {
+		for _, t := range slices.Backward(view.Turns) {
+			if t.Error != "" && strings.Contains(err.Error(), t.Error) {
+				return &inputError{status: http.StatusBadGateway,
+					msg: fmt.Sprintf("turn %d of session %s failed: %s (the session goes on; its thread is as it was before this prompt)", t.N, view.ID, t.Error)}
+			}
+		}
+	}
+	return err
+}
+
+// unknownAgentDetail cuts a workflow failure down to the activity's own message ("no
+// agent "x" is configured on this worker (configured: ...)").
+func unknownAgentDetail(failure, agent string) string {
+	if i := strings.Index(failure, fmt.Sprintf("no agent %q", agent)); i >= 0 {
+		return failure[i:]
+	}
+	return failure
+}
+
+// sessionStream answers GET /v1/sessions/{agent}/{instance}/stream: the activity stream
+// after ?after= (or Last-Event-ID), archived segments first, then live until the session
+// closes.
+func (s *Server) sessionStream(w http.ResponseWriter, r *http.Request) {
+	agent, instance, err := sessionAddress(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	after, err := afterSeq(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	var lastStatus api.Status
+	follow := func(ctx context.Context, send func(followUpdate) bool) {
+		var last api.Record
+		err := s.runs.FollowSession(ctx, agent, instance, func(rec api.Record) bool {
+			last = rec
+			return !send(followUpdate{rec: rec})
+		})
+		send(followUpdate{rec: last, err: sessionErr(agent, instance, err), last: true})
+	}
+	s.serveStream(w, r, follow, func(ctx context.Context, buf *bytes.Buffer, u followUpdate) (bool, error) {
+		if u.err != nil {
+			return true, u.err
+		}
+		// Events the record no longer holds (the session continued as new since) are in
+		// its archived segments.
+		first := int64(math.MaxInt64)
+		if len(u.rec.Events) > 0 {
+			first = u.rec.Events[0].Seq
+		}
+		if first > after+1 {
+			old, err := s.archivedEvents(ctx, u.rec, after, first)
+			for _, ev := range old {
+				writeSSE(buf, "", strconv.FormatInt(ev.Seq, 10), ev)
+				after = ev.Seq
+			}
+			if err != nil {
+				return true, err
+			}
+		}
+		for _, ev := range u.rec.Events {
+			if ev.Seq > after {
+				writeSSE(buf, "", strconv.FormatInt(ev.Seq, 10), ev)
+				after = ev.Seq
+			}
+		}
+		// pending and queued are the moment a continue-as-new run has not begun: not news.
+		if st := u.rec.Status; st != lastStatus && st != "" && st != api.StatusPending && st != api.StatusQueued && !u.last {
+			writeSSE(buf, "status", "", sessionStatus(u.rec, after))
+			lastStatus = st
+		}
+		if u.last {
+			writeSSE(buf, "end", "", sessionStatus(u.rec, after))
+		}
+		return u.last, nil
+	})
+}
+
+// sessionStatus is the data of a session stream's status and end events: a run's, without
+// the result (a closed session's result is its whole thread).
+func sessionStatus(rec api.Record, last int64) StreamStatus {
+	st := streamStatus(rec)
+	st.Result = nil
+	st.LastSeq = max(st.LastSeq, last)
+	return st
+}
+
+// segmentRange parses the name of an archived stream segment, stream-<from>-<to>.jsonl.
+func segmentRange(name string) (from, to int64, ok bool) {
+	rest, found := strings.CutPrefix(name, "stream-")
+	if !found {
+		return 0, 0, false
+	}
+	rest, found = strings.CutSuffix(rest, ".jsonl")
+	if !found {
+		return 0, 0, false
+	}
+	a, b, found := strings.Cut(rest, "-")
+	if !found {
+		return 0, 0, false
+	}
+	from, err1 := strconv.ParseInt(a, 10, 64)
+	to, err2 := strconv.ParseInt(b, 10, 64)
+	return from, to, err1 == nil && err2 == nil && from <= to
+}
+
+// archivedEvents returns the events with after < seq < before from rec's archived stream
+// segments, in seq order. Segments wholly outside that range are not read.
+func (s *Server) archivedEvents(ctx context.Context, rec api.Record, after, before int64) ([]api.Event, error) {
+	type segment struct {
+		from int64
+		a    api.Artifact
+	}
+	var segs []segment
+	for _, a := range rec.Artifacts {
+		from, to, ok := segmentRange(a.Name)
+		if ok && to > after && from < before {
+			segs = append(segs, segment{from, a})
+		}
+	}
+	slices.SortFunc(segs, func(x, y segment) int { return cmp.Compare(x.from, y.from) })
+	var out []api.Event
+	for _, sg := range segs {
+		body, err := artifacts.Read(ctx, s.store, rec.ID, sg.a)
+		if err != nil {
+			return out, fmt.Errorf("read archived stream segment %s of session %s (the gateway reads the store at artifacts.url; is it the one the worker writes?): %w", sg.a.Name, rec.ID, err)
+		}
+		sc := bufio.NewScanner(bytes.NewReader(body))
+		sc.Buffer(nil, len(body)+1)
+		for sc.Scan() {
+			var ev api.Event
+			if err := json.Unmarshal(sc.Bytes(), &ev); err != nil || ev.Seq <= after || ev.Seq >= before {
+				continue
+			}
+			if n := len(out); n > 0 && ev.Seq <= out[n-1].Seq {
+				continue
+			}
+			out = append(out, ev)
+		}
+	}
+	return out, nil
+}
