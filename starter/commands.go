@@ -203,11 +203,7 @@ func showCmd() *command {
 			if err := needArgs(args, 1, "a run id"); err != nil {
 				return err
 			}
-			rc, err := e.runs(ctx)
-			if err != nil {
-				return err
-			}
-			rec, err := rc.Get(ctx, args[0])
+			rec, err := e.record(ctx, args[0])
 			if err != nil {
 				return err
 			}
@@ -496,11 +492,7 @@ func artifactsCmd() *command {
 			if err := needArgs(args, 1, "a run id"); err != nil {
 				return err
 			}
-			rc, err := e.runs(ctx)
-			if err != nil {
-				return err
-			}
-			rec, err := rc.Get(ctx, args[0])
+			rec, err := e.record(ctx, args[0])
 			if err != nil {
 				return err
 			}
@@ -527,11 +519,7 @@ func artifactCmd() *command {
 			if err := needArgs(args, 2, "a run id and an artifact name"); err != nil {
 				return err
 			}
-			rc, err := e.runs(ctx)
-			if err != nil {
-				return err
-			}
-			rec, err := rc.Get(ctx, args[0])
+			rec, err := e.record(ctx, args[0])
 			if err != nil {
 				return err
 			}

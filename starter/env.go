@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 	"go.temporal.io/sdk/client"
 
+	"github.com/nexo-temporal/nexo/api"
 	"github.com/nexo-temporal/nexo/config"
 	"github.com/nexo-temporal/nexo/connect"
 	"github.com/nexo-temporal/nexo/runs"
@@ -59,6 +60,15 @@ func (e *env) runs(ctx context.Context) (*runs.Client, error) {
 	e.tc = tc
 	e.client = runs.New(tc, cfg.Temporal.Namespace, cfg.Temporal.TaskQueue)
 	return e.client, nil
+}
+
+// record reads the record of run id.
+func (e *env) record(ctx context.Context, id string) (api.Record, error) {
+	rc, err := e.runs(ctx)
+	if err != nil {
+		return api.Record{}, err
+	}
+	return rc.Get(ctx, id)
 }
 
 func (e *env) close() {
