@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"github.com/nexo-temporal/nexo/internal/suggest"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -396,7 +397,7 @@ func unknownKeys(file string, unused []string, defaults map[string]any) error {
 	errs := make([]error, 0, len(unused))
 	for _, key := range unused {
 		hint := ""
-		if s := nearest(key, known); s != "" {
+		if s := suggest.Nearest(key, known); s != "" {
 			hint = fmt.Sprintf(" (did you mean %q?)", s)
 		}
 		errs = append(errs, fmt.Errorf("%w %q%s", ErrUnknownKey, key, hint))
@@ -410,39 +411,6 @@ func inFile(file string) string {
 		return ""
 	}
 	return fmt.Sprintf(" file %q", file)
-}
-
-// nearest returns the known key closest to key by edit distance, or "" when none is
-// close enough to be a plausible typo.
-func nearest(key string, known []string) string {
-	best, bestDist := "", len(key)/3+1
-	for _, k := range known {
-		if d := editDistance(key, k); d < bestDist {
-			best, bestDist = k, d
-		}
-	}
-	return best
-}
-
-// editDistance is the Levenshtein distance between a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // defaultValues flattens Defaults() into dotted keys ("temporal.tls.enabled") and values,

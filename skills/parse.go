@@ -3,6 +3,7 @@ package skills
 import (
 	"errors"
 	"fmt"
+	"github.com/nexo-temporal/nexo/internal/suggest"
 	"regexp"
 	"sort"
 	"strconv"
@@ -171,7 +172,7 @@ func parse(file string, data []byte) (parsed, []error) {
 			}
 		default:
 			hint := ""
-			if s := nearest(k.Value, knownKeys); s != "" {
+			if s := suggest.Nearest(k.Value, knownKeys); s != "" {
 				hint = fmt.Sprintf("did you mean %q? ", s)
 			}
 			bad(line, k.Value, "unknown key (%sknown: %s; put other properties under metadata:)", hint, strings.Join(knownKeys, ", "))
@@ -216,35 +217,4 @@ func shiftLines(msg string) string {
 		n, _ := strconv.Atoi(strings.TrimPrefix(s, "line "))
 		return "line " + strconv.Itoa(n+1)
 	})
-}
-
-// nearest returns the known key within a small edit distance of key, or "".
-func nearest(key string, known []string) string {
-	best, bestDist := "", len(key)/3+1
-	for _, k := range known {
-		if d := editDistance(key, k); d < bestDist {
-			best, bestDist = k, d
-		}
-	}
-	return best
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

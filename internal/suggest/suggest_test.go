@@ -1,0 +1,18 @@
+package suggest
+
+import "testing"
+
+func TestNearest(t *testing.T) {
+	known := []string{"temporal.address", "log.level", "description", "name"}
+	for _, tc := range []struct{ in, want string }{
+		{"temporal.adress", "temporal.address"},
+		{"log.levl", "log.level"},
+		{"descripton", "description"},
+		{"nam", "name"},
+		{"colour", ""},
+	} {
+		if got := Nearest(tc.in, known); got != tc.want {
+			t.Errorf("Nearest(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
