@@ -3,24 +3,18 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"path/filepath"
 	"testing"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
-	sdklog "go.temporal.io/sdk/log"
-	"go.temporal.io/sdk/worker"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/nexo-temporal/nexo/activities"
 	"github.com/nexo-temporal/nexo/agents"
 	"github.com/nexo-temporal/nexo/api"
-	"github.com/nexo-temporal/nexo/artifacts"
-	"github.com/nexo-temporal/nexo/devserver"
 	"github.com/nexo-temporal/nexo/fakellm"
 	"github.com/nexo-temporal/nexo/permissions"
-	"github.com/nexo-temporal/nexo/workflows"
 )
 
 // BenchmarkAgentTurns runs an agent for 50 turns (each a model call answered by the fake
@@ -36,26 +30,10 @@ func BenchmarkAgentTurns(b *testing.B) {
 	}
 	script = append(script, fakellm.Reply{Content: "done"})
 
-	dir := b.TempDir()
-	srv := startDevServer(b, devserver.Options{DBPath: filepath.Join(dir, "temporal.db")})
-	b.Cleanup(func() { _ = srv.Stop() })
-	tc, err := client.Dial(client.Options{HostPort: srv.FrontendAddress(), Logger: sdklog.NewStructuredLogger(quietLogger())})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer tc.Close()
-	store, _ := artifacts.Open(filepath.Join(dir, "artifacts"))
-	sbs, _ := activities.NewSandboxes(filepath.Join(dir, "ws"))
 	spec := agents.Spec{Name: "globber", MaxTurns: turns, Permissions: permissions.Policy{Mode: permissions.ModeReadOnly}}
-	w := worker.New(tc, benchTaskQueue, worker.Options{})
-	workflows.RegisterAll(w)
 	// One fake model serves every run: it answers by the thread's length, not by order.
 	llm := activities.NewLLM(activities.LLMConfig{BaseURL: fakellm.New(script...).Start(b), Model: "fake"})
-	activities.New(activities.Deps{Store: store, Sandboxes: sbs, InlineLimit: 32768, LLM: llm, Agents: []agents.Spec{spec}}).Register(w)
-	if err := w.Start(); err != nil {
-		b.Fatal(err)
-	}
-	defer w.Stop()
+	tc, _ := benchPlatform(b, activities.Deps{LLM: llm, Agents: []agents.Spec{spec}}, nil)
 	var perTurn []time.Duration
 	var histBytes, histEvents int
 	for i := 0; i < b.N+1; i++ { // the first run warms up and is not counted

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
@@ -55,25 +54,9 @@ func rawApproval(ctx workflow.Context, docID string) (string, error) {
 //
 //	GOTOOLCHAIN=go1.27.3 go test ./e2e -run '^$' -bench ApprovalFlow -benchtime 40x
 func BenchmarkApprovalFlow(b *testing.B) {
-	dir := b.TempDir()
-	srv := startDevServer(b, devserver.Options{DBPath: filepath.Join(dir, "temporal.db")})
-	b.Cleanup(func() { _ = srv.Stop() })
-	tc, err := client.Dial(client.Options{HostPort: srv.FrontendAddress(), Logger: sdklog.NewStructuredLogger(quietLogger())})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer tc.Close()
-	store, _ := artifacts.Open(filepath.Join(dir, "artifacts"))
-	sbs, _ := activities.NewSandboxes(filepath.Join(dir, "ws"))
-	w := worker.New(tc, benchTaskQueue, worker.Options{})
-	workflows.RegisterAll(w)
-	activities.New(activities.Deps{Store: store, Sandboxes: sbs, InlineLimit: 32768}).Register(w)
-	w.RegisterWorkflowWithOptions(rawApproval, workflow.RegisterOptions{Name: "RawApproval"})
-	_ = activity.RegisterOptions{}
-	if err := w.Start(); err != nil {
-		b.Fatal(err)
-	}
-	defer w.Stop()
+	tc, _ := benchPlatform(b, activities.Deps{}, func(w worker.Worker) {
+		w.RegisterWorkflowWithOptions(rawApproval, workflow.RegisterOptions{Name: "RawApproval"})
+	})
 	rc := runs.New(tc, api.DefaultNamespace, benchTaskQueue)
 	ctx := context.Background()
 
@@ -177,4 +160,39 @@ func pct(ds []time.Duration, p float64) time.Duration {
 	s := slices.Clone(ds)
 	slices.Sort(s)
 	return s[int(float64(len(s)-1)*p)]
+}
+
+// benchPlatform starts an embedded server (SQLite file in a temporary directory) and an
+// in-process worker on benchTaskQueue running every Nexo workflow and the activities of
+// deps (its store and sandboxes are filled in under the same directory); register adds
+// more to the worker. It returns the client and the activities (to call one directly).
+// Everything stops when the benchmark ends.
+func benchPlatform(b *testing.B, deps activities.Deps, register func(worker.Worker)) (client.Client, *activities.Activities) {
+	b.Helper()
+	dir := b.TempDir()
+	srv := startDevServer(b, devserver.Options{DBPath: filepath.Join(dir, "temporal.db")})
+	b.Cleanup(func() { _ = srv.Stop() })
+	tc, err := client.Dial(client.Options{HostPort: srv.FrontendAddress(), Logger: sdklog.NewStructuredLogger(quietLogger())})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(tc.Close)
+	deps.Store, _ = artifacts.Open(filepath.Join(dir, "artifacts"))
+	deps.Sandboxes, _ = activities.NewSandboxes(filepath.Join(dir, "ws"))
+	deps.InlineLimit = 32768
+	acts := activities.New(deps)
+	w := worker.New(tc, benchTaskQueue, worker.Options{})
+	workflows.RegisterAll(w)
+	acts.Register(w)
+	if register != nil {
+		register(w)
+	}
+	if err := w.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		w.Stop()
+		_ = acts.Close()
+	})
+	return tc, acts
 }

@@ -3,25 +3,19 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
 	tclient "go.temporal.io/sdk/client"
-	sdklog "go.temporal.io/sdk/log"
-	"go.temporal.io/sdk/worker"
 
 	"github.com/nexo-temporal/nexo/activities"
 	"github.com/nexo-temporal/nexo/agents"
 	"github.com/nexo-temporal/nexo/api"
-	"github.com/nexo-temporal/nexo/artifacts"
-	"github.com/nexo-temporal/nexo/devserver"
 	"github.com/nexo-temporal/nexo/fakellm"
 	"github.com/nexo-temporal/nexo/internal/mcptest"
 	"github.com/nexo-temporal/nexo/permissions"
-	"github.com/nexo-temporal/nexo/workflows"
 )
 
 // BenchmarkMCPToolCall measures one MCP tool call (echo on a stdio server) three ways and
@@ -46,28 +40,10 @@ func BenchmarkMCPToolCall(b *testing.B) {
 	script = append(script, fakellm.Reply{Content: "done"})
 	server := api.MCPServerSpec{Name: "srv", Transport: api.MCPStdio, Command: mcptest.BuildServer(b)}
 
-	dir := b.TempDir()
-	srv := startDevServer(b, devserver.Options{DBPath: filepath.Join(dir, "temporal.db")})
-	b.Cleanup(func() { _ = srv.Stop() })
-	tc, err := tclient.Dial(tclient.Options{HostPort: srv.FrontendAddress(), Logger: sdklog.NewStructuredLogger(quietLogger())})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer tc.Close()
-	store, _ := artifacts.Open(filepath.Join(dir, "artifacts"))
-	sbs, _ := activities.NewSandboxes(filepath.Join(dir, "ws"))
 	spec := agents.Spec{Name: "mcper", MaxTurns: calls + 1, Permissions: permissions.Policy{Mode: permissions.ModeAuto},
 		MCP: []api.MCPServerSpec{server}}
-	w := worker.New(tc, benchTaskQueue, worker.Options{})
-	workflows.RegisterAll(w)
 	llm := activities.NewLLM(activities.LLMConfig{BaseURL: fakellm.New(script...).Start(b), Model: "fake"})
-	acts := activities.New(activities.Deps{Store: store, Sandboxes: sbs, InlineLimit: 32768, LLM: llm, Agents: []agents.Spec{spec}})
-	defer acts.Close()
-	acts.Register(w)
-	if err := w.Start(); err != nil {
-		b.Fatal(err)
-	}
-	defer w.Stop()
+	tc, acts := benchPlatform(b, activities.Deps{LLM: llm, Agents: []agents.Spec{spec}}, nil)
 
 	var platform []time.Duration
 	for i := 0; i < b.N+1; i++ { // the first run warms up and is not counted

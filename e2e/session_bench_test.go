@@ -4,25 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
-	"go.temporal.io/sdk/client"
-	sdklog "go.temporal.io/sdk/log"
-	"go.temporal.io/sdk/worker"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/nexo-temporal/nexo/activities"
 	"github.com/nexo-temporal/nexo/agents"
 	"github.com/nexo-temporal/nexo/api"
-	"github.com/nexo-temporal/nexo/artifacts"
-	"github.com/nexo-temporal/nexo/devserver"
 	"github.com/nexo-temporal/nexo/fakellm"
 	"github.com/nexo-temporal/nexo/runs"
-	"github.com/nexo-temporal/nexo/workflows"
 )
 
 // BenchmarkSessionPrompts sends b.N prompts, one after another, to one session on the
@@ -32,30 +25,14 @@ import (
 //
 //	GOTOOLCHAIN=go1.27.3 go test ./e2e -run '^$' -bench SessionPrompts -benchtime 1000x -timeout 60m
 func BenchmarkSessionPrompts(b *testing.B) {
-	dir := b.TempDir()
-	srv := startDevServer(b, devserver.Options{DBPath: filepath.Join(dir, "temporal.db")})
-	b.Cleanup(func() { _ = srv.Stop() })
-	tc, err := client.Dial(client.Options{HostPort: srv.FrontendAddress(), Logger: sdklog.NewStructuredLogger(quietLogger())})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer tc.Close()
 	// Every reply is the same; the fake answers by thread length, so give it enough.
 	script := make([]fakellm.Reply, b.N+1)
 	for i := range script {
 		script[i] = fakellm.Reply{Content: fmt.Sprintf("Noted, reply number %d.", i+1)}
 	}
 	llm := activities.NewLLM(activities.LLMConfig{BaseURL: fakellm.New(script...).Start(b), Model: "fake"})
-	store, _ := artifacts.Open(filepath.Join(dir, "artifacts"))
-	sbs, _ := activities.NewSandboxes(filepath.Join(dir, "ws"))
 	spec := agents.Spec{Name: "assistant", Instructions: "Be brief.", Sandbox: api.SandboxSpec{Type: api.SandboxVirtual}}
-	w := worker.New(tc, benchTaskQueue, worker.Options{})
-	workflows.RegisterAll(w)
-	activities.New(activities.Deps{Store: store, Sandboxes: sbs, InlineLimit: 32768, LLM: llm, Agents: []agents.Spec{spec}}).Register(w)
-	if err := w.Start(); err != nil {
-		b.Fatal(err)
-	}
-	defer w.Stop()
+	tc, _ := benchPlatform(b, activities.Deps{LLM: llm, Agents: []agents.Spec{spec}}, nil)
 	rc := runs.New(tc, api.DefaultNamespace, benchTaskQueue)
 	ctx := context.Background()
 	id := api.SessionID("assistant", "bench")
