@@ -46,6 +46,24 @@ func latencyDefaults() dynamicconfig.StaticClient {
 		set(pair[1], queuePollRPS)
 	}
 
+	// Queue checkpoints. Each history queue keeps every task it has loaded in memory, finished
+	// or not, until its next checkpoint prunes the finished ones, and each time it loads a new
+	// range of tasks it walks that whole set to split it (service/history/queues/tracker.go).
+	// At the default 30 s interval a busy dev server carries thousands of finished tasks from
+	// one checkpoint to the next, and the walks grew to 13% of the server's CPU by the fourth
+	// batch of 500 workflows (go run ./bench devserver, CPU profiles of early and late
+	// batches). Every second keeps the set small. A checkpoint is in memory plus one range
+	// delete of finished tasks; how often the shard record is written does not change
+	// (history.shardUpdateMinInterval).
+	for _, key := range []dynamicconfig.Key{
+		dynamicconfig.TransferProcessorUpdateAckInterval.Key(),
+		dynamicconfig.TimerProcessorUpdateAckInterval.Key(),
+		dynamicconfig.VisibilityProcessorUpdateAckInterval.Key(),
+		dynamicconfig.OutboundProcessorUpdateAckInterval.Key(),
+	} {
+		set(key, time.Second)
+	}
+
 	// History long polls (a client waiting for a run's result or following its history with
 	// GetWorkflowExecutionHistory, an update waiting for its outcome) end after this long with
 	// "no news yet", and the client polls again. A waiting poll is woken by the history event

@@ -16,6 +16,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -85,7 +86,16 @@ type Options struct {
 	// "history.transferProcessorMaxPollRPS": 20). Values have the types the server expects:
 	// int (not int64 or float64), bool, string, float64, time.Duration.
 	DynamicConfig map[string]any
+	// Stock runs the server as Temporal ships it, for comparison: Temporal's own dynamic config
+	// defaults instead of latencyDefaults (DynamicConfig still applies on top) and every
+	// visibility index of the schema. The SQLite settings stay. Setting the environment
+	// variable NEXO_DEVSERVER_STOCK=1 turns it on for every Start in the process (a whole test
+	// run, `worker --dev`).
+	Stock bool
 }
+
+// stockEnv is the environment variable that sets Options.Stock.
+const stockEnv = "NEXO_DEVSERVER_STOCK"
 
 // Server is a running embedded Temporal server. Its methods are safe for concurrent use.
 type Server struct {
@@ -132,12 +142,18 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		}
 	}
 	sqlCfg := sqlConfig(opts.DBPath)
-	if err := ensureNamespace(ctx, sqlCfg, clusterName, opts.Namespace, opts.SearchAttributes); err != nil {
+	columnsInUse, err := ensureNamespace(ctx, sqlCfg, clusterName, opts.Namespace, opts.SearchAttributes)
+	if err != nil {
 		return nil, err
+	}
+	if !opts.Stock {
+		if err := trimVisibilityIndexes(ctx, sqlCfg, columnsInUse); err != nil {
+			return nil, err
+		}
 	}
 
 	conf := serverConfig(opts.IP, ports, sqlCfg, primitives.NewUUID().String())
-	ts, err := newTemporalServer(conf, ports, serverLogger{log: logger, gate: gate}, opts.DynamicConfig)
+	ts, err := newTemporalServer(conf, ports, serverLogger{log: logger, gate: gate}, opts.Stock, opts.DynamicConfig)
 	if err != nil {
 		return nil, err
 	}
@@ -198,6 +214,13 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Namespace == "" {
 		o.Namespace = api.DefaultNamespace
 	}
+	switch v := os.Getenv(stockEnv); v {
+	case "", "0":
+	case "1":
+		o.Stock = true
+	default:
+		return o, fmt.Errorf("check %s=%q: want 1 (or 0, or unset)", stockEnv, v)
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -251,6 +274,7 @@ func newTemporalServer(
 	conf *config.Config,
 	ports servicePorts,
 	logger serverLogger,
+	stock bool,
 	overrides map[string]any,
 ) (temporal.Server, error) {
 	authorizer, err := authorization.GetAuthorizerFromConfig(&conf.Global.Authorization)
@@ -263,6 +287,9 @@ func newTemporalServer(
 	}
 
 	dc := latencyDefaults()
+	if stock {
+		dc = dynamicconfig.StaticClient{}
+	}
 	for k, v := range overrides {
 		dc[dynamicconfig.MakeKey(k)] = v
 	}

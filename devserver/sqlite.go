@@ -144,12 +144,15 @@ func fileDSN(path string) string {
 // own metadata persistence before the server starts, so every service loads the final
 // namespace on start: registering attributes through the operator API after start would leave
 // history's namespace cache without them for up to its refresh interval.
+//
+// It returns the custom search attribute columns some namespace in the database uses (see
+// trimVisibilityIndexes).
 func ensureNamespace(
 	ctx context.Context,
 	cfg *config.SQL,
 	clusterName, namespace string,
 	attrs map[string]enumspb.IndexedValueType,
-) error {
+) (map[string]bool, error) {
 	serializer := serialization.NewSerializer()
 	logger := log.NewNoopLogger()
 	factory := sqlpersistence.NewFactory(*cfg, resolver.NewNoopResolver(), clusterName, logger,
@@ -157,11 +160,24 @@ func ensureNamespace(
 	defer factory.Close()
 	store, err := factory.NewMetadataStore()
 	if err != nil {
-		return fmt.Errorf("open namespace store: %w", err)
+		return nil, fmt.Errorf("open namespace store: %w", err)
 	}
 	manager := persistence.NewMetadataManagerImpl(store, serializer, logger, clusterName)
 	defer manager.Close()
 
+	if err := registerNamespace(ctx, manager, clusterName, namespace, attrs); err != nil {
+		return nil, err
+	}
+	return searchAttributeColumnsInUse(ctx, manager)
+}
+
+// registerNamespace is ensureNamespace's work on one namespace.
+func registerNamespace(
+	ctx context.Context,
+	manager persistence.MetadataManager,
+	clusterName, namespace string,
+	attrs map[string]enumspb.IndexedValueType,
+) error {
 	got, err := manager.GetNamespace(ctx, &persistence.GetNamespaceRequest{Name: namespace})
 	var notFound *serviceerror.NamespaceNotFound
 	switch {
@@ -220,6 +236,31 @@ func ensureNamespace(
 		return fmt.Errorf("register search attributes on namespace %s: %w", namespace, err)
 	}
 	return nil
+}
+
+// searchAttributeColumnsInUse returns the custom search attribute columns (Keyword01, ...) that
+// some namespace, deleted ones included, maps an attribute onto.
+func searchAttributeColumnsInUse(ctx context.Context, manager persistence.MetadataManager) (map[string]bool, error) {
+	inUse := map[string]bool{}
+	var token []byte
+	for {
+		page, err := manager.ListNamespaces(ctx, &persistence.ListNamespacesRequest{
+			PageSize:       100,
+			NextPageToken:  token,
+			IncludeDeleted: true,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("list namespaces: %w", err)
+		}
+		for _, ns := range page.Namespaces {
+			for column := range ns.Namespace.GetConfig().GetCustomSearchAttributeAliases() {
+				inUse[column] = true
+			}
+		}
+		if token = page.NextPageToken; len(token) == 0 {
+			return inUse, nil
+		}
+	}
 }
 
 // assignSearchAttributes maps each wanted attribute the namespace lacks onto a free

@@ -259,6 +259,21 @@ func TestDevServer(t *testing.T) {
 		}
 		return nil
 	})
+	// The server keeps visibility indexes only for the usual filters; a list on other columns
+	// still answers (by a scan).
+	pollUntil(t, 10*time.Second, "list runs by unindexed columns", func(ctx context.Context) error {
+		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Query: fmt.Sprintf("HistoryLength > 3 AND ExecutionDuration > 0 AND TaskQueue = '%s' AND WorkflowId = '%s'",
+				desc.GetWorkflowExecutionInfo().GetTaskQueue(), firstID),
+		})
+		if err != nil {
+			return err
+		}
+		if n := len(resp.GetExecutions()); n != 1 {
+			return fmt.Errorf("got %d executions, want 1", n)
+		}
+		return nil
+	})
 	// And it still runs new work.
 	if _, err := runWorkflow(ctx, c, client.StartWorkflowOptions{}, greetWorkflow, "again"); err != nil {
 		t.Fatalf("after restart: %v", err)
