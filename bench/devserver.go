@@ -48,6 +48,7 @@ type devserverFlags struct {
 	temporal         string
 	dc               dynamicConfig
 	variantDC        dynamicConfig
+	variantStock     bool
 	worker           workerOptions
 	keep             bool
 	pprof            string
@@ -66,6 +67,7 @@ func parseDevserverFlags(args []string) (devserverFlags, error) {
 	fs.StringVar(&f.temporal, "temporal", "", "the temporal CLI (default: on PATH, else $GOPATH/bin/temporal)")
 	fs.Var(&f.dc, "dc", "dynamic config override for OUR server, key=value (repeatable), e.g. --dc history.longPollExpirationInterval=200ms")
 	fs.Var(&f.variantDC, "variant-dc", "also run a second embedded server, "+serverVariant+", with this override on top of --dc (repeatable); an A/B test under the same load")
+	fs.BoolVar(&f.variantStock, "variant-stock", false, "also run a second embedded server, "+serverVariant+", as Temporal ships it (devserver.Options.Stock: stock dynamic config, every visibility index), with --variant-dc on top")
 	fs.IntVar(&f.worker.workflowPollers, "workflow-pollers", 0, "worker workflow task pollers (0: SDK default, 2)")
 	fs.IntVar(&f.worker.activityPollers, "activity-pollers", 0, "worker activity task pollers (0: SDK default, 2)")
 	fs.BoolVar(&f.worker.eagerStart, "eager-start", false, "start workflows with EnableEagerStart (first task handed to the bench's worker inline)")
@@ -112,7 +114,7 @@ func runDevserver(ctx context.Context, args []string) (err error) {
 	if f.only != "" {
 		servers = []string{f.only}
 	}
-	if len(f.variantDC) > 0 {
+	if len(f.variantDC) > 0 || f.variantStock {
 		servers = append(servers, serverVariant)
 	}
 	var temporalBin string
@@ -171,9 +173,9 @@ func runDevserver(ctx context.Context, args []string) (err error) {
 		var srv *server
 		switch name {
 		case serverOurs:
-			srv, err = startOurs(ctx, dir, name, f.dc, f.pprof)
+			srv, err = startOurs(ctx, dir, name, false, f.dc, f.pprof)
 		case serverVariant:
-			srv, err = startOurs(ctx, dir, name, append(slices.Clone(f.dc), f.variantDC...), "")
+			srv, err = startOurs(ctx, dir, name, f.variantStock, append(slices.Clone(f.dc), f.variantDC...), "")
 		default:
 			srv, err = startDev(ctx, dir, temporalBin)
 		}
@@ -371,7 +373,12 @@ func runDevserver(ctx context.Context, args []string) (err error) {
 		f.rounds, oneActivityPerRound, activitiesPerRound, signalsPerRound, queriesPerRound, updatesPerRound, f.throughputRounds)
 	fmt.Fprintf(out, "- worker: raw Go SDK in the bench process, workflow pollers %s, activity pollers %s, eager start %v; dynamic config overrides for ours: %s\n",
 		orDefault(f.worker.workflowPollers), orDefault(f.worker.activityPollers), f.worker.eagerStart, orNone(f.dc.String()))
-	if len(f.variantDC) > 0 {
+	switch {
+	case f.variantStock:
+		overrides := append(slices.Clone(f.dc), f.variantDC...)
+		fmt.Fprintf(out, "- %s: the embedded server as Temporal ships it (stock dynamic config, every visibility index), overrides %s\n",
+			serverVariant, orNone(overrides.String()))
+	case len(f.variantDC) > 0:
 		fmt.Fprintf(out, "- %s: ours plus %s\n", serverVariant, f.variantDC.String())
 	}
 	fmt.Fprintln(out)

@@ -53,6 +53,7 @@ func serveOurs(ctx context.Context, args []string) error {
 	var dc dynamicConfig
 	fs.Var(&dc, "dc", "dynamic config override key=value (repeatable)")
 	pprofAddr := fs.String("pprof", "", "serve net/http/pprof on this address (for investigation)")
+	stock := fs.Bool("stock", false, "run the server as Temporal ships it (devserver.Options.Stock)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -73,6 +74,7 @@ func serveOurs(ctx context.Context, args []string) error {
 		DBPath:        *db,
 		Logger:        logger,
 		DynamicConfig: dc.values(),
+		Stock:         *stock,
 	})
 	if err != nil {
 		return fmt.Errorf("start embedded server: %w", err)
@@ -122,9 +124,9 @@ func (s *server) stop() {
 }
 
 // startOurs re-executes the bench binary as serve-ours on dir/<name>/temporal.db and waits for
-// its ready line. name is serverOurs or serverVariant; pprofAddr, when set, is where the child serves
-// net/http/pprof.
-func startOurs(ctx context.Context, dir, name string, dc dynamicConfig, pprofAddr string) (*server, error) {
+// its ready line. name is serverOurs or serverVariant; stock runs it as Temporal ships it
+// (devserver.Options.Stock); pprofAddr, when set, is where the child serves net/http/pprof.
+func startOurs(ctx context.Context, dir, name string, stock bool, dc dynamicConfig, pprofAddr string) (*server, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("find bench executable: %w", err)
@@ -132,6 +134,9 @@ func startOurs(ctx context.Context, dir, name string, dc dynamicConfig, pprofAdd
 	args := []string{serveOursCommand, "--db", filepath.Join(dir, name, "temporal.db")}
 	for _, kv := range dc {
 		args = append(args, "--dc", kv)
+	}
+	if stock {
+		args = append(args, "--stock")
 	}
 	if pprofAddr != "" {
 		args = append(args, "--pprof", pprofAddr)

@@ -18,8 +18,9 @@ import (
 const (
 	serverOurs     = "ours"
 	serverStartDev = "start-dev"
-	// serverVariant is a second embedded server with --variant-dc overrides on top of --dc,
-	// measured interleaved with ours so an A/B comparison sees the same machine load.
+	// serverVariant is a second embedded server with --variant-dc overrides on top of --dc (or
+	// stock, --variant-stock), measured interleaved with ours so an A/B comparison sees the same
+	// machine load.
 	serverVariant = "ours-variant"
 )
 
