@@ -49,6 +49,7 @@ type devserverFlags struct {
 	dc               dynamicConfig
 	variantDC        dynamicConfig
 	variantStock     bool
+	startDevDC       dynamicConfig
 	worker           workerOptions
 	keep             bool
 	pprof            string
@@ -67,6 +68,7 @@ func parseDevserverFlags(args []string) (devserverFlags, error) {
 	fs.StringVar(&f.temporal, "temporal", "", "the temporal CLI (default: on PATH, else $GOPATH/bin/temporal)")
 	fs.Var(&f.dc, "dc", "dynamic config override for OUR server, key=value (repeatable), e.g. --dc history.longPollExpirationInterval=200ms")
 	fs.Var(&f.variantDC, "variant-dc", "also run a second embedded server, "+serverVariant+", with this override on top of --dc (repeatable); an A/B test under the same load")
+	fs.Var(&f.startDevDC, "start-dev-dc", "dynamic config override for start-dev, key=value with a JSON value as `temporal server start-dev --dynamic-config-value` takes it (repeatable), e.g. --start-dev-dc history.transferProcessorMaxPollRPS=1000")
 	fs.BoolVar(&f.variantStock, "variant-stock", false, "also run a second embedded server, "+serverVariant+", as Temporal ships it (devserver.Options.Stock: stock dynamic config, every visibility index), with --variant-dc on top")
 	fs.IntVar(&f.worker.workflowPollers, "workflow-pollers", 0, "worker workflow task pollers (0: SDK default, 2)")
 	fs.IntVar(&f.worker.activityPollers, "activity-pollers", 0, "worker activity task pollers (0: SDK default, 2)")
@@ -177,7 +179,7 @@ func runDevserver(ctx context.Context, args []string) (err error) {
 		case serverVariant:
 			srv, err = startOurs(ctx, dir, name, f.variantStock, append(slices.Clone(f.dc), f.variantDC...), "")
 		default:
-			srv, err = startDev(ctx, dir, temporalBin)
+			srv, err = startDev(ctx, dir, temporalBin, f.startDevDC)
 		}
 		if err != nil {
 			return err
@@ -373,6 +375,9 @@ func runDevserver(ctx context.Context, args []string) (err error) {
 		f.rounds, oneActivityPerRound, activitiesPerRound, signalsPerRound, queriesPerRound, updatesPerRound, f.throughputRounds)
 	fmt.Fprintf(out, "- worker: raw Go SDK in the bench process, workflow pollers %s, activity pollers %s, eager start %v; dynamic config overrides for ours: %s\n",
 		orDefault(f.worker.workflowPollers), orDefault(f.worker.activityPollers), f.worker.eagerStart, orNone(f.dc.String()))
+	if len(f.startDevDC) > 0 {
+		fmt.Fprintf(out, "- dynamic config overrides for start-dev: %s\n", f.startDevDC.String())
+	}
 	switch {
 	case f.variantStock:
 		overrides := append(slices.Clone(f.dc), f.variantDC...)

@@ -185,8 +185,8 @@ func startOurs(ctx context.Context, dir, name string, stock bool, dc dynamicConf
 }
 
 // startDev runs `temporal server start-dev` headless on free loopback ports with a SQLite file
-// in dir and waits until its namespace is usable.
-func startDev(ctx context.Context, dir, temporalBin string) (*server, error) {
+// in dir, with dc as --dynamic-config-value flags, and waits until its namespace is usable.
+func startDev(ctx context.Context, dir, temporalBin string, dc dynamicConfig) (*server, error) {
 	const ip = "127.0.0.1"
 	ports := make([]int, 4)
 	for i := range ports {
@@ -204,6 +204,9 @@ func startDev(ctx context.Context, dir, temporalBin string) (*server, error) {
 		"--ui-port", strconv.Itoa(ports[3]),
 		"--db-filename", filepath.Join(dir, "start-dev.db"),
 		"--log-level", "error",
+	}
+	for _, kv := range dc {
+		args = append(args, "--dynamic-config-value", kv)
 	}
 	s := &server{
 		name:    serverStartDev,
