@@ -69,7 +69,7 @@ func parseDevserverFlags(args []string) (devserverFlags, error) {
 	fs.Var(&f.dc, "dc", "dynamic config override for OUR server, key=value (repeatable), e.g. --dc history.longPollExpirationInterval=200ms")
 	fs.Var(&f.variantDC, "variant-dc", "also run a second embedded server, "+serverVariant+", with this override on top of --dc (repeatable); an A/B test under the same load")
 	fs.Var(&f.startDevDC, "start-dev-dc", "dynamic config override for start-dev, key=value with a JSON value as `temporal server start-dev --dynamic-config-value` takes it (repeatable), e.g. --start-dev-dc history.transferProcessorMaxPollRPS=1000")
-	fs.BoolVar(&f.variantStock, "variant-stock", false, "also run a second embedded server, "+serverVariant+", as Temporal ships it (devserver.Options.Stock: stock dynamic config, every visibility index), with --variant-dc on top")
+	fs.BoolVar(&f.variantStock, "variant-stock", false, "also run a second embedded server, "+serverVariant+", as Temporal ships it (devserver.Options.Stock: stock dynamic config, every visibility index in its new database), with --variant-dc on top")
 	fs.IntVar(&f.worker.workflowPollers, "workflow-pollers", 0, "worker workflow task pollers (0: SDK default, 2)")
 	fs.IntVar(&f.worker.activityPollers, "activity-pollers", 0, "worker activity task pollers (0: SDK default, 2)")
 	fs.BoolVar(&f.worker.eagerStart, "eager-start", false, "start workflows with EnableEagerStart (first task handed to the bench's worker inline)")

@@ -87,10 +87,11 @@ type Options struct {
 	// int (not int64 or float64), bool, string, float64, time.Duration.
 	DynamicConfig map[string]any
 	// Stock runs the server as Temporal ships it, for comparison: Temporal's own dynamic config
-	// defaults instead of latencyDefaults (DynamicConfig still applies on top) and every
-	// visibility index of the schema. The SQLite settings stay. Setting the environment
-	// variable NEXO_DEVSERVER_STOCK=1 turns it on for every Start in the process (a whole test
-	// run, `worker --dev`).
+	// defaults instead of latencyDefaults (DynamicConfig still applies on top), and the
+	// visibility indexes are left as they are: every index of the schema in a new database,
+	// the trimmed set in one an earlier tuned Start has trimmed (see trimVisibilityIndexes).
+	// The SQLite settings stay. Setting the environment variable NEXO_DEVSERVER_STOCK=1 turns
+	// it on for every Start in the process (a whole test run, `worker --dev`).
 	Stock bool
 }
 
