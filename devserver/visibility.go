@@ -47,6 +47,10 @@ func trimVisibilityIndexes(ctx context.Context, cfg *config.SQL, columnsInUse ma
 	defer db.Close()
 	db.SetMaxOpenConns(1)
 
+	existing, err := visibilityIndexNames(ctx, db)
+	if err != nil {
+		return fmt.Errorf("list visibility indexes in %s: %w", cfg.DatabaseName, err)
+	}
 	keep := map[string]bool{}
 	for _, name := range keptVisibilityIndexes {
 		keep[name] = true
@@ -61,35 +65,21 @@ func trimVisibilityIndexes(ctx context.Context, cfg *config.SQL, columnsInUse ma
 		}
 		name := customColumnIndexName(column)
 		keep[name] = true
-		create = append(create, fmt.Sprintf(
-			`CREATE INDEX IF NOT EXISTS %s ON executions_visibility `+
-				`(namespace_id, %s, (COALESCE(close_time, '9999-12-31 23:59:59+00:00')) DESC, start_time DESC, run_id)`,
-			name, column))
-	}
-
-	rows, err := db.QueryContext(ctx,
-		`SELECT name FROM sqlite_master
-		 WHERE type = 'index' AND tbl_name = 'executions_visibility' AND sql IS NOT NULL`)
-	if err != nil {
-		return fmt.Errorf("list visibility indexes in %s: %w", cfg.DatabaseName, err)
+		if !slices.Contains(existing, name) {
+			create = append(create, fmt.Sprintf(
+				`CREATE INDEX %s ON executions_visibility `+
+					`(namespace_id, %s, (COALESCE(close_time, '9999-12-31 23:59:59+00:00')) DESC, start_time DESC, run_id)`,
+				name, column))
+		}
 	}
 	var drop []string
-	for rows.Next() {
-		var name string
-		if err := rows.Scan(&name); err != nil {
-			rows.Close()
-			return fmt.Errorf("list visibility indexes in %s: %w", cfg.DatabaseName, err)
-		}
+	for _, name := range existing {
 		if !keep[name] {
 			drop = append(drop, name)
 		}
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("list visibility indexes in %s: %w", cfg.DatabaseName, err)
-	}
 	if len(drop) == 0 && len(create) == 0 {
-		return nil
+		return nil // the usual start: trimmed before, no new attribute
 	}
 
 	tx, err := db.BeginTx(ctx, nil)
@@ -112,6 +102,28 @@ func trimVisibilityIndexes(ctx context.Context, cfg *config.SQL, columnsInUse ma
 		return fmt.Errorf("trim visibility indexes in %s: %w", cfg.DatabaseName, err)
 	}
 	return nil
+}
+
+// visibilityIndexNames returns the names of the indexes on executions_visibility (not the
+// primary key's).
+func visibilityIndexNames(ctx context.Context, db *sql.DB) ([]string, error) {
+	rows, err := db.QueryContext(ctx,
+		`SELECT name FROM sqlite_master
+		 WHERE type = 'index' AND tbl_name = 'executions_visibility' AND sql IS NOT NULL
+		 ORDER BY name`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var names []string
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return nil, err
+		}
+		names = append(names, name)
+	}
+	return names, rows.Err()
 }
 
 // customColumnIndexName is the schema's name for the index of a custom search attribute

@@ -10,7 +10,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 )
 
-// visibilityIndexes lists the named indexes on executions_visibility, sorted.
+// visibilityIndexes lists the named indexes on executions_visibility in the file, sorted.
 func visibilityIndexes(t *testing.T, path string) []string {
 	t.Helper()
 	db, err := sql.Open("sqlite", fileDSN(path))
@@ -18,21 +18,8 @@ func visibilityIndexes(t *testing.T, path string) []string {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	rows, err := db.Query(`SELECT name FROM sqlite_master
-		WHERE type = 'index' AND tbl_name = 'executions_visibility' AND sql IS NOT NULL ORDER BY name`)
+	names, err := visibilityIndexNames(context.Background(), db)
 	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var names []string
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		names = append(names, n)
-	}
-	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
 	return names
