@@ -130,11 +130,9 @@ func (rt *runtime) agentLoop(ctx workflow.Context, spec agents.Spec, tools tools
 			Sandbox: spec.Sandbox, Messages: thread, Tools: defs}
 		if style.streamTo != "" {
 			req.StreamTo, req.StreamCall = style.streamTo, callTag
-		}
-		var out api.CompleteChatResult
-		if style.streamTo != "" {
 			rt.streamCall = callTag
 		}
+		var out api.CompleteChatResult
 		err := workflow.ExecuteActivity(mctx, api.ActivityCompleteChat, req).Get(ctx, &out)
 		rt.streamCall = ""
 		if err != nil {

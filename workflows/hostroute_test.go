@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/nexo-temporal/nexo/agents"
@@ -28,14 +29,7 @@ func TestDockerRunParksAndRestoresThroughSessions(t *testing.T) {
 	}}
 	f.register(env)
 	var order []string
-	env.RegisterActivityWithOptions(func(context.Context, api.ReleaseSandboxRequest) (int64, error) {
-		order = append(order, "park")
-		return 10, nil
-	}, activity.RegisterOptions{Name: api.ActivityParkSandbox})
-	env.RegisterActivityWithOptions(func(context.Context, api.ReleaseSandboxRequest) (int64, error) {
-		order = append(order, "restore")
-		return 10, nil
-	}, activity.RegisterOptions{Name: api.ActivityRestoreSandbox})
+	registerParkRestore(env, &order)
 	env.RegisterDelayedCallback(func() {
 		env.SignalWorkflow(api.SignalApproval, api.ApprovalSignal{CallID: "1.2", Approved: true})
 	}, time.Hour)
@@ -55,5 +49,16 @@ func TestDockerRunParksAndRestoresThroughSessions(t *testing.T) {
 		if countEvents(rec, ev) != 1 {
 			t.Errorf("%s events = %d, want 1", ev, countEvents(rec, ev))
 		}
+	}
+}
+
+// registerParkRestore registers fake park and restore activities that note "park" and
+// "restore" in order and report a 10-byte workspace.
+func registerParkRestore(env *testsuite.TestWorkflowEnvironment, order *[]string) {
+	for name, note := range map[string]string{api.ActivityParkSandbox: "park", api.ActivityRestoreSandbox: "restore"} {
+		env.RegisterActivityWithOptions(func(context.Context, api.ReleaseSandboxRequest) (int64, error) {
+			*order = append(*order, note)
+			return 10, nil
+		}, activity.RegisterOptions{Name: name})
 	}
 }

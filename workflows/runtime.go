@@ -256,11 +256,8 @@ func (rt *runtime) fail(ctx workflow.Context, err error) error {
 // "activity error (type: X, scheduledEventID: 5, ...): msg", which tells a user nothing more
 // than "X: msg".
 func errorMessage(err error) string {
-	var act *temporal.ActivityError
-	if errors.As(err, &act) && errors.Unwrap(act) != nil {
-		if err == error(act) {
-			return fmt.Sprintf("%s: %s", act.ActivityType().GetName(), innerMessage(errors.Unwrap(act)))
-		}
+	if act, ok := err.(*temporal.ActivityError); ok && errors.Unwrap(act) != nil {
+		return fmt.Sprintf("%s: %s", act.ActivityType().GetName(), innerMessage(errors.Unwrap(act)))
 	}
 	return err.Error()
 }

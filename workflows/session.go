@@ -17,10 +17,6 @@ import (
 // events (or when Temporal suggests it), well before Temporal's 51,200-event limit.
 const sessionHistoryBound = 10_000
 
-// sessionStreamKeep is how many activity-stream events a session keeps in memory across
-// continue-as-new; older ones are archived as artifacts (segments) of the session.
-const sessionStreamKeep = 500
-
 // ErrSessionContinuing is the refusal a prompt gets while a session hands over to its
 // continue-as-new run; clients retry it.
 const ErrSessionContinuing = "session is continuing as new; retry the prompt"
@@ -38,6 +34,8 @@ type session struct {
 	// refused (the client retries them; they land on the next run).
 	continuing bool
 	turnsHere  int
+	// continueNow: this run's history grew past sessionHistoryBound; continue as new once idle.
+	continueNow bool
 
 	// skills are the agent's recorded skill texts, set with tools on the first prompt.
 	skills []string
@@ -103,7 +101,6 @@ func Session(ctx workflow.Context, in api.SessionInput) (api.SessionCarry, error
 	}
 	s.spec = spec
 	rt.sandbox = spec.Sandbox
-	s.spec.Sandbox = spec.Sandbox
 	rt.sandboxUsed = true
 
 	for {
@@ -137,7 +134,7 @@ func Session(ctx workflow.Context, in api.SessionInput) (api.SessionCarry, error
 }
 
 func (s *session) shouldContinue() bool {
-	return s.in.ContinueAfterTurns > 0 && s.turnsHere >= s.in.ContinueAfterTurns
+	return s.continueNow || (s.in.ContinueAfterTurns > 0 && s.turnsHere >= s.in.ContinueAfterTurns)
 }
 
 func (s *session) historyTooLong(ctx workflow.Context) bool {
@@ -174,7 +171,7 @@ func (s *session) prompt(ctx workflow.Context, rt *runtime, req api.PromptReques
 	s.carry.Turns = append(s.carry.Turns, turn)
 	s.turnsHere++
 	if !s.shouldContinue() && s.historyTooLong(ctx) {
-		s.in.ContinueAfterTurns = s.turnsHere // continue as new once idle
+		s.continueNow = true // once idle; this run only, not carried into the next one's input
 	}
 	if err != nil {
 		return api.PromptReply{Turn: n}, err
@@ -236,9 +233,7 @@ func (s *session) archive(ctx workflow.Context, rt *runtime) (api.SessionCarry, 
 			return s.snapshot(rt), fmt.Errorf("archive session stream: %w", err)
 		}
 	}
-	c := s.snapshot(rt)
-	c.StreamOffset = rt.lastSeq()
-	return c, nil
+	return s.snapshot(rt), nil
 }
 
 func (s *session) view(rt *runtime) api.SessionView {

@@ -163,14 +163,7 @@ func TestDockerSkillsCopiedAgainAfterPark(t *testing.T) {
 	registerOrderedAgent(env, f, &order)
 	sf := &skillFakes{order: &order}
 	sf.register(env)
-	env.RegisterActivityWithOptions(func(context.Context, api.ReleaseSandboxRequest) (int64, error) {
-		order = append(order, "park")
-		return 10, nil
-	}, activity.RegisterOptions{Name: api.ActivityParkSandbox})
-	env.RegisterActivityWithOptions(func(context.Context, api.ReleaseSandboxRequest) (int64, error) {
-		order = append(order, "restore")
-		return 10, nil
-	}, activity.RegisterOptions{Name: api.ActivityRestoreSandbox})
+	registerParkRestore(env, &order)
 	env.RegisterDelayedCallback(func() {
 		env.SignalWorkflow(api.SignalApproval, api.ApprovalSignal{CallID: "1.1", Approved: true})
 	}, time.Hour)
