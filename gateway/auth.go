@@ -101,6 +101,10 @@ func (s *Server) guard(rt route) http.Handler {
 			deny(http.StatusForbidden, "cross-origin request refused: this endpoint changes state and accepts requests from the gateway's own pages or from non-browser clients only")
 			return
 		}
+		// Before anything reads the body: the CSRF check parses a form.
+		if r.Body != nil {
+			r.Body = http.MaxBytesReader(w, r.Body, s.maxBody)
+		}
 		p, status, detail := s.authenticate(r)
 		if status == 0 && p != nil && p.session != nil && unsafeMethod(r.Method) && !rt.csrfExempt && !p.session.csrfOK(r) {
 			status, detail = http.StatusForbidden, "missing or wrong CSRF token (header "+csrfHeader+"); reload the page and try again"
@@ -122,9 +126,6 @@ func (s *Server) guard(rt route) http.Handler {
 		if rt.scope != "" && !p.has(rt.scope) {
 			deny(http.StatusForbidden, fmt.Sprintf("token %s lacks scope %s (it has: %s)", p.name, rt.scope, strings.Join(p.scopes, ", ")))
 			return
-		}
-		if r.Body != nil {
-			r.Body = http.MaxBytesReader(w, r.Body, s.maxBody)
 		}
 		if p != nil {
 			r = r.WithContext(context.WithValue(r.Context(), principalKey{}, p))

@@ -334,3 +334,19 @@ func TestNewChecksTokens(t *testing.T) {
 		t.Errorf("FromConfig = %v; open %v", err, s != nil && s.Open())
 	}
 }
+
+// The body limit holds before the CSRF check reads a form: an oversized form is refused
+// even when it carries the right token.
+func TestCSRFFormIsBodyLimited(t *testing.T) {
+	s := newServer(t, everythingWorks(nil), Options{Tokens: testTokens, MaxBodyBytes: 2048})
+	c := login(t, s, allSecret)
+	sess, _ := s.sessions.get(c.Value)
+	form := map[string]string{"Cookie": c.Name + "=" + c.Value, "Content-Type": "application/x-www-form-urlencoded"}
+	body := "pad=" + strings.Repeat("a", 4096) + "&csrf=" + sess.csrf
+	if resp := do(t, s, request{method: "POST", path: "/logout", header: form, body: body}); resp.StatusCode == http.StatusSeeOther {
+		t.Fatalf("logout with a %d-byte form over a 2048-byte limit: status %d, want it refused", len(body), resp.StatusCode)
+	}
+	if resp := do(t, s, request{method: "POST", path: "/logout", header: form, body: "csrf=" + sess.csrf}); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("logout with a small form: status %d, want 303", resp.StatusCode)
+	}
+}
