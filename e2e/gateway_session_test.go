@@ -30,6 +30,9 @@ func (g gwClient) openSSE(path string, header map[string]string) *gwStream {
 		g.t.Fatal(err)
 	}
 	req.Header.Set("Accept", "text/event-stream")
+	if g.token != "" {
+		req.Header.Set("Authorization", "Bearer "+g.token)
+	}
 	for k, v := range header {
 		req.Header.Set(k, v)
 	}

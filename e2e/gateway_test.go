@@ -115,30 +115,10 @@ type gwStream struct {
 	r    *bufio.Reader
 }
 
+// stream opens the event stream of run id.
 func (g gwClient) stream(id string, header map[string]string) *gwStream {
 	g.t.Helper()
-	req, err := http.NewRequest("GET", g.base+"/v1/runs/"+id+"/events", nil)
-	if err != nil {
-		g.t.Fatal(err)
-	}
-	req.Header.Set("Accept", "text/event-stream")
-	if g.token != "" {
-		req.Header.Set("Authorization", "Bearer "+g.token)
-	}
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		g.t.Fatal(err)
-	}
-	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
-		b, _ := io.ReadAll(resp.Body)
-		g.t.Fatalf("event stream: status %d %s: %s", resp.StatusCode, resp.Header.Get("Content-Type"), b)
-	}
-	s := &gwStream{t: g.t, resp: resp, r: bufio.NewReader(resp.Body)}
-	g.t.Cleanup(func() { resp.Body.Close() })
-	return s
+	return g.openSSE("/v1/runs/"+id+"/events", header)
 }
 
 // next returns the next message, or io.EOF when the server ended the stream.
