@@ -160,7 +160,7 @@ func (f *Fetcher) Fetch(ctx context.Context, rawURL string, allow []string) api.
 	}
 	note := ""
 	if len(body) > ReadCap {
-		body = body[:ReadCap]
+		body = headUTF8(body, ReadCap) // a cut inside a character would make text look binary
 		note = fmt.Sprintf("\n[truncated at %d bytes]", ReadCap)
 	}
 	text := string(body)

@@ -266,6 +266,10 @@ func TestFetchStatusAndBody(t *testing.T) {
 	mux.HandleFunc("/big", func(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte(strings.Repeat("x", 250_000)))
 	})
+	mux.HandleFunc("/big-utf8", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Write([]byte(strings.Repeat("日", 100_000))) // 3 bytes each: the cap falls inside one
+	})
 	mux.HandleFunc("/binary", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/octet-stream")
 		w.Write([]byte{0xff, 0xfe, 0x00, 0x01})
@@ -287,6 +291,15 @@ func TestFetchStatusAndBody(t *testing.T) {
 		}
 		if !strings.HasSuffix(res.Content, fmt.Sprintf("[truncated at %d bytes]", activities.ReadCap)) {
 			t.Errorf("content ends %q, want a truncation note", res.Content[len(res.Content)-60:])
+		}
+	})
+	t.Run("text over the cap stays text", func(t *testing.T) {
+		res := f.Fetch(context.Background(), url("/big-utf8"), []string{"example.test"})
+		wantOK(t, res)
+		_, body, _ := strings.Cut(res.Content, "\n\n")
+		if strings.Contains(body, "binary body") || strings.Count(body, "日") != activities.ReadCap/3 {
+			t.Errorf("content starts %q and holds %d characters, want %d whole characters of text",
+				body[:min(len(body), 60)], strings.Count(body, "日"), activities.ReadCap/3)
 		}
 	})
 	t.Run("binary body", func(t *testing.T) {

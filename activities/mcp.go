@@ -15,7 +15,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
@@ -575,10 +574,7 @@ func toolResult(r *mcp.CallToolResult) api.RunToolResult {
 		text = "error: the tool failed and gave no message"
 	}
 	if len(text) > MCPResultCap {
-		cut := text[:MCPResultCap]
-		for !utf8.ValidString(cut) && len(cut) > 0 { // do not split a character
-			cut = cut[:len(cut)-1]
-		}
+		cut := headUTF8(text, MCPResultCap)
 		text = cut + fmt.Sprintf("\n[truncated: showing %d of %d bytes]", len(cut), len(text))
 	}
 	return api.RunToolResult{Content: text, IsError: r.IsError}

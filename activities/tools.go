@@ -51,6 +51,22 @@ func (a *Activities) ResolveAgent(_ context.Context, name string) (agents.Spec, 
 }
 
 // toolError is a result the model sees.
+// headUTF8 returns s cut to at most n bytes, moved back to the start of a character when n
+// falls inside one (at most 3 bytes back; bytes that are not UTF-8 are cut where they are).
+func headUTF8[T ~string | ~[]byte](s T, n int) T {
+	if len(s) <= n {
+		return s
+	}
+	i := n
+	for i > 0 && i > n-utf8.UTFMax && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	if !utf8.RuneStart(s[i]) {
+		i = n
+	}
+	return s[:i]
+}
+
 func toolError(format string, args ...any) api.RunToolResult {
 	return api.RunToolResult{Content: "error: " + fmt.Sprintf(format, args...), IsError: true}
 }
@@ -175,10 +191,7 @@ func (a *Activities) readFile(ctx context.Context, sb sandbox.Sandbox, p string)
 		return res, nil
 	}
 	if len(b) > ReadCap {
-		cut := b[:ReadCap]
-		for !utf8.Valid(cut) && len(cut) > 0 { // do not split a character
-			cut = cut[:len(cut)-1]
-		}
+		cut := headUTF8(b, ReadCap)
 		res.Content = string(cut) + fmt.Sprintf("\n[truncated: showing %d of %d bytes]", len(cut), len(b))
 		return res, nil
 	}
