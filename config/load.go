@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"github.com/nexo-temporal/nexo/internal/suggest"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -225,7 +227,7 @@ func bindFlags(v *viper.Viper, fs *pflag.FlagSet, defaults map[string]any) error
 		return nil
 	}
 	// Short names first, so a flag spelled as the key itself wins when both are set.
-	for _, name := range sortedKeys(flagKeys) {
+	for _, name := range slices.Sorted(maps.Keys(flagKeys)) {
 		if f := fs.Lookup(name); f != nil && f.Changed {
 			if err := bind(flagKeys[name], f); err != nil {
 				return err
@@ -393,7 +395,7 @@ func fieldErrors(err error, env map[string]string) error {
 // nearest known key for each.
 func unknownKeys(file string, unused []string, defaults map[string]any) error {
 	sort.Strings(unused)
-	known := sortedKeys(defaults)
+	known := slices.Sorted(maps.Keys(defaults))
 	errs := make([]error, 0, len(unused))
 	for _, key := range unused {
 		hint := ""
@@ -445,14 +447,4 @@ func flatten(prefix string, v reflect.Value, out map[string]any) {
 		}
 		out[key] = fv.Interface()
 	}
-}
-
-// sortedKeys returns m's keys in order, so iteration (and so errors) are deterministic.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -123,11 +123,7 @@ func updateMessage(err error) string {
 // clients are released. A closed session reopens, with its thread, on the next prompt.
 func (c *Client) CloseSession(ctx context.Context, agent, instance string) error {
 	id := api.SessionID(agent, instance)
-	desc, err := c.describe(ctx, id)
-	var nf *NotFoundError
-	if errors.As(err, &nf) {
-		return &NotFoundError{ID: id}
-	}
+	desc, err := c.describe(ctx, id) // a NotFoundError names id already
 	if err != nil {
 		return err
 	}

@@ -401,9 +401,12 @@ func resumeCmd() *command {
 			if err != nil {
 				return err
 			}
-			before, err := rc.Get(ctx, args[0])
-			if err != nil {
-				return err
+			wait, _ := fs.GetBool("wait")
+			var before api.Record // where --wait starts following; read before resuming
+			if wait && req.At.IsZero() {
+				if before, err = rc.Get(ctx, args[0]); err != nil {
+					return err
+				}
 			}
 			if err := rc.Resume(ctx, args[0], req); err != nil {
 				return err
@@ -413,7 +416,7 @@ func resumeCmd() *command {
 				return nil
 			}
 			fmt.Fprintf(e.stdout, "resumed run %s\n", args[0])
-			if wait, _ := fs.GetBool("wait"); wait {
+			if wait {
 				return waitRun(ctx, e, rc, args[0], lastSeq(before), false)
 			}
 			return nil
@@ -531,7 +534,7 @@ func artifactCmd() *command {
 				}
 				return fmt.Errorf("run %s has no artifact %q (it has: %s)", args[0], args[1], strings.Join(names, ", "))
 			}
-			body, err := artifactBody(e, rec.ID, a)
+			body, err := artifactBody(ctx, e, rec.ID, a)
 			if err != nil {
 				return err
 			}
@@ -550,7 +553,7 @@ func artifactCmd() *command {
 
 // artifactBody returns the bytes: inline content when the record has it, else from the
 // artifact store the worker wrote (artifacts.url), checked against the recorded sha256.
-func artifactBody(e *env, runID string, a api.Artifact) ([]byte, error) {
+func artifactBody(ctx context.Context, e *env, runID string, a api.Artifact) ([]byte, error) {
 	var st artifacts.Getter
 	if a.Content == nil {
 		cfg, err := e.config()
@@ -563,7 +566,7 @@ func artifactBody(e *env, runID string, a api.Artifact) ([]byte, error) {
 		}
 		st = store
 	}
-	body, err := artifacts.Read(context.Background(), st, runID, a)
+	body, err := artifacts.Read(ctx, st, runID, a)
 	if errors.Is(err, artifacts.ErrNotFound) {
 		return nil, fmt.Errorf("%w (the starter reads the store the worker wrote: check artifacts.url)", err)
 	}

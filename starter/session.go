@@ -173,10 +173,10 @@ func watchSession(ctx context.Context, e *env, agent, inst string, from int64, a
 	var archErr error
 	archived := func(r api.Record, after, before int64) {
 		for _, a := range r.Artifacts {
-			if !strings.HasPrefix(a.Name, "stream-") || archErr != nil {
+			if !strings.HasPrefix(a.Name, "stream-") {
 				continue
 			}
-			body, err := artifactBody(e, r.ID, a)
+			body, err := artifactBody(ctx, e, r.ID, a)
 			if err != nil {
 				archErr = err
 				return
@@ -209,7 +209,9 @@ func watchSession(ctx context.Context, e *env, agent, inst string, from int64, a
 	}
 	err = rc.FollowSession(ctx, agent, inst, func(r api.Record) bool {
 		if len(r.Events) > 0 && r.Events[0].Seq > last+1 {
-			archived(r, last, r.Events[0].Seq)
+			if archived(r, last, r.Events[0].Seq); archErr != nil {
+				return true // the missed events cannot be shown: stop and say why
+			}
 		}
 		for _, ev := range r.Events {
 			if ev.Seq > last {
@@ -219,6 +221,9 @@ func watchSession(ctx context.Context, e *env, agent, inst string, from int64, a
 		}
 		return false
 	})
+	if archErr != nil {
+		return fmt.Errorf("read the session's archived stream: %w", archErr)
+	}
 	if errors.Is(err, context.Canceled) {
 		return nil
 	}
