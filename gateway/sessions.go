@@ -228,16 +228,20 @@ func (s *Server) watchForWorker(ctx context.Context, cancel context.CancelCauseF
 	}
 }
 
-// promptFailure names what went wrong with a prompt that package runs reports as a plain
-// error: a session that could not start because the worker has no such agent (404), or a
-// turn that failed (502: the model or a tool failed; the session goes on).
+// promptFailure names what went wrong with a prompt: a session that could not start (404
+// when the worker has no such agent or skill, else 502), or a turn that failed (502: the
+// model or a tool failed; the session goes on).
 func (s *Server) promptFailure(ctx context.Context, agent, instance string, err error) error {
+	var start *runs.SessionStartError
+	if errors.As(err, &start) {
+		status := http.StatusBadGateway
+		if start.Type == api.ErrTypeNotFound {
+			status = http.StatusNotFound
+		}
+		return &inputError{status: status, msg: start.Error()}
+	}
 	if statusOf(err) != http.StatusInternalServerError || ctx.Err() != nil {
 		return sessionErr(agent, instance, err)
-	}
-	if rec, gerr := s.runs.Get(ctx, api.SessionID(agent, instance)); gerr == nil && rec.Status == api.StatusFailed &&
-		rec.Error != nil && strings.Contains(*rec.Error, fmt.Sprintf("no agent %q", agent)) {
-		return &inputError{status: http.StatusNotFound, msg: fmt.Sprintf("session %s could not start: %s", rec.ID, unknownAgentDetail(*rec.Error, agent))}
 	}
 	if view, verr := s.runs.Session(ctx, agent, instance); verr == nil {
 		for _, t := range slices.Backward(view.Turns) {
@@ -248,15 +252,6 @@ func (s *Server) promptFailure(ctx context.Context, agent, instance string, err 
 		}
 	}
 	return err
-}
-
-// unknownAgentDetail cuts a workflow failure down to the activity's own message ("no
-// agent "x" is configured on this worker (configured: ...)").
-func unknownAgentDetail(failure, agent string) string {
-	if i := strings.Index(failure, fmt.Sprintf("no agent %q", agent)); i >= 0 {
-		return failure[i:]
-	}
-	return failure
 }
 
 // sessionStream answers GET /v1/sessions/{agent}/{instance}/stream: the activity stream

@@ -76,7 +76,8 @@ func TestPromptSession(t *testing.T) {
 			got = append(got, call{agent, instance, text})
 			switch {
 			case agent == "ghost":
-				return api.PromptReply{}, errors.New("prompt session session:ghost:u42: workflow execution already completed")
+				return api.PromptReply{}, &runs.SessionStartError{ID: "session:ghost:u42", Type: api.ErrTypeNotFound,
+					Msg: `no agent "ghost" is configured on this worker (configured: assistant)`}
 			case text == "fail":
 				return api.PromptReply{}, errors.New("session session:assistant:u42: agent assistant: model call 1: 503 overloaded")
 			case text == "down":
@@ -87,10 +88,6 @@ func TestPromptSession(t *testing.T) {
 			return api.PromptReply{Turn: 3, Reply: "Your name is Mac."}, nil
 		},
 		get: func(_ context.Context, id string) (api.Record, error) {
-			if id == "session:ghost:u42" {
-				msg := `checkpoint agent: activity error (type: ResolveAgent): no agent "ghost" is configured on this worker (configured: assistant) (type: NexoNotFound, retryable: false)`
-				return api.Record{ID: id, Status: api.StatusFailed, Error: &msg}, nil
-			}
 			return sessionRecord(api.StatusRunning), nil
 		},
 		session: func(context.Context, string, string) (api.SessionView, error) { return sessionFixture(), nil },

@@ -16,6 +16,18 @@ import (
 	"github.com/nexo-temporal/nexo/api"
 )
 
+// SessionStartError: the session's run failed before it could serve the prompt, e.g. the
+// worker has no such agent or one of its skills is missing (Type api.ErrTypeNotFound).
+type SessionStartError struct {
+	ID   string
+	Type string // the failing activity's error type (api.ErrType*), "" when it had none
+	Msg  string // the activity's own message
+}
+
+func (e *SessionStartError) Error() string {
+	return fmt.Sprintf("session %s could not start: %s", e.ID, e.Msg)
+}
+
 // PromptOptions tune Prompt.
 type PromptOptions struct {
 	// ContinueAfterTurns is passed to a session this prompt creates (see
@@ -48,7 +60,15 @@ func (c *Client) Prompt(ctx context.Context, agent, instance, text string, o Pro
 	// new run.
 	for attempt := 1; ; attempt++ {
 		reply, err := c.promptOnce(ctx, id, in, text)
-		if err == nil || attempt == 5 || !handover(err) {
+		if err == nil || !handover(err) {
+			return reply, err
+		}
+		// The run ended under the prompt: a handover to its continue-as-new run (try again),
+		// or a run that failed while setting up (say why; another try would fail the same way).
+		if serr := c.startFailure(ctx, id); serr != nil {
+			return api.PromptReply{}, serr
+		}
+		if attempt == 5 {
 			return reply, err
 		}
 		select {
@@ -88,6 +108,28 @@ func (c *Client) promptOnce(ctx context.Context, id string, in api.SessionInput,
 		return api.PromptReply{}, fmt.Errorf("session %s: %s", id, updateMessage(err))
 	}
 	return reply, nil
+}
+
+// startFailure returns a SessionStartError when the session's latest run failed, nil
+// otherwise (running, continued as new, or unreadable: the caller goes on with what it has).
+func (c *Client) startFailure(ctx context.Context, id string) error {
+	desc, err := c.tc.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil || desc.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_FAILED {
+		return nil
+	}
+	runErr := c.tc.GetWorkflow(ctx, id, "").Get(ctx, nil)
+	if runErr == nil {
+		return nil
+	}
+	// The innermost application error is the activity's own: "no agent "x" is configured
+	// on this worker (...)" of type NexoNotFound, under the workflow's wrapping.
+	serr := &SessionStartError{ID: id, Msg: runErr.Error()}
+	for e := runErr; e != nil; e = errors.Unwrap(e) {
+		if app, ok := e.(*temporal.ApplicationError); ok && app.Message() != "" {
+			serr.Type, serr.Msg = app.Type(), app.Message()
+		}
+	}
+	return serr
 }
 
 // closedCarry returns the carry of a closed session, so reopening it keeps its thread;
