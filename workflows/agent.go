@@ -21,6 +21,15 @@ import (
 // answer. The run stops there instead of running up cost.
 var ErrTurnLimit = errors.New("turn limit reached")
 
+// ErrModelCallTooLarge is returned (wrapped) when a model call's input (instructions, skills,
+// tools and the whole thread) would pass maxModelCallInput. The run, or the session's turn,
+// fails with that message instead of Temporal refusing the workflow task over and over.
+var ErrModelCallTooLarge = errors.New("model call input too large")
+
+// maxModelCallInput bounds a model call's encoded input, under Temporal's default 2 MB
+// payload limit (limit.blobSize.error) with room for the rest of the command.
+const maxModelCallInput = 1_800_000
+
 // modelCallOptions: a model call may take minutes; transient provider errors (408, 429,
 // 5xx, network) are retried with backoff, other 4xx are non-retryable at the source.
 var modelCallOptions = workflow.ActivityOptions{
@@ -131,6 +140,11 @@ func (rt *runtime) agentLoop(ctx workflow.Context, spec agents.Spec, tools tools
 		if style.streamTo != "" {
 			req.StreamTo, req.StreamCall = style.streamTo, callTag
 			rt.streamCall = callTag
+		}
+		if size := len(mustJSON(req)); size > maxModelCallInput {
+			rt.emit(ctx, "model_call_too_large", map[string]int{"bytes": size, "limit": maxModelCallInput})
+			return thread, res, fmt.Errorf("agent %s: %w: model call %d would carry %d bytes (instructions, skills, tools and a thread of %d messages), over the %d a workflow may pass to an activity; large tool results fill the thread fastest",
+				spec.Name, ErrModelCallTooLarge, turn, size, len(thread), maxModelCallInput)
 		}
 		var out api.CompleteChatResult
 		err := workflow.ExecuteActivity(mctx, api.ActivityCompleteChat, req).Get(ctx, &out)

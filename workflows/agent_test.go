@@ -309,3 +309,21 @@ func TestReadBeforeWriteStampTravels(t *testing.T) {
 		t.Errorf("write of an unread file carries a stamp %+v", f.tools[2].Seen)
 	}
 }
+
+// A model call whose input would pass Temporal's payload limit fails the run with a message
+// that says so, and is never sent.
+func TestModelCallTooLargeFailsClearly(t *testing.T) {
+	env := newEnv(t)
+	spec := approveSpec()
+	spec.Instructions = strings.Repeat("x", maxModelCallInput)
+	f := &agentFakes{spec: spec, script: []api.ChatMessage{text("done")}}
+	f.register(env)
+	env.ExecuteWorkflow(api.WorkflowAgentRun, agentInput(t, "scribe"))
+	err := env.GetWorkflowError()
+	if err == nil || !strings.Contains(err.Error(), "over the 1800000 a workflow may pass to an activity") {
+		t.Fatalf("run error = %v, want the model call refused for its size", err)
+	}
+	if len(f.requests) != 0 {
+		t.Fatalf("the model was called %d times, want 0", len(f.requests))
+	}
+}
