@@ -29,6 +29,9 @@ type Sandboxes struct {
 
 	mu   sync.Mutex
 	live map[string]sandbox.Sandbox
+	// opening holds one lock per sandbox being created, so two first uses of the same
+	// run's sandbox make it once while other runs' calls go on.
+	opening map[string]*sync.Mutex
 }
 
 // NewSandboxes returns the worker's sandbox registry with per-run workspaces under root.
@@ -37,7 +40,7 @@ func NewSandboxes(root string) (*Sandboxes, error) {
 	if err != nil {
 		return nil, fmt.Errorf("resolve workspace root %q: %w", root, err)
 	}
-	return &Sandboxes{root: abs, live: map[string]sandbox.Sandbox{}}, nil
+	return &Sandboxes{root: abs, live: map[string]sandbox.Sandbox{}, opening: map[string]*sync.Mutex{}}, nil
 }
 
 func liveKey(runID string, spec api.SandboxSpec) string {
@@ -75,15 +78,50 @@ func (s *Sandboxes) Forget(runID string, spec api.SandboxSpec) {
 // Open returns the run's sandbox, creating it on first use (a docker sandbox is created
 // or found again by Ensure, which is idempotent).
 func (s *Sandboxes) Open(ctx context.Context, runID string, spec api.SandboxSpec) (sandbox.Sandbox, error) {
-	if runID == "" || strings.ContainsAny(runID, "/\\\x00") || runID == "." || runID == ".." {
+	if !usableRunID(runID) {
 		return nil, fmt.Errorf("sandbox for run %q: not a usable run id: %w", runID, ErrSandboxUnavailable)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	key := liveKey(runID, spec)
+	s.mu.Lock()
 	if sb, ok := s.live[key]; ok {
+		s.mu.Unlock()
 		return sb, nil
 	}
+	// Created under this run's own lock, not the registry's: making a container takes
+	// seconds, and other runs' tool calls on this worker must not wait behind it.
+	opening := s.opening[key]
+	if opening == nil {
+		opening = &sync.Mutex{}
+		s.opening[key] = opening
+	}
+	s.mu.Unlock()
+	opening.Lock()
+	defer opening.Unlock()
+
+	s.mu.Lock()
+	sb, ok := s.live[key] // made while this call waited for the run's lock
+	s.mu.Unlock()
+	if ok {
+		return sb, nil
+	}
+	sb, err := s.create(ctx, runID, spec)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.live[key] = sb
+	delete(s.opening, key) // later calls find it in live; a waiter still holds its lock
+	s.mu.Unlock()
+	return sb, nil
+}
+
+// usableRunID reports whether runID can name a workspace directory and a container.
+func usableRunID(runID string) bool {
+	return runID != "" && !strings.ContainsAny(runID, "/\\\x00") && runID != "." && runID != ".."
+}
+
+// create makes the sandbox spec describes for the run.
+func (s *Sandboxes) create(ctx context.Context, runID string, spec api.SandboxSpec) (sandbox.Sandbox, error) {
 	var (
 		sb  sandbox.Sandbox
 		err error
@@ -108,7 +146,6 @@ func (s *Sandboxes) Open(ctx context.Context, runID string, spec api.SandboxSpec
 	if err != nil {
 		return nil, fmt.Errorf("open %s sandbox for run %s: %w", spec.Type, runID, err)
 	}
-	s.live[key] = sb
 	return sb, nil
 }
 
@@ -132,8 +169,7 @@ func (s *Sandboxes) Release(ctx context.Context, runID string, spec api.SandboxS
 			errs = append(errs, err)
 		}
 	}
-	if (spec.Type == "" || spec.Type == api.SandboxLocal) && spec.Dir == "" && runID != "" &&
-		!strings.ContainsAny(runID, "/\\\x00") && runID != "." && runID != ".." {
+	if (spec.Type == "" || spec.Type == api.SandboxLocal) && spec.Dir == "" && usableRunID(runID) {
 		if err := os.RemoveAll(filepath.Join(s.root, runID)); err != nil {
 			errs = append(errs, fmt.Errorf("remove workspace of run %s: %w", runID, err))
 		}
