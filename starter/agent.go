@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -35,25 +34,7 @@ func agentCmd() *command {
 			if err != nil {
 				return err
 			}
-			id, _ := fs.GetString("id")
-			rc, err := e.runs(ctx)
-			if err != nil {
-				return err
-			}
-			id, err = rc.Start(ctx, runs.StartRequest{Workflow: api.WorkflowAgentRun, Payload: payload, ID: id})
-			if err != nil {
-				return err
-			}
-			asJSON, _ := fs.GetBool("json")
-			if wait, _ := fs.GetBool("wait"); wait {
-				fmt.Fprintf(e.stderr, "started agent %s run %s\n", in.Agent, id)
-				return waitRun(ctx, e, rc, id, 0, asJSON)
-			}
-			if asJSON {
-				return e.printJSON(map[string]string{"id": id})
-			}
-			fmt.Fprintln(e.stdout, id)
-			return nil
+			return startRun(ctx, e, fs, runs.StartRequest{Workflow: api.WorkflowAgentRun, Payload: payload}, "agent "+in.Agent)
 		},
 	}
 }

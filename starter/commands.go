@@ -81,28 +81,35 @@ func runCmd() *command {
 			if err != nil {
 				return err
 			}
-			id, _ := fs.GetString("id")
 			delay, _ := fs.GetDuration("start-delay")
-			rc, err := e.runs(ctx)
-			if err != nil {
-				return err
-			}
-			id, err = rc.Start(ctx, runs.StartRequest{Workflow: args[0], Payload: payload, ID: id, StartDelay: delay})
-			if err != nil {
-				return err
-			}
-			asJSON, _ := fs.GetBool("json")
-			if wait, _ := fs.GetBool("wait"); wait {
-				fmt.Fprintf(e.stderr, "started %s run %s\n", args[0], id)
-				return waitRun(ctx, e, rc, id, 0, asJSON)
-			}
-			if asJSON {
-				return e.printJSON(map[string]string{"id": id})
-			}
-			fmt.Fprintln(e.stdout, id)
-			return nil
+			return startRun(ctx, e, fs, runs.StartRequest{Workflow: args[0], Payload: payload, StartDelay: delay}, args[0])
 		},
 	}
+}
+
+// startRun starts req with --id, then prints the new run's id ({"id": ...} with --json),
+// or with --wait follows it like `logs --follow` after saying on stderr which run started
+// (what names it, e.g. "DocumentApproval" or "agent scribe").
+func startRun(ctx context.Context, e *env, fs *pflag.FlagSet, req runs.StartRequest, what string) error {
+	req.ID, _ = fs.GetString("id")
+	rc, err := e.runs(ctx)
+	if err != nil {
+		return err
+	}
+	id, err := rc.Start(ctx, req)
+	if err != nil {
+		return err
+	}
+	asJSON, _ := fs.GetBool("json")
+	if wait, _ := fs.GetBool("wait"); wait {
+		fmt.Fprintf(e.stderr, "started %s run %s\n", what, id)
+		return waitRun(ctx, e, rc, id, 0, asJSON)
+	}
+	if asJSON {
+		return e.printJSON(map[string]string{"id": id})
+	}
+	fmt.Fprintln(e.stdout, id)
+	return nil
 }
 
 // waitRun follows a run, printing each new event to stderr, until it closes or suspends
