@@ -51,8 +51,13 @@ func (e *env) runs(ctx context.Context) (*runs.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The SDK logs at info about its own connection; a CLI shows only warnings.
-	logger := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	// The SDK logs at info about its own connection, which a CLI does not show: --log-level
+	// debug shows the client's debug logs, the default (info) and warn show warnings.
+	level := max(cfg.SlogLevel(), slog.LevelWarn)
+	if cfg.SlogLevel() < slog.LevelInfo {
+		level = cfg.SlogLevel()
+	}
+	logger := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: level}))
 	tc, err := connect.Dial(ctx, cfg, logger)
 	if err != nil {
 		return nil, err
