@@ -32,48 +32,49 @@ const (
 	tmpSize = "256m"
 )
 
-// Options configures a run's container: the `sandbox:` block of an agent or workflow with
-// `type: docker`. The zero value means the defaults above. Options travel in workflow
-// input: Env must not hold secrets.
+// Options configures a run's container. The worker fills it from the wire spec
+// (api.SandboxSpec, the `sandbox:` block of an agent or workflow with `type: docker`) with
+// activities.DockerOptions. The zero value means the defaults above. The spec travels in
+// workflow input: Env must not hold secrets.
 type Options struct {
 	// Image to run; default DefaultImage. It must already be on the Docker host (nothing
 	// is pulled): a missing one is an *ImageNotFoundError.
-	Image string `json:"image,omitempty" mapstructure:"image" yaml:"image,omitempty"`
+	Image string
 	// Workdir is the workspace: an absolute directory in the container where file tools
 	// act and commands start; default /workspace. It is a Docker volume owned by the
 	// container, so it survives a container restart, stays writable under a read-only root,
 	// and is what ArchiveWorkspace saves.
-	Workdir string `json:"workdir,omitempty" mapstructure:"workdir" yaml:"workdir,omitempty"`
+	Workdir string
 	// Network is "none" (the default: no network at all), "bridge", or the name of a
 	// Docker network. "host" and "container:…" are refused: they share another network
 	// namespace.
-	Network string `json:"network,omitempty" mapstructure:"network" yaml:"network,omitempty"`
+	Network string
 	// Memory limit with a unit, as in `docker run --memory` ("512m", "2g"); default 1g.
 	// Swap is disabled. /tmp (a tmpfs under a read-only root) counts against it.
-	Memory string `json:"memory,omitempty" mapstructure:"memory" yaml:"memory,omitempty"`
+	Memory string
 	// CPUs the container may use, as in `docker run --cpus` (0.5, 2); default 1.
-	CPUs float64 `json:"cpus,omitempty" mapstructure:"cpus" yaml:"cpus,omitempty"`
+	CPUs float64
 	// PidsLimit bounds the container's processes; 0 means the default 512, -1 no limit.
-	PidsLimit int64 `json:"pids_limit,omitempty" mapstructure:"pids_limit" yaml:"pids_limit,omitempty"`
+	PidsLimit int64
 	// User runs commands as "name", "uid" or "uid:gid". Empty means the image's USER
 	// (uid 1000 in the default image); an image without one runs as root, still with
 	// every capability dropped.
-	User string `json:"user,omitempty" mapstructure:"user" yaml:"user,omitempty"`
+	User string
 	// Env is added to the container's environment.
-	Env map[string]string `json:"env,omitempty" mapstructure:"env" yaml:"env,omitempty"`
+	Env map[string]string
 	// ROBinds are host directories or files mounted read-only, each "host:container"
 	// with both paths absolute.
-	ROBinds []string `json:"ro_binds,omitempty" mapstructure:"ro_binds" yaml:"ro_binds,omitempty"`
+	ROBinds []string
 	// RWBinds are mounted read-write ("host:container"). A write to one outside the
 	// workspace is refused by the file tools but not by the shell: bind only what the
 	// agent may change.
-	RWBinds []string `json:"rw_binds,omitempty" mapstructure:"rw_binds" yaml:"rw_binds,omitempty"`
+	RWBinds []string
 	// ReadonlyRootfs makes the root file system read-only (default true); the workspace,
 	// /tmp and the rw binds stay writable.
-	ReadonlyRootfs *bool `json:"readonly_rootfs,omitempty" mapstructure:"readonly_rootfs" yaml:"readonly_rootfs,omitempty"`
+	ReadonlyRootfs *bool
 	// CapAdd gives back Linux capabilities after all are dropped (default none), e.g.
 	// "NET_BIND_SERVICE".
-	CapAdd []string `json:"cap_add,omitempty" mapstructure:"cap_add" yaml:"cap_add,omitempty"`
+	CapAdd []string
 }
 
 // settings are Options validated, with defaults applied and units parsed.
