@@ -104,6 +104,9 @@ func (a *Activities) Register(r Registry) {
 	a.registerSkills(r)
 }
 
+// MaxArtifactBytes bounds an artifact read from a sandbox file (it is held in memory).
+const MaxArtifactBytes = 256 << 20
+
 // WriteArtifact stores an artifact's bytes and returns its metadata, with the content
 // inline when it is at most the inline limit (base64 when it is not UTF-8).
 func (a *Activities) WriteArtifact(ctx context.Context, req api.WriteArtifactRequest) (api.Artifact, error) {
@@ -112,6 +115,13 @@ func (a *Activities) WriteArtifact(ctx context.Context, req api.WriteArtifactReq
 		sb, err := a.sandboxes.Open(ctx, req.RunID, req.Sandbox)
 		if err != nil {
 			return api.Artifact{}, classify(fmt.Errorf("artifact %s: %w", req.Name, err))
+		}
+		// The file is read whole into the worker's memory: refuse one that would not fit
+		// before reading it, rather than letting it take the worker down.
+		if fi, err := sb.Stat(ctx, req.Path); err == nil && fi.Size > MaxArtifactBytes {
+			return api.Artifact{}, temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("artifact %s: %s is %d bytes, over the %d an artifact may hold", req.Name, req.Path, fi.Size, MaxArtifactBytes),
+				api.ErrTypeTooLarge, nil)
 		}
 		body, err = sb.Read(ctx, req.Path)
 		if err != nil {

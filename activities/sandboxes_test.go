@@ -2,8 +2,15 @@ package activities_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
+
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/nexo-temporal/nexo/activities"
 	"github.com/nexo-temporal/nexo/api"
@@ -37,5 +44,33 @@ func TestSandboxesOpenConcurrentlyMakesOne(t *testing.T) {
 	other, err := sbs.Open(context.Background(), "run-2", spec)
 	if err != nil || other == got[0] {
 		t.Fatalf("another run's Open = %p, %v; want its own sandbox", other, err)
+	}
+}
+
+// A sandbox file too large to hold in memory is refused as an artifact before it is read,
+// with a message naming its size; a small one is stored.
+func TestWriteArtifactRefusesHugeFile(t *testing.T) {
+	e := newEnv(t, activities.Deps{})
+	huge := filepath.Join(e.ws, "huge.bin")
+	f, err := os.Create(huge)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(activities.MaxArtifactBytes + 1); err != nil { // sparse: no disk used
+		t.Fatal(err)
+	}
+	f.Close()
+	_, err = e.a.WriteArtifact(context.Background(), api.WriteArtifactRequest{RunID: testRun, Name: "huge.bin", Path: "huge.bin"})
+	var app *temporal.ApplicationError
+	if !errors.As(err, &app) || app.Type() != api.ErrTypeTooLarge || !app.NonRetryable() ||
+		!strings.Contains(app.Message(), fmt.Sprintf("is %d bytes", activities.MaxArtifactBytes+1)) {
+		t.Fatalf("WriteArtifact(huge) = %v, want a non-retryable %s error naming the size", err, api.ErrTypeTooLarge)
+	}
+	if err := os.WriteFile(filepath.Join(e.ws, "small.txt"), []byte("hi"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	meta, err := e.a.WriteArtifact(context.Background(), api.WriteArtifactRequest{RunID: testRun, Name: "small.txt", Path: "small.txt"})
+	if err != nil || meta.Size != 2 {
+		t.Fatalf("WriteArtifact(small) = %+v, %v", meta, err)
 	}
 }
