@@ -17,6 +17,9 @@ import (
 // events (or when Temporal suggests it), well before Temporal's 51,200-event limit.
 const sessionHistoryBound = 10_000
 
+// sessionSegmentBytes bounds one archived segment of a session's stream (see archive).
+var sessionSegmentBytes = 512 << 10 // a var so a test can make segments small
+
 // ErrSessionContinuing is the refusal a prompt gets while a session hands over to its
 // continue-as-new run; clients retry it.
 const ErrSessionContinuing = "session is continuing as new; retry the prompt"
@@ -220,17 +223,36 @@ func (s *session) snapshot(rt *runtime) api.SessionCarry {
 
 // archive stores this run's activity stream as a segment artifact, so watching from an old
 // offset still works after continue-as-new, and returns the carry for the next run.
+//
+// The stream is written in segments of at most sessionSegmentBytes: each segment is an
+// activity's input, and one payload for a whole run's stream could pass Temporal's 2 MB
+// limit exactly when the history is long enough to continue as new.
 func (s *session) archive(ctx workflow.Context, rt *runtime) (api.SessionCarry, error) {
-	if len(rt.rec.Events) > 0 {
-		first, last := rt.rec.Events[0].Seq, rt.rec.Events[len(rt.rec.Events)-1].Seq
-		var b strings.Builder
-		for _, e := range rt.rec.Events {
-			b.WriteString(string(mustJSON(e)))
-			b.WriteByte('\n')
-		}
-		name := fmt.Sprintf("stream-%09d-%09d.jsonl", first, last)
+	events := rt.rec.Events // writing a segment records an event; those stay in the record
+	var b strings.Builder
+	first := 0 // index in events of the segment's first event
+	flush := func(last int) error {
+		name := fmt.Sprintf("stream-%09d-%09d.jsonl", events[first].Seq, events[last].Seq)
 		if _, err := rt.artifact(ctx, name, ArtifactSource{Content: []byte(b.String())}, false); err != nil {
-			return s.snapshot(rt), fmt.Errorf("archive session stream: %w", err)
+			return fmt.Errorf("archive session stream: %w", err)
+		}
+		b.Reset()
+		first = last + 1
+		return nil
+	}
+	for i, e := range events {
+		line := mustJSON(e)
+		if b.Len() > 0 && b.Len()+len(line)+1 > sessionSegmentBytes {
+			if err := flush(i - 1); err != nil {
+				return s.snapshot(rt), err
+			}
+		}
+		b.Write(line)
+		b.WriteByte('\n')
+	}
+	if b.Len() > 0 {
+		if err := flush(len(events) - 1); err != nil {
+			return s.snapshot(rt), err
 		}
 	}
 	return s.snapshot(rt), nil

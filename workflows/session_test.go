@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -307,5 +308,41 @@ func TestSessionStreamedTextIsNotDuplicated(t *testing.T) {
 	}
 	if strings.Join(texts, "") != "Hello there" {
 		t.Errorf("text events = %q, want the streamed chunks once", texts)
+	}
+}
+
+// A run's stream larger than a segment is archived in several segments that together hold
+// every event once, in order.
+func TestSessionArchivesTheStreamInSegments(t *testing.T) {
+	defer func(n int) { sessionSegmentBytes = n }(sessionSegmentBytes)
+	sessionSegmentBytes = 300 // a few events each
+	env := newEnv(t)
+	m := &echoModel{}
+	m.register(env, sessionSpec)
+	var out []promptResult
+	prompt(env, time.Minute, "My name is Mac.", &out)
+	env.ExecuteWorkflow(api.WorkflowSession, sessionInput(t, api.SessionInput{Agent: "assistant", Instance: "seg", ContinueAfterTurns: 1}))
+	var can *workflow.ContinueAsNewError
+	if err := env.GetWorkflowError(); !errors.As(err, &can) {
+		t.Fatalf("err = %v, want continue-as-new after one turn", err)
+	}
+	var next json.RawMessage
+	if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &next); err != nil {
+		t.Fatal(err)
+	}
+	var in api.SessionInput
+	if err := json.Unmarshal(next, &in); err != nil || in.Carry == nil {
+		t.Fatalf("continued input = %s (%v)", next, err)
+	}
+	if len(in.Carry.Segments) < 2 {
+		t.Fatalf("segments = %d, want several of at most %d bytes", len(in.Carry.Segments), sessionSegmentBytes)
+	}
+	want := int64(1)
+	for _, a := range in.Carry.Segments {
+		var first, last int64
+		if _, err := fmt.Sscanf(a.Name, "stream-%d-%d.jsonl", &first, &last); err != nil || first != want || last < first {
+			t.Fatalf("segment %s: want one starting at seq %d", a.Name, want)
+		}
+		want = last + 1
 	}
 }
