@@ -115,13 +115,11 @@ func listRequest(q url.Values) (runs.ListRequest, error) {
 		req.Status = st
 	}
 	req.Workflow = q.Get("workflow")
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > maxListLimit {
-			return req, badInput("limit %q: want a number from 1 to %d", v, maxListLimit)
-		}
-		req.Limit = n
+	limit, err := listLimit(q)
+	if err != nil {
+		return req, err
 	}
+	req.Limit = limit
 	if v := q.Get("page_token"); v != "" {
 		tok, err := base64.RawURLEncoding.DecodeString(v)
 		if err != nil {

@@ -146,12 +146,8 @@ func (s *Server) runsPage(w http.ResponseWriter, r *http.Request) {
 		var next []byte
 		v.Runs, next, err = s.runs.List(r.Context(), req)
 		if len(next) > 0 {
-			nq := url.Values{}
-			for k, vals := range q {
-				nq[k] = vals
-			}
-			nq.Set("page_token", base64.RawURLEncoding.EncodeToString(next))
-			v.Next = template.URL("/?" + nq.Encode())
+			q.Set("page_token", base64.RawURLEncoding.EncodeToString(next)) // q is this request's own copy
+			v.Next = template.URL("/?" + q.Encode())
 		}
 	}
 	if err != nil {
@@ -234,7 +230,7 @@ func (s *Server) sessionsPage(w http.ResponseWriter, r *http.Request) {
 		}
 		v.Error, status = err.Error(), statusOf(err)
 	}
-	limit, err := sessionLimit(q)
+	limit, err := listLimit(q)
 	if err == nil {
 		v.Sessions, err = s.runs.ListSessions(r.Context(), limit)
 	}

@@ -97,7 +97,7 @@ func sessionErr(agent, instance string, err error) error {
 }
 
 func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
-	limit, err := sessionLimit(r.URL.Query())
+	limit, err := listLimit(r.URL.Query())
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -113,8 +113,8 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
 	s.writeJSON(w, r, http.StatusOK, SessionList{Sessions: rows})
 }
 
-// sessionLimit reads ?limit= (0: the runs package's default).
-func sessionLimit(q url.Values) (int, error) {
+// listLimit reads ?limit= of a list (0: the runs package's default).
+func listLimit(q url.Values) (int, error) {
 	v := q.Get("limit")
 	if v == "" {
 		return 0, nil
@@ -289,20 +289,12 @@ func (s *Server) sessionStream(w http.ResponseWriter, r *http.Request) {
 		}
 		if first > after+1 {
 			old, err := s.archivedEvents(ctx, u.rec, after, first)
-			for _, ev := range old {
-				writeSSE(buf, "", strconv.FormatInt(ev.Seq, 10), ev)
-				after = ev.Seq
-			}
+			after = writeEvents(buf, old, after)
 			if err != nil {
 				return true, err
 			}
 		}
-		for _, ev := range u.rec.Events {
-			if ev.Seq > after {
-				writeSSE(buf, "", strconv.FormatInt(ev.Seq, 10), ev)
-				after = ev.Seq
-			}
-		}
+		after = writeEvents(buf, u.rec.Events, after)
 		// pending and queued are the moment a continue-as-new run has not begun: not news.
 		if st := u.rec.Status; st != lastStatus && st != "" && st != api.StatusPending && st != api.StatusQueued && !u.last {
 			writeSSE(buf, "status", "", sessionStatus(u.rec, after))

@@ -115,12 +115,7 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, id string,
 		if u.err != nil {
 			return true, u.err
 		}
-		for _, ev := range u.rec.Events {
-			if ev.Seq > after {
-				writeSSE(buf, "", strconv.FormatInt(ev.Seq, 10), ev)
-				after = ev.Seq
-			}
-		}
+		after = writeEvents(buf, u.rec.Events, after)
 		if u.rec.Status != lastStatus && u.rec.Status != "" {
 			writeSSE(buf, "status", "", streamStatus(u.rec))
 			lastStatus = u.rec.Status
@@ -231,6 +226,18 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request,
 
 // writeSSE appends one message. JSON is one line (newlines inside strings are escaped),
 // so a message needs one data line.
+// writeEvents writes the events with seq after after as SSE messages (id = seq) and returns
+// the last seq written (after when none was).
+func writeEvents(buf *bytes.Buffer, evs []api.Event, after int64) int64 {
+	for _, ev := range evs {
+		if ev.Seq > after {
+			writeSSE(buf, "", strconv.FormatInt(ev.Seq, 10), ev)
+			after = ev.Seq
+		}
+	}
+	return after
+}
+
 func writeSSE(buf *bytes.Buffer, event, id string, v any) {
 	data, err := json.Marshal(v)
 	if err != nil {
