@@ -144,7 +144,7 @@ func chmodExec(ctx context.Context, sb sandbox.Sandbox, paths []string) error {
 	var cmd strings.Builder
 	cmd.WriteString("chmod +x --")
 	for _, p := range paths {
-		cmd.WriteString(" " + shellQuote(p))
+		cmd.WriteString(" " + sandbox.ShellQuote(p))
 	}
 	r, err := sb.Shell(ctx, cmd.String(), 30*time.Second)
 	if errors.Is(err, sandbox.ErrNoShell) {
@@ -158,8 +158,6 @@ func chmodExec(ctx context.Context, sb sandbox.Sandbox, paths []string) error {
 	}
 	return nil
 }
-
-func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'"'"'`) + "'" }
 
 // probeTimeout bounds the requirements probe: a few `--version` calls.
 const probeTimeout = 30 * time.Second
@@ -207,7 +205,7 @@ func probeScript(names []string) string {
 	if len(names) > 0 {
 		b.WriteString("for c in")
 		for _, n := range names {
-			b.WriteString(" " + shellQuote(n))
+			b.WriteString(" " + sandbox.ShellQuote(n))
 		}
 		b.WriteString(`; do
   p=$(command -v "$c" 2>/dev/null) || continue

@@ -25,8 +25,8 @@ import (
 const (
 	ReadCap         = 200_000
 	maxReadableFile = 16 << 20
-	ShellLines      = 200
-	ShellChars      = 16_000
+	ShellLines      = sandbox.DefaultOutputLines
+	ShellChars      = sandbox.DefaultOutputChars
 	maxGlobResults  = 1000
 	defaultShellSec = 60
 )

@@ -36,11 +36,11 @@ const maxSymlinkHops = 40
 func Resolve(root, p string) (string, error) {
 	abs, real, err := realRoot(root)
 	if err != nil {
-		return "", fmt.Errorf("resolve %s: %w", quote(p), err)
+		return "", fmt.Errorf("resolve %s: %w", QuotePath(p), err)
 	}
 	host, _, err := resolveIn(abs, real, p)
 	if err != nil {
-		return "", fmt.Errorf("resolve %s: %w", quote(p), err)
+		return "", fmt.Errorf("resolve %s: %w", QuotePath(p), err)
 	}
 	return host, nil
 }
@@ -53,14 +53,14 @@ func realRoot(root string) (abs, real string, err error) {
 	}
 	abs, err = filepath.Abs(root)
 	if err != nil {
-		return "", "", fmt.Errorf("workspace root %s: %w", quote(root), err)
+		return "", "", fmt.Errorf("workspace root %s: %w", QuotePath(root), err)
 	}
 	real, err = filepath.EvalSymlinks(abs)
 	if err != nil {
-		return "", "", fmt.Errorf("workspace root %s: %w", quote(root), err)
+		return "", "", fmt.Errorf("workspace root %s: %w", QuotePath(root), err)
 	}
 	if real == string(filepath.Separator) || abs == string(filepath.Separator) {
-		return "", "", fmt.Errorf("workspace root %s is the file-system root", quote(root))
+		return "", "", fmt.Errorf("workspace root %s is the file-system root", QuotePath(root))
 	}
 	return abs, real, nil
 }
@@ -148,7 +148,7 @@ func physical(realRoot, rel string) (string, error) {
 		}
 		hops++
 		if hops > maxSymlinkHops {
-			return "", fmt.Errorf("too many levels of symbolic links at %s", quote(next))
+			return "", fmt.Errorf("too many levels of symbolic links at %s", QuotePath(next))
 		}
 		target, err := os.Readlink(next)
 		if err != nil {
@@ -171,12 +171,15 @@ func within(root, p string) bool {
 	return p == root || strings.HasPrefix(p, root+string(filepath.Separator))
 }
 
-// quote renders a path for an error message: quoted (so NUL bytes and spaces are visible)
-// and shortened, so a hostile 4 KiB path does not flood the model's context.
-func quote(p string) string {
+// QuotePath renders a path for an error message: quoted (so NUL bytes and spaces are
+// visible) and shortened, so a hostile 4 KiB path does not flood the model's context.
+func QuotePath(p string) string {
 	const max = 200
 	if len(p) > max {
 		return fmt.Sprintf("%q…(%d bytes)", p[:max], len(p))
 	}
 	return fmt.Sprintf("%q", p)
 }
+
+// ShellQuote quotes s as one word for a POSIX shell.
+func ShellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

@@ -69,14 +69,14 @@ func NewLocal(dir string, opts LocalOptions) (*Local, error) {
 		return nil, errors.New("new local sandbox: directory is empty")
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("new local sandbox in %s: %w", quote(dir), err)
+		return nil, fmt.Errorf("new local sandbox in %s: %w", QuotePath(dir), err)
 	}
 	abs, real, err := realRoot(dir)
 	if err != nil {
 		return nil, fmt.Errorf("new local sandbox: %w", err)
 	}
 	if fi, err := os.Stat(real); err != nil || !fi.IsDir() {
-		return nil, fmt.Errorf("new local sandbox: %s is not a directory", quote(dir))
+		return nil, fmt.Errorf("new local sandbox: %s is not a directory", QuotePath(dir))
 	}
 	env := map[string]string{"PATH": shellPath, "HOME": abs, "LANG": "C.UTF-8"}
 	for k, v := range opts.Env {
@@ -126,22 +126,22 @@ func (l *Local) Write(ctx context.Context, p string, data []byte) (string, error
 		return "", err
 	}
 	if rel == "." || host == l.realRoot {
-		return "", fmt.Errorf("write %s: is the workspace root", quote(p))
+		return "", fmt.Errorf("write %s: is the workspace root", QuotePath(p))
 	}
 	mode := fs.FileMode(0o644)
 	if fi, err := os.Stat(host); err == nil {
 		if fi.IsDir() {
-			return "", fmt.Errorf("write %s: is a directory", quote(p))
+			return "", fmt.Errorf("write %s: is a directory", QuotePath(p))
 		}
 		mode = fi.Mode().Perm()
 	}
 	dir := filepath.Dir(host)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("write %s: create parent directories: %w", quote(p), err)
+		return "", fmt.Errorf("write %s: create parent directories: %w", QuotePath(p), err)
 	}
 	tmp, err := os.CreateTemp(dir, ".nexo-write-*")
 	if err != nil {
-		return "", fmt.Errorf("write %s: %w", quote(p), err)
+		return "", fmt.Errorf("write %s: %w", QuotePath(p), err)
 	}
 	committed := false
 	defer func() {
@@ -151,16 +151,16 @@ func (l *Local) Write(ctx context.Context, p string, data []byte) (string, error
 		}
 	}()
 	if _, err := tmp.Write(data); err != nil {
-		return "", fmt.Errorf("write %s: %w", quote(p), err)
+		return "", fmt.Errorf("write %s: %w", QuotePath(p), err)
 	}
 	if err := tmp.Chmod(mode); err != nil {
-		return "", fmt.Errorf("write %s: %w", quote(p), err)
+		return "", fmt.Errorf("write %s: %w", QuotePath(p), err)
 	}
 	if err := tmp.Close(); err != nil {
-		return "", fmt.Errorf("write %s: %w", quote(p), err)
+		return "", fmt.Errorf("write %s: %w", QuotePath(p), err)
 	}
 	if err := os.Rename(tmp.Name(), host); err != nil {
-		return "", fmt.Errorf("write %s: %w", quote(p), err)
+		return "", fmt.Errorf("write %s: %w", QuotePath(p), err)
 	}
 	committed = true
 	return rel, nil
@@ -178,7 +178,7 @@ func (l *Local) Stat(ctx context.Context, p string) (FileInfo, error) {
 		return FileInfo{}, fileError("stat", p, err)
 	}
 	if fi.IsDir() {
-		return FileInfo{}, fmt.Errorf("stat %s: is a directory", quote(p))
+		return FileInfo{}, fmt.Errorf("stat %s: is a directory", QuotePath(p))
 	}
 	return FileInfo{Size: fi.Size(), ModTime: fi.ModTime()}, nil
 }
@@ -191,11 +191,11 @@ func (l *Local) Stat(ctx context.Context, p string) (FileInfo, error) {
 // outside, fails with ErrEscape. Unreadable directories are skipped.
 func (l *Local) Glob(ctx context.Context, pattern string) ([]string, error) {
 	if err := l.check(ctx); err != nil {
-		return nil, fmt.Errorf("glob %s: %w", quote(pattern), err)
+		return nil, fmt.Errorf("glob %s: %w", QuotePath(pattern), err)
 	}
 	pats, err := compileGlob(pattern, l.root, l.realRoot)
 	if err != nil {
-		return nil, fmt.Errorf("glob %s: %w", quote(pattern), err)
+		return nil, fmt.Errorf("glob %s: %w", QuotePath(pattern), err)
 	}
 	// Group the alternatives by the directory their walk starts from.
 	byPrefix := map[string][]globPattern{}
@@ -211,10 +211,10 @@ func (l *Local) Glob(ctx context.Context, pattern string) ([]string, error) {
 	for _, pre := range prefixes {
 		base, err := physical(l.realRoot, pre)
 		if err != nil {
-			return nil, fmt.Errorf("glob %s: %w", quote(pattern), err)
+			return nil, fmt.Errorf("glob %s: %w", QuotePath(pattern), err)
 		}
 		if err := l.walk(ctx, base, pre, byPrefix[pre], found); err != nil {
-			return nil, fmt.Errorf("glob %s: %w", quote(pattern), err)
+			return nil, fmt.Errorf("glob %s: %w", QuotePath(pattern), err)
 		}
 	}
 	out := make([]string, 0, len(found))
@@ -325,11 +325,11 @@ func (l *Local) check(ctx context.Context) error {
 // resolve checks state and guards p, naming op in errors.
 func (l *Local) resolve(ctx context.Context, op, p string) (host, rel string, err error) {
 	if err := l.check(ctx); err != nil {
-		return "", "", fmt.Errorf("%s %s: %w", op, quote(p), err)
+		return "", "", fmt.Errorf("%s %s: %w", op, QuotePath(p), err)
 	}
 	host, rel, err = resolveIn(l.root, l.realRoot, p)
 	if err != nil {
-		return "", "", fmt.Errorf("%s %s: %w", op, quote(p), err)
+		return "", "", fmt.Errorf("%s %s: %w", op, QuotePath(p), err)
 	}
 	return host, rel, nil
 }
@@ -338,11 +338,11 @@ func (l *Local) resolve(ctx context.Context, op, p string) (host, rel string, er
 // ErrNotFound, naming the path as the caller spelled it.
 func fileError(op, p string, err error) error {
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
-		return fmt.Errorf("%s %s: %w", op, quote(p), ErrNotFound)
+		return fmt.Errorf("%s %s: %w", op, QuotePath(p), ErrNotFound)
 	}
 	var pe *fs.PathError
 	if errors.As(err, &pe) {
 		err = pe.Err // drop the host path; the caller's spelling is enough
 	}
-	return fmt.Errorf("%s %s: %w", op, quote(p), err)
+	return fmt.Errorf("%s %s: %w", op, QuotePath(p), err)
 }

@@ -46,14 +46,14 @@ func (v *Virtual) Read(ctx context.Context, p string) ([]byte, error) {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
 	if v.closed {
-		return nil, fmt.Errorf("read %s: %w", quote(p), ErrClosed)
+		return nil, fmt.Errorf("read %s: %w", QuotePath(p), ErrClosed)
 	}
 	f, ok := v.files[rel]
 	if !ok {
 		if v.isDirLocked(rel) {
-			return nil, fmt.Errorf("read %s: is a directory", quote(p))
+			return nil, fmt.Errorf("read %s: is a directory", QuotePath(p))
 		}
-		return nil, fmt.Errorf("read %s: %w", quote(p), ErrNotFound)
+		return nil, fmt.Errorf("read %s: %w", QuotePath(p), ErrNotFound)
 	}
 	return append([]byte(nil), f.data...), nil
 }
@@ -66,20 +66,20 @@ func (v *Virtual) Write(ctx context.Context, p string, data []byte) (string, err
 		return "", err
 	}
 	if rel == "." {
-		return "", fmt.Errorf("write %s: is the workspace root", quote(p))
+		return "", fmt.Errorf("write %s: is the workspace root", QuotePath(p))
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.closed {
-		return "", fmt.Errorf("write %s: %w", quote(p), ErrClosed)
+		return "", fmt.Errorf("write %s: %w", QuotePath(p), ErrClosed)
 	}
 	for dir := parentOf(rel); dir != "."; dir = parentOf(dir) {
 		if _, ok := v.files[dir]; ok {
-			return "", fmt.Errorf("write %s: %s is a file, not a directory", quote(p), quote(dir))
+			return "", fmt.Errorf("write %s: %s is a file, not a directory", QuotePath(p), QuotePath(dir))
 		}
 	}
 	if v.isDirLocked(rel) {
-		return "", fmt.Errorf("write %s: is a directory", quote(p))
+		return "", fmt.Errorf("write %s: is a directory", QuotePath(p))
 	}
 	v.files[rel] = virtualFile{data: append([]byte(nil), data...), mod: time.Now()}
 	return rel, nil
@@ -94,14 +94,14 @@ func (v *Virtual) Stat(ctx context.Context, p string) (FileInfo, error) {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
 	if v.closed {
-		return FileInfo{}, fmt.Errorf("stat %s: %w", quote(p), ErrClosed)
+		return FileInfo{}, fmt.Errorf("stat %s: %w", QuotePath(p), ErrClosed)
 	}
 	f, ok := v.files[rel]
 	if !ok {
 		if v.isDirLocked(rel) {
-			return FileInfo{}, fmt.Errorf("stat %s: is a directory", quote(p))
+			return FileInfo{}, fmt.Errorf("stat %s: is a directory", QuotePath(p))
 		}
-		return FileInfo{}, fmt.Errorf("stat %s: %w", quote(p), ErrNotFound)
+		return FileInfo{}, fmt.Errorf("stat %s: %w", QuotePath(p), ErrNotFound)
 	}
 	return FileInfo{Size: int64(len(f.data)), ModTime: f.mod}, nil
 }
@@ -110,16 +110,16 @@ func (v *Virtual) Stat(ctx context.Context, p string) (FileInfo, error) {
 // glob syntax in glob.go: "*" stays within a segment, "**" spans segments, "{a,b}").
 func (v *Virtual) Glob(ctx context.Context, pattern string) ([]string, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("glob %s: %w", quote(pattern), err)
+		return nil, fmt.Errorf("glob %s: %w", QuotePath(pattern), err)
 	}
 	pats, err := compileGlob(pattern, VirtualRoot)
 	if err != nil {
-		return nil, fmt.Errorf("glob %s: %w", quote(pattern), err)
+		return nil, fmt.Errorf("glob %s: %w", QuotePath(pattern), err)
 	}
 	v.mu.RLock()
 	defer v.mu.RUnlock()
 	if v.closed {
-		return nil, fmt.Errorf("glob %s: %w", quote(pattern), ErrClosed)
+		return nil, fmt.Errorf("glob %s: %w", QuotePath(pattern), ErrClosed)
 	}
 	out := []string{}
 	for name := range v.files {
@@ -158,11 +158,11 @@ func (v *Virtual) Close(ctx context.Context) error {
 // path checks ctx and cleans p into a workspace-relative key, naming op on failure.
 func (v *Virtual) path(ctx context.Context, op, p string) (string, error) {
 	if err := ctx.Err(); err != nil {
-		return "", fmt.Errorf("%s %s: %w", op, quote(p), err)
+		return "", fmt.Errorf("%s %s: %w", op, QuotePath(p), err)
 	}
 	rel, err := relPath(p, VirtualRoot)
 	if err != nil {
-		return "", fmt.Errorf("%s %s: %w", op, quote(p), err)
+		return "", fmt.Errorf("%s %s: %w", op, QuotePath(p), err)
 	}
 	return rel, nil
 }

@@ -42,15 +42,15 @@ type target struct {
 // creates links in the workspace.
 func (s *Sandbox) resolve(ctx context.Context, op, p string) (target, error) {
 	if err := s.check(ctx); err != nil {
-		return target{}, fmt.Errorf("%s %s: %w", op, quote(p), err)
+		return target{}, fmt.Errorf("%s %s: %w", op, sandbox.QuotePath(p), err)
 	}
 	rel, err := relPath(p, s.set.workdir)
 	if err != nil {
-		return target{}, fmt.Errorf("%s %s: %w", op, quote(p), err)
+		return target{}, fmt.Errorf("%s %s: %w", op, sandbox.QuotePath(p), err)
 	}
 	t, err := s.walk(ctx, rel)
 	if err != nil {
-		return target{}, fmt.Errorf("%s %s: %w", op, quote(p), err)
+		return target{}, fmt.Errorf("%s %s: %w", op, sandbox.QuotePath(p), err)
 	}
 	return t, nil
 }
@@ -107,31 +107,31 @@ func (s *Sandbox) Read(ctx context.Context, p string) ([]byte, error) {
 		return nil, err
 	}
 	if t.stat == nil {
-		return nil, fmt.Errorf("read %s: %w", quote(p), s.missing(ctx))
+		return nil, fmt.Errorf("read %s: %w", sandbox.QuotePath(p), s.missing(ctx))
 	}
 	if err := t.regular(); err != nil {
-		return nil, fmt.Errorf("read %s: %w", quote(p), err)
+		return nil, fmt.Errorf("read %s: %w", sandbox.QuotePath(p), err)
 	}
 	rc, _, err := s.cli.CopyFromContainer(ctx, s.id, t.phys)
 	if err != nil {
 		if cerrdefs.IsNotFound(err) && !strings.Contains(err.Error(), "No such container") {
-			return nil, fmt.Errorf("read %s: %w", quote(p), sandbox.ErrNotFound)
+			return nil, fmt.Errorf("read %s: %w", sandbox.QuotePath(p), sandbox.ErrNotFound)
 		}
-		return nil, fmt.Errorf("read %s: %w", quote(p), s.apiError(err))
+		return nil, fmt.Errorf("read %s: %w", sandbox.QuotePath(p), s.apiError(err))
 	}
 	defer rc.Close()
 	tr := tar.NewReader(rc)
 	hdr, err := tr.Next()
 	if err != nil {
-		return nil, fmt.Errorf("read %s: read archive: %w", quote(p), err)
+		return nil, fmt.Errorf("read %s: read archive: %w", sandbox.QuotePath(p), err)
 	}
 	if hdr.Typeflag != tar.TypeReg {
-		return nil, fmt.Errorf("read %s: changed while being read (now a %c entry)", quote(p), hdr.Typeflag)
+		return nil, fmt.Errorf("read %s: changed while being read (now a %c entry)", sandbox.QuotePath(p), hdr.Typeflag)
 	}
 	data := make([]byte, 0, hdr.Size)
 	buf := bytes.NewBuffer(data)
 	if _, err := io.Copy(buf, tr); err != nil {
-		return nil, fmt.Errorf("read %s: read archive: %w", quote(p), err)
+		return nil, fmt.Errorf("read %s: read archive: %w", sandbox.QuotePath(p), err)
 	}
 	return buf.Bytes(), nil
 }
@@ -147,15 +147,15 @@ func (s *Sandbox) Write(ctx context.Context, p string, data []byte) (string, err
 		return "", err
 	}
 	if t.phys == s.set.workdir {
-		return "", fmt.Errorf("write %s: is the workspace root", quote(p))
+		return "", fmt.Errorf("write %s: is the workspace root", sandbox.QuotePath(p))
 	}
 	mode := int64(0o644)
 	if t.stat != nil {
 		if t.stat.Mode.IsDir() {
-			return "", fmt.Errorf("write %s: is a directory", quote(p))
+			return "", fmt.Errorf("write %s: is a directory", sandbox.QuotePath(p))
 		}
 		if !t.stat.Mode.IsRegular() {
-			return "", fmt.Errorf("write %s: is not a regular file (%v)", quote(p), t.stat.Mode.Type())
+			return "", fmt.Errorf("write %s: is not a regular file (%v)", sandbox.QuotePath(p), t.stat.Mode.Type())
 		}
 		mode = int64(t.stat.Mode.Perm())
 	}
@@ -163,7 +163,7 @@ func (s *Sandbox) Write(ctx context.Context, p string, data []byte) (string, err
 	// it; an existing file is replaced and takes the same owner.
 	uid, gid, err := s.owner(ctx)
 	if err != nil {
-		return "", fmt.Errorf("write %s: %w", quote(p), err)
+		return "", fmt.Errorf("write %s: %w", sandbox.QuotePath(p), err)
 	}
 	var buf bytes.Buffer
 	buf.Grow(len(data) + 2048)
@@ -172,22 +172,22 @@ func (s *Sandbox) Write(ctx context.Context, p string, data []byte) (string, err
 	for i := 1; i < len(t.tail); i++ {
 		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: path.Join(t.tail[:i]...) + "/",
 			Mode: 0o755, Uid: uid, Gid: gid, ModTime: now, Format: tar.FormatPAX}); err != nil {
-			return "", fmt.Errorf("write %s: %w", quote(p), err)
+			return "", fmt.Errorf("write %s: %w", sandbox.QuotePath(p), err)
 		}
 	}
 	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: path.Join(t.tail...),
 		Mode: mode, Uid: uid, Gid: gid, Size: int64(len(data)), ModTime: now, Format: tar.FormatPAX}); err != nil {
-		return "", fmt.Errorf("write %s: %w", quote(p), err)
+		return "", fmt.Errorf("write %s: %w", sandbox.QuotePath(p), err)
 	}
 	if _, err := tw.Write(data); err != nil {
-		return "", fmt.Errorf("write %s: %w", quote(p), err)
+		return "", fmt.Errorf("write %s: %w", sandbox.QuotePath(p), err)
 	}
 	if err := tw.Close(); err != nil {
-		return "", fmt.Errorf("write %s: %w", quote(p), err)
+		return "", fmt.Errorf("write %s: %w", sandbox.QuotePath(p), err)
 	}
 	err = s.cli.CopyToContainer(ctx, s.id, t.parent, &buf, container.CopyToContainerOptions{})
 	if err != nil {
-		return "", fmt.Errorf("write %s: copy into the container: %w", quote(p), s.apiError(err))
+		return "", fmt.Errorf("write %s: copy into the container: %w", sandbox.QuotePath(p), s.apiError(err))
 	}
 	return t.rel, nil
 }
@@ -200,10 +200,10 @@ func (s *Sandbox) Stat(ctx context.Context, p string) (sandbox.FileInfo, error) 
 		return sandbox.FileInfo{}, err
 	}
 	if t.stat == nil {
-		return sandbox.FileInfo{}, fmt.Errorf("stat %s: %w", quote(p), s.missing(ctx))
+		return sandbox.FileInfo{}, fmt.Errorf("stat %s: %w", sandbox.QuotePath(p), s.missing(ctx))
 	}
 	if err := t.regular(); err != nil {
-		return sandbox.FileInfo{}, fmt.Errorf("stat %s: %w", quote(p), err)
+		return sandbox.FileInfo{}, fmt.Errorf("stat %s: %w", sandbox.QuotePath(p), err)
 	}
 	return sandbox.FileInfo{Size: t.stat.Size, ModTime: t.stat.Mtime}, nil
 }
@@ -267,14 +267,4 @@ func splitPath(rel string) []string {
 // within reports whether p is root or lies under it. Both are clean absolute paths.
 func within(root, p string) bool {
 	return p == root || strings.HasPrefix(p, root+"/")
-}
-
-// quote renders a path for an error message: quoted and shortened, so a hostile 4 KiB
-// path does not flood the model's context.
-func quote(p string) string {
-	const max = 200
-	if len(p) > max {
-		return fmt.Sprintf("%q…(%d bytes)", p[:max], len(p))
-	}
-	return fmt.Sprintf("%q", p)
 }

@@ -26,17 +26,11 @@ const (
 // links, NUL-separated. find does not follow links, so nothing outside is listed.
 // Unreadable directories are skipped (find reports them on stderr and goes on).
 func listCommand(dir string) string {
-	return "cd -- " + shellQuote(dir) + ` 2>/dev/null || exit 0
+	return "cd -- " + sandbox.ShellQuote(dir) + ` 2>/dev/null || exit 0
 find . -type f -print0
 printf '//links\0'
 find . -type l -print0
 exit 0`
-}
-
-// shellQuote quotes s for sh in single quotes; a single quote inside is closed, escaped
-// with a backslash and reopened.
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // Glob returns the sorted workspace-relative paths of the files matching pattern, with the
@@ -50,11 +44,11 @@ func shellQuote(s string) string {
 // same matcher as the other tiers, so a pattern means the same thing everywhere.
 func (s *Sandbox) Glob(ctx context.Context, pattern string) ([]string, error) {
 	if err := s.check(ctx); err != nil {
-		return nil, fmt.Errorf("glob %s: %w", quote(pattern), err)
+		return nil, fmt.Errorf("glob %s: %w", sandbox.QuotePath(pattern), err)
 	}
 	relPattern, err := relPattern(pattern, s.set.workdir)
 	if err != nil {
-		return nil, fmt.Errorf("glob %s: %w", quote(pattern), err)
+		return nil, fmt.Errorf("glob %s: %w", sandbox.QuotePath(pattern), err)
 	}
 	prefix := literalPrefix(relPattern)
 	base, err := s.resolve(ctx, "glob", prefix)
@@ -63,7 +57,7 @@ func (s *Sandbox) Glob(ctx context.Context, pattern string) ([]string, error) {
 	}
 	if base.stat == nil {
 		if err := s.missing(ctx); errors.Is(err, ErrContainerGone) {
-			return nil, fmt.Errorf("glob %s: %w", quote(pattern), err)
+			return nil, fmt.Errorf("glob %s: %w", sandbox.QuotePath(pattern), err)
 		}
 		return []string{}, nil
 	}
@@ -73,11 +67,11 @@ func (s *Sandbox) Glob(ctx context.Context, pattern string) ([]string, error) {
 	listing, err := s.run(ctx, listCommand(base.phys), globTimeout, maxListing)
 	switch {
 	case err != nil:
-		return nil, fmt.Errorf("glob %s: list files: %w", quote(pattern), err)
+		return nil, fmt.Errorf("glob %s: list files: %w", sandbox.QuotePath(pattern), err)
 	case listing.TimedOut:
-		return nil, fmt.Errorf("glob %s: listing the files took over %v; narrow the pattern", quote(pattern), globTimeout)
+		return nil, fmt.Errorf("glob %s: listing the files took over %v; narrow the pattern", sandbox.QuotePath(pattern), globTimeout)
 	case strings.HasPrefix(listing.Stdout, "[truncated "):
-		return nil, fmt.Errorf("glob %s: over %d MiB of file names; narrow the pattern", quote(pattern), maxListing>>20)
+		return nil, fmt.Errorf("glob %s: over %d MiB of file names; narrow the pattern", sandbox.QuotePath(pattern), maxListing>>20)
 	}
 	out := []byte(listing.Stdout)
 	// Match with the shared matcher: an in-memory workspace holding empty files at the
@@ -108,7 +102,7 @@ func (s *Sandbox) Glob(ctx context.Context, pattern string) ([]string, error) {
 	}
 	found, err := match.Glob(ctx, relPattern)
 	if err != nil {
-		return nil, fmt.Errorf("glob %s: %w", quote(pattern), err)
+		return nil, fmt.Errorf("glob %s: %w", sandbox.QuotePath(pattern), err)
 	}
 	res := make([]string, 0, len(found))
 	for _, f := range found {
