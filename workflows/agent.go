@@ -149,6 +149,8 @@ func (rt *runtime) agentLoop(ctx workflow.Context, spec agents.Spec, tools tools
 		var out api.CompleteChatResult
 		err := workflow.ExecuteActivity(mctx, api.ActivityCompleteChat, req).Get(ctx, &out)
 		rt.streamCall = ""
+		streamed := rt.streamed[callTag]
+		delete(rt.streamed, callTag) // also when the call failed: a failed turn leaves nothing behind
 		if err != nil {
 			return thread, res, fmt.Errorf("agent %s: model call %d: %s", spec.Name, turn, errorMessage(err))
 		}
@@ -175,14 +177,13 @@ func (rt *runtime) agentLoop(ctx workflow.Context, spec agents.Spec, tools tools
 				// Chunks may have carried all of the text, part of it (the last signal and
 				// the result can land in one workflow task, after the call is no longer
 				// accepting chunks), or none: record what is missing, once.
-				if rest, ok := strings.CutPrefix(msg.Content, rt.streamed[callTag]); ok && rest != "" {
+				if rest, ok := strings.CutPrefix(msg.Content, streamed); ok && rest != "" {
 					rt.emit(ctx, api.StreamText, map[string]string{"content": rest, "call": callTag})
 				}
 			case len(msg.ToolCalls) > 0:
 				rt.emit(ctx, "agent_text", map[string]string{"content": msg.Content})
 			}
 		}
-		delete(rt.streamed, callTag)
 		if len(msg.ToolCalls) == 0 {
 			res.Content = msg.Content
 			if !style.session {
