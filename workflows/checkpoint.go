@@ -52,14 +52,23 @@ func Step[T any](ctx workflow.Context, name string, fn func(ctx workflow.Context
 	if err != nil {
 		return zero, &StepError{Name: name, Err: err}
 	}
+	raw, err := rt.store(ctx, name, v)
+	if err != nil {
+		return zero, err
+	}
+	return decodeStored[T](name, raw)
+}
+
+// store records a checkpoint's result under state[name] and emits its event.
+func (rt *runtime) store(ctx workflow.Context, name string, v any) (json.RawMessage, error) {
 	raw, err := json.Marshal(v)
 	if err != nil {
-		return zero, temporal.NewNonRetryableApplicationError(
+		return nil, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("checkpoint %s: result is not JSON: %v", name, err), api.ErrTypeBadInput, nil)
 	}
 	rt.rec.State[name] = raw
 	rt.emit(ctx, "checkpoint", map[string]string{"name": name})
-	return decodeStored[T](name, raw)
+	return raw, nil
 }
 
 func decodeStored[T any](name string, raw json.RawMessage) (T, error) {
@@ -128,22 +137,14 @@ func CheckpointAll(ctx workflow.Context, steps map[string]StepFunc) (map[string]
 				defer func() { running-- }()
 				v, err := step(gctx)
 				if err != nil {
-					if first == nil {
-						first = &StepError{Name: name, Err: err}
-						cancel()
-					}
-					return
+					err = &StepError{Name: name, Err: err}
+				} else {
+					_, err = rt.store(ctx, name, v)
 				}
-				raw, err := json.Marshal(v)
-				if err != nil {
-					if first == nil {
-						first = fmt.Errorf("checkpoint %s: result is not JSON: %w", name, err)
-						cancel()
-					}
-					return
+				if err != nil && first == nil {
+					first = err
+					cancel()
 				}
-				rt.rec.State[name] = raw
-				rt.emit(ctx, "checkpoint", map[string]string{"name": name})
 			})
 		}
 		// Wait for every step, also after a failure, so canceled activities are settled
