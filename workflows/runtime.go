@@ -271,6 +271,12 @@ func innerMessage(err error) string {
 	return err.Error()
 }
 
+// releaseOptions: removing a sandbox is quick; a few attempts, then an event.
+var releaseOptions = workflow.ActivityOptions{
+	StartToCloseTimeout: time.Minute,
+	RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
+}
+
 // release removes the run's own sandbox when it has one. Best effort: a failure is an
 // event, never a changed outcome.
 func (rt *runtime) release(ctx workflow.Context) {
@@ -278,11 +284,7 @@ func (rt *runtime) release(ctx workflow.Context) {
 		return
 	}
 	rt.sandboxUsed = false
-	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: time.Minute,
-		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
-	})
-	opts := workflow.GetActivityOptions(actx)
+	opts := releaseOptions
 	err := rt.onSandbox(ctx, &opts, api.ActivityReleaseSandbox, api.ReleaseSandboxRequest{
 		RunID: rt.rec.ID, Sandbox: rt.sandbox,
 	}, nil)
