@@ -137,7 +137,7 @@ func TestGatewaySession(t *testing.T) {
 	p := newPlatform(t)
 	p.writeConfig(sessionConfig(model.Start(t)))
 	p.start()
-	g := gwClient{t: t, base: fmt.Sprintf("http://127.0.0.1:%d", p.gateway)}
+	g := gateway(t, p)
 	const path = "/v1/sessions/assistant/u42"
 
 	prompt := func(text string) api.PromptReply {
@@ -247,7 +247,7 @@ func TestGatewaySessionStreamAcrossContinueAsNew(t *testing.T) {
 	p := newPlatform(t)
 	p.writeConfig(sessionConfig(model.Start(t)))
 	p.start()
-	g := gwClient{t: t, base: fmt.Sprintf("http://127.0.0.1:%d", p.gateway)}
+	g := gateway(t, p)
 	const path = "/v1/sessions/assistant/can"
 	p.ok("session", "prompt", "assistant", "can", "one", "--continue-after-turns", "1")
 

@@ -31,17 +31,10 @@ type gwClient struct {
 	token string
 }
 
-// withGateway makes the platform's `worker --dev` serve the gateway on a free port (the
-// default 127.0.0.1:8234 may be taken by a developer's own platform) and returns a client.
-func withGateway(t testing.TB, p *platform) gwClient {
-	t.Helper()
-	port, err := devserver.FreePort("127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	p.extraEnv = append(p.extraEnv, "NEXO_GATEWAY_ADDR="+addr)
-	return gwClient{t: t, base: "http://" + addr}
+// gateway returns a client of the gateway the platform's `worker --dev` serves (on the free
+// port newPlatform picked).
+func gateway(t testing.TB, p *platform) gwClient {
+	return gwClient{t: t, base: fmt.Sprintf("http://127.0.0.1:%d", p.gateway)}
 }
 
 // call sends a request (body: JSON-encoded unless it is a string) and returns the status
@@ -188,7 +181,7 @@ func statusOf(t testing.TB, m sseMessage) gwStatus {
 // it done on the same stream; the record is byte for byte `starter show --json`.
 func TestGatewayDocumentApproval(t *testing.T) {
 	p := newPlatform(t)
-	g := withGateway(t, p)
+	g := gateway(t, p)
 	p.start()
 	if !strings.Contains(p.output(), "Nexo HTTP API and web page: "+g.base+"/") {
 		t.Fatalf("worker --dev does not say where the gateway is:\n%s", p.output())
@@ -277,7 +270,6 @@ func TestGatewayStarterServeWithTokens(t *testing.T) {
 		appSecret = "approver-e2e-secret-0123456789"
 	)
 	p := newPlatform(t)
-	withGateway(t, p) // the worker's own gateway: off the default port
 	p.writeConfig(`gateway:
   tokens:
     - {name: ops, token_env: NEXO_TEST_OPS_TOKEN, scopes: [read, operate]}
@@ -368,7 +360,7 @@ func TestGatewaySSELatency(t *testing.T) {
 	script = append(script, fakellm.Reply{Content: "done"})
 	model := fakellm.New(script...)
 	p := newPlatform(t)
-	g := withGateway(t, p)
+	g := gateway(t, p)
 	p.writeConfig(`llm: {base_url: ` + model.Start(t) + `, model: fake}
 agents:
   - name: globber
@@ -429,7 +421,7 @@ func TestGatewayBrowserApproval(t *testing.T) {
 		fakellm.Reply{Content: "I wrote a haiku to notes.md."},
 	)
 	p := newPlatform(t)
-	g := withGateway(t, p)
+	g := gateway(t, p)
 	p.writeConfig(agentConfig(model.Start(t)))
 	p.extraEnv = append(p.extraEnv, "NEXO_TEST_LLM_KEY=sk-test")
 	if err := os.MkdirAll(filepath.Join(p.dir, "workspace"), 0o755); err != nil {
