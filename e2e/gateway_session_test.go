@@ -7,14 +7,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
 	"github.com/nexo-temporal/nexo/api"
@@ -314,36 +311,7 @@ agents:
 	p.start()
 	base := fmt.Sprintf("http://127.0.0.1:%d", p.gateway)
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chrome), chromedp.WindowSize(1100, 900))
-	if os.Geteuid() == 0 {
-		opts = append(opts, chromedp.NoSandbox) // Chromium refuses root without it
-	}
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	browser, cancelBrowser := chromedp.NewContext(allocCtx)
-	defer cancelBrowser()
-	// The browser lives as long as the context of the first Run: start it without the
-	// test's timeout, so the page can still be read after a step timed out.
-	if err := chromedp.Do(browser); err != nil {
-		t.Fatalf("start %s: %v", chrome, err)
-	}
-	ctx, cancel := context.WithTimeout(browser, 90*time.Second)
-	defer cancel()
-	var (
-		mu      sync.Mutex
-		dialogs []string
-	)
-	go func() {
-		for ev, err := range chromedp.Events(ctx, page.JavascriptDialogOpening) {
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			dialogs = append(dialogs, ev.Message)
-			mu.Unlock()
-			_, _ = chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: true})
-		}
-	}()
+	browser, ctx, dialogs := openBrowser(t, chrome, 1100, 900)
 	text := func(sel string) string {
 		t.Helper()
 		v, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
@@ -421,9 +389,7 @@ agents:
 	if got := text(turn + " .said.agent"); !strings.Contains(got, reply) {
 		t.Errorf("the server-rendered turn shows %q, want the reply as text", got)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(dialogs) > 0 {
-		t.Errorf("the page ran a model's markup: dialogs %q", dialogs)
+	if d := dialogs(); len(d) > 0 {
+		t.Errorf("the page ran a model's markup: dialogs %q", d)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -393,6 +394,49 @@ agents:
 	}
 }
 
+// openBrowser starts headless Chromium at chrome with a w×h window. It returns the browser's
+// context (no deadline: the page can still be read after a step timed out), a context for
+// the test's steps (90 s), and a function returning the messages of the JavaScript dialogs
+// the page opened (each accepted as it opened; a test expects none).
+func openBrowser(t *testing.T, chrome string, w, h int) (browser, ctx context.Context, dialogs func() []string) {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chrome), chromedp.WindowSize(w, h))
+	if os.Geteuid() == 0 {
+		opts = append(opts, chromedp.NoSandbox) // Chromium refuses root without it
+	}
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancelAlloc)
+	browser, cancelBrowser := chromedp.NewContext(allocCtx)
+	t.Cleanup(cancelBrowser)
+	// The browser lives as long as the context of the first Run: start it without the
+	// step timeout.
+	if err := chromedp.Do(browser); err != nil {
+		t.Fatalf("start %s: %v", chrome, err)
+	}
+	ctx, cancel := context.WithTimeout(browser, 90*time.Second)
+	t.Cleanup(cancel)
+	var (
+		mu     sync.Mutex
+		opened []string
+	)
+	go func() {
+		for ev, err := range chromedp.Events(ctx, page.JavascriptDialogOpening) {
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			opened = append(opened, ev.Message)
+			mu.Unlock()
+			_, _ = chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: true})
+		}
+	}()
+	return browser, ctx, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(opened)
+	}
+}
+
 // chromiumPath finds a Chromium or Chrome binary for the browser test.
 func chromiumPath() string {
 	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "headless_shell"} {
@@ -435,34 +479,8 @@ func TestGatewayBrowserApproval(t *testing.T) {
 	id := g.startRun(api.WorkflowAgentRun, map[string]any{"agent": "scribe", "prompt": "Write a haiku to notes.md."})
 	p.waitStatus(id, api.StatusSuspended)
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chrome), chromedp.WindowSize(1280, 1100))
-	if os.Geteuid() == 0 {
-		opts = append(opts, chromedp.NoSandbox) // Chromium refuses root without it
-	}
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	ctx, cancelCtx := chromedp.NewContext(allocCtx)
-	defer cancelCtx()
-	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
-	defer cancel()
-
-	// A model's markup that ran would open a dialog; record and close any.
-	var (
-		mu      sync.Mutex
-		dialogs []string
-	)
-	opening := chromedp.Events(ctx, page.JavascriptDialogOpening)
-	go func() {
-		for ev, err := range opening {
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			dialogs = append(dialogs, ev.Message)
-			mu.Unlock()
-			_, _ = chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: true})
-		}
-	}()
+	// A model's markup that ran would open a dialog; dialogs records any.
+	_, ctx, dialogs := openBrowser(t, chrome, 1280, 1100)
 
 	text := func(id string) string {
 		t.Helper()
@@ -527,9 +545,7 @@ func TestGatewayBrowserApproval(t *testing.T) {
 	if rec.Status != api.StatusDone || by != "local" {
 		t.Errorf("status %s, decided by %q; want done, by local (an open gateway's name for its user)", rec.Status, by)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(dialogs) > 0 {
-		t.Errorf("the page ran a model's markup: dialogs %q", dialogs)
+	if d := dialogs(); len(d) > 0 {
+		t.Errorf("the page ran a model's markup: dialogs %q", d)
 	}
 }
