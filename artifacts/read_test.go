@@ -58,3 +58,19 @@ func TestRead(t *testing.T) {
 		})
 	}
 }
+
+func TestSegmentRange(t *testing.T) {
+	for name, want := range map[string][3]int64{
+		"stream-000000001-000000042.jsonl": {1, 42, 1},
+		"stream-7-7.jsonl":                 {7, 7, 1},
+		"stream-9-3.jsonl":                 {0, 0, 0},
+		"stream-1-2.json":                  {0, 0, 0},
+		"notes-1-2.jsonl":                  {0, 0, 0},
+		"stream-a-2.jsonl":                 {0, 0, 0},
+	} {
+		from, to, ok := segmentRange(name)
+		if ok != (want[2] == 1) || (ok && (from != want[0] || to != want[1])) {
+			t.Errorf("segmentRange(%q) = %d, %d, %v; want %v", name, from, to, ok, want)
+		}
+	}
+}

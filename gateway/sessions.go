@@ -1,11 +1,8 @@
 package gateway
 
 import (
-	"bufio"
 	"bytes"
-	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -316,58 +313,14 @@ func sessionStatus(rec api.Record, last int64) StreamStatus {
 	return st
 }
 
-// segmentRange parses the name of an archived stream segment, stream-<from>-<to>.jsonl.
-func segmentRange(name string) (from, to int64, ok bool) {
-	rest, found := strings.CutPrefix(name, "stream-")
-	if !found {
-		return 0, 0, false
-	}
-	rest, found = strings.CutSuffix(rest, ".jsonl")
-	if !found {
-		return 0, 0, false
-	}
-	a, b, found := strings.Cut(rest, "-")
-	if !found {
-		return 0, 0, false
-	}
-	from, err1 := strconv.ParseInt(a, 10, 64)
-	to, err2 := strconv.ParseInt(b, 10, 64)
-	return from, to, err1 == nil && err2 == nil && from <= to
-}
-
 // archivedEvents returns the events with after < seq < before from rec's archived stream
-// segments, in seq order. Segments wholly outside that range are not read.
+// segments, in seq order (artifacts.StreamEvents).
 func (s *Server) archivedEvents(ctx context.Context, rec api.Record, after, before int64) ([]api.Event, error) {
-	type segment struct {
-		from int64
-		a    api.Artifact
+	out, err := artifacts.StreamEvents(ctx, s.store, rec, after, before)
+	var seg *artifacts.SegmentError
+	if errors.As(err, &seg) {
+		err = fmt.Errorf("read archived stream segment %s of session %s (the gateway reads the store at artifacts.url; is it the one the worker writes?): %w",
+			seg.Segment, seg.RunID, seg.Err)
 	}
-	var segs []segment
-	for _, a := range rec.Artifacts {
-		from, to, ok := segmentRange(a.Name)
-		if ok && to > after && from < before {
-			segs = append(segs, segment{from, a})
-		}
-	}
-	slices.SortFunc(segs, func(x, y segment) int { return cmp.Compare(x.from, y.from) })
-	var out []api.Event
-	for _, sg := range segs {
-		body, err := artifacts.Read(ctx, s.store, rec.ID, sg.a)
-		if err != nil {
-			return out, fmt.Errorf("read archived stream segment %s of session %s (the gateway reads the store at artifacts.url; is it the one the worker writes?): %w", sg.a.Name, rec.ID, err)
-		}
-		sc := bufio.NewScanner(bytes.NewReader(body))
-		sc.Buffer(nil, len(body)+1)
-		for sc.Scan() {
-			var ev api.Event
-			if err := json.Unmarshal(sc.Bytes(), &ev); err != nil || ev.Seq <= after || ev.Seq >= before {
-				continue
-			}
-			if n := len(out); n > 0 && ev.Seq <= out[n-1].Seq {
-				continue
-			}
-			out = append(out, ev)
-		}
-	}
-	return out, nil
+	return out, err
 }

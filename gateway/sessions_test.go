@@ -434,19 +434,3 @@ func TestSessionStreamSegmentMissing(t *testing.T) {
 	resp, _ := openStream(t, srv.URL+"/v1/sessions/assistant/u42/stream", nil)
 	wantProblem(t, resp, 404, "read archived stream segment stream-000000001-000000002.jsonl of session session:assistant:u42 (the gateway reads the store at artifacts.url")
 }
-
-func TestSegmentRange(t *testing.T) {
-	for name, want := range map[string][3]int64{
-		"stream-000000001-000000042.jsonl": {1, 42, 1},
-		"stream-7-7.jsonl":                 {7, 7, 1},
-		"stream-9-3.jsonl":                 {0, 0, 0},
-		"stream-1-2.json":                  {0, 0, 0},
-		"notes-1-2.jsonl":                  {0, 0, 0},
-		"stream-a-2.jsonl":                 {0, 0, 0},
-	} {
-		from, to, ok := segmentRange(name)
-		if ok != (want[2] == 1) || (ok && (from != want[0] || to != want[1])) {
-			t.Errorf("segmentRange(%q) = %d, %d, %v; want %v", name, from, to, ok, want)
-		}
-	}
-}

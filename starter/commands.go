@@ -563,21 +563,30 @@ func artifactCmd() *command {
 func artifactBody(ctx context.Context, e *env, runID string, a api.Artifact) ([]byte, error) {
 	var st artifacts.Getter
 	if a.Content == nil {
-		cfg, err := e.config()
-		if err != nil {
+		var err error
+		if st, err = e.artifactStore(); err != nil {
 			return nil, err
 		}
-		store, err := artifacts.Open(cfg.Artifacts.URL)
-		if err != nil {
-			return nil, err
-		}
-		st = store
 	}
 	body, err := artifacts.Read(ctx, st, runID, a)
-	if errors.Is(err, artifacts.ErrNotFound) {
-		return nil, fmt.Errorf("%w (the starter reads the store the worker wrote: check artifacts.url)", err)
+	return body, storeHint(err)
+}
+
+// artifactStore opens the artifact store the worker writes (artifacts.url).
+func (e *env) artifactStore() (artifacts.Getter, error) {
+	cfg, err := e.config()
+	if err != nil {
+		return nil, err
 	}
-	return body, err
+	return artifacts.Open(cfg.Artifacts.URL)
+}
+
+// storeHint adds where the starter looked to an artifact that is not in the store.
+func storeHint(err error) error {
+	if errors.Is(err, artifacts.ErrNotFound) {
+		return fmt.Errorf("%w (the starter reads the store the worker wrote: check artifacts.url)", err)
+	}
+	return err
 }
 
 func cancelCmd() *command {

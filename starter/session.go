@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/nexo-temporal/nexo/api"
+	"github.com/nexo-temporal/nexo/artifacts"
 	"github.com/nexo-temporal/nexo/runs"
 )
 
@@ -172,22 +173,18 @@ func watchSession(ctx context.Context, e *env, agent, inst string, from int64, a
 	// the session continued as new more than once between two looks.
 	var archErr error
 	archived := func(r api.Record, after, before int64) {
-		for _, a := range r.Artifacts {
-			if !strings.HasPrefix(a.Name, "stream-") {
-				continue
-			}
-			body, err := artifactBody(ctx, e, r.ID, a)
-			if err != nil {
-				archErr = err
-				return
-			}
-			for _, line := range strings.Split(strings.TrimSpace(string(body)), "\n") {
-				var ev api.Event
-				if json.Unmarshal([]byte(line), &ev) == nil && ev.Seq > after && ev.Seq < before {
-					print(ev)
-					last = max(last, ev.Seq)
-				}
-			}
+		st, err := e.artifactStore()
+		if err != nil {
+			archErr = err
+			return
+		}
+		evs, err := artifacts.StreamEvents(ctx, st, r, after, before)
+		for _, ev := range evs {
+			print(ev)
+			last = max(last, ev.Seq)
+		}
+		if err != nil {
+			archErr = storeHint(err)
 		}
 	}
 	if from >= 0 {
