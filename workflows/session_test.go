@@ -225,13 +225,16 @@ func TestSessionFailedTurnStillEndsAndSessionGoesOn(t *testing.T) {
 	}
 }
 
-func TestSessionContinueAsNewKeepsThreadAndOffsets(t *testing.T) {
+// continuedAfterOneTurn runs a session of instance for one prompt with ContinueAfterTurns 1
+// and returns the input of the run it continues as.
+func continuedAfterOneTurn(t *testing.T, instance string) api.SessionInput {
+	t.Helper()
 	env := newEnv(t)
 	m := &echoModel{}
 	m.register(env, sessionSpec)
 	var out []promptResult
 	prompt(env, time.Minute, "My name is Mac.", &out)
-	env.ExecuteWorkflow(api.WorkflowSession, sessionInput(t, api.SessionInput{Agent: "assistant", Instance: "can", ContinueAfterTurns: 1}))
+	env.ExecuteWorkflow(api.WorkflowSession, sessionInput(t, api.SessionInput{Agent: "assistant", Instance: instance, ContinueAfterTurns: 1}))
 	var can *workflow.ContinueAsNewError
 	if err := env.GetWorkflowError(); !errors.As(err, &can) {
 		t.Fatalf("err = %v, want continue-as-new after one turn", err)
@@ -244,6 +247,11 @@ func TestSessionContinueAsNewKeepsThreadAndOffsets(t *testing.T) {
 	if err := json.Unmarshal(next, &in); err != nil || in.Carry == nil {
 		t.Fatalf("continued input = %s (%v)", next, err)
 	}
+	return in
+}
+
+func TestSessionContinueAsNewKeepsThreadAndOffsets(t *testing.T) {
+	in := continuedAfterOneTurn(t, "can")
 	if len(in.Carry.Thread) != 2 || in.Carry.StreamOffset == 0 || len(in.Carry.Segments) != 1 {
 		t.Fatalf("carry = %+v", in.Carry)
 	}
@@ -316,24 +324,7 @@ func TestSessionStreamedTextIsNotDuplicated(t *testing.T) {
 func TestSessionArchivesTheStreamInSegments(t *testing.T) {
 	defer func(n int) { sessionSegmentBytes = n }(sessionSegmentBytes)
 	sessionSegmentBytes = 300 // a few events each
-	env := newEnv(t)
-	m := &echoModel{}
-	m.register(env, sessionSpec)
-	var out []promptResult
-	prompt(env, time.Minute, "My name is Mac.", &out)
-	env.ExecuteWorkflow(api.WorkflowSession, sessionInput(t, api.SessionInput{Agent: "assistant", Instance: "seg", ContinueAfterTurns: 1}))
-	var can *workflow.ContinueAsNewError
-	if err := env.GetWorkflowError(); !errors.As(err, &can) {
-		t.Fatalf("err = %v, want continue-as-new after one turn", err)
-	}
-	var next json.RawMessage
-	if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &next); err != nil {
-		t.Fatal(err)
-	}
-	var in api.SessionInput
-	if err := json.Unmarshal(next, &in); err != nil || in.Carry == nil {
-		t.Fatalf("continued input = %s (%v)", next, err)
-	}
+	in := continuedAfterOneTurn(t, "seg")
 	if len(in.Carry.Segments) < 2 {
 		t.Fatalf("segments = %d, want several of at most %d bytes", len(in.Carry.Segments), sessionSegmentBytes)
 	}
