@@ -26,13 +26,45 @@ var (
 	ErrChecksum = errors.New("artifact does not match its recorded sha256 (store changed or corrupt)")
 )
 
-// Store keeps artifact bytes by run and name. Put replaces; implementations are safe for
+// Store keeps artifact bytes by run and name, and content-addressed blobs (threads, large
+// tool outputs, offloaded payloads). Put replaces; implementations are safe for
 // concurrent use.
 type Store interface {
 	Put(ctx context.Context, runID, name string, data []byte) error
 	Get(ctx context.Context, runID, name string) ([]byte, error)
 	// Location describes where an artifact lives, for messages.
 	Location(runID, name string) string
+	Blobs
+}
+
+// Blobs is a content-addressed store: a blob is named by the lowercase hex sha256 of its
+// bytes, written once and never changed, so any process that knows the name can read it
+// and a second write of the same bytes is a no-op.
+type Blobs interface {
+	// PutBlob stores data and returns its name (hex sha256).
+	PutBlob(ctx context.Context, data []byte) (string, error)
+	// GetBlob returns the blob named sum, checked against the name (ErrChecksum); a
+	// missing one is ErrNotFound.
+	GetBlob(ctx context.Context, sum string) ([]byte, error)
+}
+
+// Sum is the name of data in a Blobs store.
+func Sum(data []byte) string {
+	s := sha256.Sum256(data)
+	return hex.EncodeToString(s[:])
+}
+
+// ValidSum reports whether s can name a blob (64 lowercase hex digits).
+func ValidSum(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // Open returns the store at rawURL: a file:// URL or a plain directory path. A relative
@@ -113,6 +145,37 @@ func (d *Dir) Get(_ context.Context, runID, name string) ([]byte, error) {
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get artifact %s of run %s: %w", name, runID, err)
+	}
+	return b, nil
+}
+
+// PutBlob writes data under <Root>/blobs/<sha256>, once.
+func (d *Dir) PutBlob(ctx context.Context, data []byte) (string, error) {
+	sum := Sum(data)
+	p := filepath.Join(d.Root, "blobs", sum)
+	if _, err := os.Stat(p); err == nil {
+		return sum, nil
+	}
+	if err := d.Put(ctx, "blobs", sum, data); err != nil {
+		return "", fmt.Errorf("put blob %s: %w", sum, err)
+	}
+	return sum, nil
+}
+
+// GetBlob reads the blob named sum and checks its bytes against the name.
+func (d *Dir) GetBlob(_ context.Context, sum string) ([]byte, error) {
+	if !ValidSum(sum) {
+		return nil, fmt.Errorf("get blob %q: not a sha256 name", sum)
+	}
+	b, err := os.ReadFile(filepath.Join(d.Root, "blobs", sum))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("get blob %s from %s: %w", sum, d.Root, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get blob %s: %w", sum, err)
+	}
+	if Sum(b) != sum {
+		return nil, fmt.Errorf("get blob %s: %w", sum, ErrChecksum)
 	}
 	return b, nil
 }
