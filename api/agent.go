@@ -22,12 +22,46 @@ const (
 	RoleTool      = "tool"
 )
 
-// ChatMessage is one message of an agent's thread, kept in workflow state.
+// ChatMessage is one message of an agent's thread.
 type ChatMessage struct {
 	Role       string     `json:"role"`
 	Content    string     `json:"content,omitempty"`
 	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
 	ToolCallID string     `json:"tool_call_id,omitempty"`
+	// ContentRef, when set, names the blob (sha256) holding the whole content, and Content
+	// is only a preview: large tool outputs are stored once and referenced, so neither
+	// history nor the stored thread carries them. The worker sends the model the whole
+	// content.
+	ContentRef string `json:"content_ref,omitempty"`
+	// ContentBytes is the size of the whole content when ContentRef is set.
+	ContentBytes int `json:"content_bytes,omitempty"`
+}
+
+// ThreadRef names a stored thread: a chain of segments in the blob store, each naming its
+// parent, so a model call carries a hash instead of the conversation.
+type ThreadRef struct {
+	// Head is the sha256 of the newest segment ("" for an empty thread).
+	Head string `json:"head,omitempty"`
+	// Messages counts the thread's messages.
+	Messages int `json:"messages"`
+	// Tokens estimates the thread's size as a model request (the provider's count for the
+	// last request plus an estimate of what came after), for compaction.
+	Tokens int `json:"tokens,omitempty"`
+}
+
+// ThreadSegment is one stored link of a thread: the messages appended after Parent.
+// A compacted thread starts a new chain (Parent "") whose first message is the summary.
+type ThreadSegment struct {
+	Parent   string        `json:"parent,omitempty"`
+	Messages []ChatMessage `json:"messages"`
+}
+
+// ChatContext is what stays constant across a run's model calls: stored once, named by
+// its sha256 in CompleteChatRequest.Context.
+type ChatContext struct {
+	System string    `json:"system,omitempty"`
+	Skills []string  `json:"skills,omitempty"`
+	Tools  []ToolDef `json:"tools,omitempty"`
 }
 
 // ToolCall is a call the model asked for. Arguments is the model's JSON text, verbatim.
@@ -57,14 +91,43 @@ type CompleteChatRequest struct {
 	Skills  []string    `json:"skills,omitempty"`
 	RunID   string      `json:"run_id"`
 	Sandbox SandboxSpec `json:"sandbox"`
-	// Messages is the thread without the system message.
+	// Messages is the thread without the system message; with Thread set, only the
+	// messages that follow it (the last step's tool results, a new prompt).
 	Messages []ChatMessage `json:"messages"`
+	// Thread, when set, names the stored thread the call continues; the worker rebuilds
+	// it from the blob store and stores Messages plus the reply as its next segment
+	// (CompleteChatResult.Thread). Nil is the by-value shape of runs recorded before
+	// threads were stored.
+	Thread *ThreadRef `json:"thread,omitempty"`
+	// Context, when set, names the stored ChatContext (instructions, skills, tool
+	// definitions) and System, Skills and Tools are empty. A call that carries them by
+	// value with StoreContext set gets their name back in CompleteChatResult.Context.
+	Context      string `json:"context,omitempty"`
+	StoreContext bool   `json:"store_context,omitempty"`
 	// StreamTo, when set, asks for a streamed completion whose text is signalled
-	// (SignalStream) to that workflow as it arrives, tagged with StreamCall.
-	StreamTo   string    `json:"stream_to,omitempty"`
-	StreamCall string    `json:"stream_call,omitempty"`
+	// (SignalStream) to that workflow as it arrives, tagged with StreamCall. Runs recorded
+	// before live streaming use it; newer ones set StreamLive.
+	StreamTo   string `json:"stream_to,omitempty"`
+	StreamCall string `json:"stream_call,omitempty"`
+	// StreamLive asks for a streamed completion whose text so far is published as the
+	// activity's heartbeat details (LiveText), for live viewers, and never reaches history.
+	StreamLive bool      `json:"stream_live,omitempty"`
 	Tools      []ToolDef `json:"tools,omitempty"`
 }
+
+// LiveText is the heartbeat detail of a streaming model call: the reply's text so far,
+// read by followers through DescribeWorkflowExecution (pending activities). It never
+// reaches history; the whole text is recorded once, as a text event, when the call ends.
+type LiveText struct {
+	Call string `json:"call"`
+	// From is the byte offset in the reply of Text's first byte: 0 until the text passes
+	// LiveTextMax, after which only the tail is kept.
+	From int    `json:"from"`
+	Text string `json:"text"`
+}
+
+// LiveTextMax bounds LiveText.Text.
+const LiveTextMax = 64 << 10
 
 // Usage is the token accounting of one model call.
 type Usage struct {
@@ -79,6 +142,11 @@ type CompleteChatResult struct {
 	Model        string      `json:"model"`
 	Usage        Usage       `json:"usage"`
 	FinishReason string      `json:"finish_reason,omitempty"`
+	// Thread is the stored thread after this call (the request's thread, its Messages and
+	// the reply), when the request named one.
+	Thread *ThreadRef `json:"thread,omitempty"`
+	// Context is the name of the stored ChatContext, when the request asked to store it.
+	Context string `json:"context,omitempty"`
 }
 
 // FileStamp identifies a version of a file, for the read-before-write guard.
