@@ -2,40 +2,326 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/nexo-temporal/nexo/api"
+	"github.com/nexo-temporal/nexo/fakellm"
+	"github.com/nexo-temporal/nexo/internal/mcptest"
+	"github.com/nexo-temporal/nexo/workflows"
 )
 
-// TestRecordHistories writes the replay fixtures under workflows/testdata from real runs.
-// It runs only with NEXO_RECORD_HISTORIES=1: the fixtures are committed, and re-recording
-// them is a deliberate act (after a change guarded by workflow.GetVersion, add a fixture
-// rather than replacing the old one).
+// TestRecordHistories records the replay fixtures under workflows/testdata from real runs:
+// the embedded server, the real worker and starter, the fake model. It runs only with
+// NEXO_RECORD_HISTORIES=1.
+//
+// Fixtures are added, never overwritten: a fixture is the history of a run started by the
+// workflow code of its day, and it must keep replaying after that code changes (guarded by
+// workflow.GetVersion). So a file that exists is kept, a scenario whose files all exist is
+// not run again, and a scenario added later records only its own files. To compare a fresh
+// recording with the committed one, point NEXO_RECORD_DIR at an empty directory.
+//
+// Every history is replayed against the current workflow code before it is written, so a
+// fixture that cannot replay is never committed. Open histories (a run waiting for an
+// approval, an idle session) are recorded while they wait, with no workflow task pending.
 func TestRecordHistories(t *testing.T) {
 	if os.Getenv("NEXO_RECORD_HISTORIES") != "1" {
-		t.Skip("set NEXO_RECORD_HISTORIES=1 to re-record workflows/testdata")
+		t.Skip("set NEXO_RECORD_HISTORIES=1 to record the missing fixtures of workflows/testdata")
 	}
+	dir := os.Getenv("NEXO_RECORD_DIR")
+	if dir == "" {
+		dir = filepath.Join("..", "workflows", "testdata")
+	}
+	for _, sc := range historyScenarios {
+		t.Run(sc.name, func(t *testing.T) {
+			r := &recorder{t: t, dir: dir}
+			var missing []string
+			for _, f := range sc.files {
+				if r.exists(f) {
+					t.Logf("%s exists: kept", f)
+				} else {
+					missing = append(missing, f)
+				}
+			}
+			if len(missing) == 0 {
+				t.Skipf("every fixture of %s exists", sc.name)
+			}
+			sc.record(t, r)
+			for _, f := range missing {
+				if !r.saved[f] {
+					t.Errorf("scenario %s did not record %s", sc.name, f)
+				}
+			}
+		})
+	}
+}
+
+// historyScenarios are the recorded scenarios, each with the fixtures it writes. Add new
+// scenarios (and new file names) here; never rename a file that is committed.
+var historyScenarios = []struct {
+	name   string
+	files  []string
+	record func(t *testing.T, r *recorder)
+}{
+	{"DocumentApproval and BuildDashboard", []string{
+		"document_approval_approved.json", "document_approval_denied.json", "build_dashboard.json",
+	}, recordExamples},
+	{"agent approved", []string{"agent_approved.json"}, recordAgentApproved},
+	{"agent denied and always", []string{"agent_denied.json", "agent_always.json"}, recordAgentDeniedAndAlways},
+	{"agent suspended", []string{"agent_suspended_on_approval.json"}, recordAgentSuspended},
+	{"agent large output", []string{"agent_large_tool_output.json"}, recordAgentLargeOutput},
+	{"session", []string{
+		"session_first_run_continued_as_new.json", "session_continued_run_closed.json",
+		"session_reopened_suspended_on_approval.json", "session_reopened_idle.json",
+	}, recordSession},
+	{"agent MCP", []string{"agent_mcp_stdio.json"}, recordAgentMCP},
+	{"agent skills", []string{"agent_skills.json"}, recordAgentSkills},
+}
+
+// recorder writes fixtures into dir.
+type recorder struct {
+	t     *testing.T
+	dir   string
+	saved map[string]bool
+}
+
+func (r *recorder) exists(name string) bool {
+	_, err := os.Stat(filepath.Join(r.dir, name))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		r.t.Fatal(err)
+	}
+	return err == nil
+}
+
+// save writes the history of the run (id, runID; runID "" is the latest) as name unless
+// the file exists. The run must not have a workflow task in flight (see waitQuiet).
+func (r *recorder) save(c client.Client, name, id, runID string) {
+	r.t.Helper()
+	if r.exists(name) {
+		r.t.Logf("%s exists: kept", name)
+		return
+	}
+	var h historypb.History
+	it := c.GetWorkflowHistory(context.Background(), id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			r.t.Fatalf("history of %s (run %q): %v", id, runID, err)
+		}
+		h.Events = append(h.Events, ev)
+	}
+	rp := worker.NewWorkflowReplayer()
+	workflows.RegisterAll(rp)
+	if err := rp.ReplayWorkflowHistory(nil, &h); err != nil {
+		r.t.Fatalf("history of %s (run %q) does not replay, not writing %s: %v", id, runID, name, err)
+	}
+	b, err := protojson.MarshalOptions{Indent: "  "}.Marshal(&h)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if err := os.MkdirAll(r.dir, 0o755); err != nil {
+		r.t.Fatal(err)
+	}
+	// O_EXCL: never over a file that appeared meanwhile.
+	f, err := os.OpenFile(filepath.Join(r.dir, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		r.t.Fatalf("write fixture: %v", err)
+	}
+	if _, err := f.Write(b); err != nil {
+		r.t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		r.t.Fatal(err)
+	}
+	if r.saved == nil {
+		r.saved = map[string]bool{}
+	}
+	r.saved[name] = true
+	last := h.Events[len(h.Events)-1].GetEventType()
+	r.t.Logf("recorded %s: %d events, %d bytes, last %s", name, len(h.Events), len(b), last)
+}
+
+// dial connects to the platform's embedded server.
+func (p *platform) dial() client.Client {
+	p.t.Helper()
+	c, err := client.Dial(client.Options{HostPort: "127.0.0.1:" + strconv.Itoa(p.frontend)})
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.t.Cleanup(c.Close)
+	return c
+}
+
+// waitQuiet waits until the run has no workflow task and no activity in flight: what an
+// open run looks like while it waits for a human or a prompt, and the only moment its
+// history is a stable fixture.
+func waitQuiet(t *testing.T, c client.Client, id, runID string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		d, err := c.DescribeWorkflowExecution(context.Background(), id, runID)
+		if err != nil {
+			t.Fatalf("describe %s: %v", id, err)
+		}
+		if d.GetPendingWorkflowTask() == nil && len(d.GetPendingActivities()) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run %s still has work in flight after 30s: %v", id, d)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// waitRunClosed waits until the run (id, runID) is closed and returns its status.
+func waitRunClosed(t *testing.T, c client.Client, id, runID string) enumspb.WorkflowExecutionStatus {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		d, err := c.DescribeWorkflowExecution(context.Background(), id, runID)
+		if err != nil {
+			t.Fatalf("describe %s: %v", id, err)
+		}
+		if st := d.GetWorkflowExecutionInfo().GetStatus(); st != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run %s/%s still open after 30s", id, runID)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// currentRun is the run id of the workflow's latest run.
+func currentRun(t *testing.T, c client.Client, id string) string {
+	t.Helper()
+	d, err := c.DescribeWorkflowExecution(context.Background(), id, "")
+	if err != nil {
+		t.Fatalf("describe %s: %v", id, err)
+	}
+	return d.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+}
+
+// goStarter runs the starter in the background (a prompt that waits for an approval);
+// the result arrives on the channel. Safe outside the test goroutine.
+func (p *platform) goStarter(args ...string) <-chan result {
+	ch := make(chan result, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, bins.starter, args...)
+		cmd.Dir, cmd.Env = p.dir, p.env()
+		var out, errb strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		res := result{stdout: out.String(), stderr: errb.String()}
+		if ee, ok := err.(*exec.ExitError); ok {
+			res.code = ee.ExitCode()
+		} else if err != nil {
+			res.code, res.stderr = -1, err.Error()
+		}
+		ch <- res
+	}()
+	return ch
+}
+
+// writeWorkspace creates the agents' ./workspace with files, before the worker starts.
+func (p *platform) writeWorkspace(files map[string]string) {
+	p.t.Helper()
+	for name, content := range files {
+		path := filepath.Join(p.dir, "workspace", name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			p.t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			p.t.Fatal(err)
+		}
+	}
+}
+
+func toolCall(name string, args map[string]any) fakellm.Call {
+	b, _ := json.Marshal(args)
+	return fakellm.Call{Name: name, Arguments: b}
+}
+
+func readCall(path string) fakellm.Call { return toolCall("read_file", map[string]any{"path": path}) }
+func globCall(pattern string) fakellm.Call {
+	return toolCall("glob", map[string]any{"pattern": pattern})
+}
+func writeCall(path, content string) fakellm.Call {
+	return toolCall("write_file", map[string]any{"path": path, "content": content})
+}
+
+// historyAgentConfig: agents under approve acting in ./workspace (local sandbox), the
+// shape of the pre-change agent runs the fixtures hold.
+func historyAgentConfig(baseURL string) string {
+	return `llm:
+  base_url: ` + baseURL + `
+  model: fake-model
+agents:
+  - name: scribe
+    instructions: You read and write files when asked.
+    permissions: {mode: approve}
+    sandbox: {type: local, dir: ./workspace}
+    produces: ["notes.md"]
+    max_turns: 5
+`
+}
+
+var historyBrief = map[string]string{
+	"brief.md": "# Brief\nWrite a two-line note about the launch.\n",
+	"notes.md": "old notes\n",
+}
+
+// agentPlatform starts a worker whose scribe agent talks to model, with the brief in its
+// workspace.
+func agentPlatform(t *testing.T, model *fakellm.Server, files map[string]string) (*platform, client.Client) {
+	p := newPlatform(t)
+	p.writeConfig(historyAgentConfig(model.Start(t)))
+	p.writeWorkspace(files)
+	p.start()
+	return p, p.dial()
+}
+
+// startAgent starts a scribe run and returns its id.
+func (p *platform) startAgent(prompt string) string {
+	p.t.Helper()
+	return strings.TrimSpace(p.ok("agent", "scribe", prompt))
+}
+
+// wantPending checks the run waits for the approval of callID.
+func wantPending(t *testing.T, p *platform, id, callID string) {
+	t.Helper()
+	rec := p.waitStatus(id, api.StatusSuspended)
+	if a, ok := rec.Approval(); !ok || a.CallID != callID {
+		t.Fatalf("run %s waits for %+v, want the approval of call %s", id, a, callID)
+	}
+}
+
+func recordExamples(t *testing.T, r *recorder) {
 	p := newPlatform(t)
 	p.start()
+	c := p.dial()
 	approved := strings.TrimSpace(p.ok("run", "DocumentApproval", "--input", `{"doc_id":"h1"}`))
 	p.waitStatus(approved, api.StatusSuspended)
 	p.ok("approve", approved, "--by", "ada")
 	p.waitStatus(approved, api.StatusDone)
-
-	c, err := client.Dial(client.Options{HostPort: "127.0.0.1:" + strconv.Itoa(p.frontend)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
 
 	// A denied run that also received a malformed signal (recorded as signal_ignored).
 	ignored := strings.TrimSpace(p.ok("run", "DocumentApproval", "--input", `{"doc_id":"h2"}`))
@@ -50,26 +336,293 @@ func TestRecordHistories(t *testing.T) {
 
 	dash := strings.TrimSpace(p.ok("run", "BuildDashboard", "--input", `{"title":"H"}`))
 	p.waitStatus(dash, api.StatusDone)
-	for name, id := range map[string]string{
-		"document_approval_approved.json": approved,
-		"document_approval_denied.json":   ignored,
-		"build_dashboard.json":            dash,
-	} {
-		var h historypb.History
-		it := c.GetWorkflowHistory(context.Background(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-		for it.HasNext() {
-			ev, err := it.Next()
-			if err != nil {
-				t.Fatal(err)
-			}
-			h.Events = append(h.Events, ev)
+	r.save(c, "document_approval_approved.json", approved, "")
+	r.save(c, "document_approval_denied.json", ignored, "")
+	r.save(c, "build_dashboard.json", dash, "")
+}
+
+// recordAgentApproved: the agent reads (glob and two read_file in one reply), a gated
+// write_file of a file it has read (the read-before-write stamp) is approved, the run ends
+// with an answer and its produces artifact.
+func recordAgentApproved(t *testing.T, r *recorder) {
+	model := fakellm.New(
+		fakellm.Reply{ToolCalls: []fakellm.Call{globCall("*.md"), readCall("brief.md"), readCall("notes.md")}},
+		fakellm.Reply{Content: "Writing the note now.", ToolCalls: []fakellm.Call{writeCall("notes.md", "Launch is on Monday.\nEveryone is invited.\n")}},
+		fakellm.Reply{Content: "I read the brief and wrote notes.md."},
+	)
+	p, c := agentPlatform(t, model, historyBrief)
+	id := p.startAgent("Read the brief and write the note.")
+	wantPending(t, p, id, "2.1")
+	p.ok("approve", id, "--by", "ada")
+	rec := p.waitStatus(id, api.StatusDone)
+	if a, ok := rec.FindArtifact("notes.md"); !ok || a.Content == nil || !strings.HasPrefix(*a.Content, "Launch is on Monday.") {
+		t.Fatalf("notes.md artifact = %+v", rec.Artifacts)
+	}
+	r.save(c, "agent_approved.json", id, "")
+}
+
+// recordAgentDeniedAndAlways: a denial with a reason reaches the model; and an approval
+// with --always covers the second write_file of the same reply, while a shell call of the
+// next reply (another tool) waits for a human again.
+func recordAgentDeniedAndAlways(t *testing.T, r *recorder) {
+	// The two runs follow one script: the fake model answers by the thread's length.
+	model := fakellm.New(
+		fakellm.Reply{ToolCalls: []fakellm.Call{readCall("brief.md"), writeCall("a.md", "first\n"), writeCall("b.md", "second\n")}},
+		fakellm.Reply{ToolCalls: []fakellm.Call{toolCall("shell", map[string]any{"command": "ls"})}},
+		fakellm.Reply{Content: "Wrote what I was allowed to write."},
+	)
+	p, c := agentPlatform(t, model, historyBrief)
+
+	denied := p.startAgent("Write a.md and b.md, then list the files.")
+	wantPending(t, p, denied, "1.2")
+	p.ok("deny", denied, "--reason", "not in production hours", "--by", "ada")
+	wantPending(t, p, denied, "1.3")
+	p.ok("deny", denied, "--reason", "still not", "--by", "ada")
+	wantPending(t, p, denied, "2.1")
+	p.ok("deny", denied, "--reason", "no shell", "--by", "ada")
+	rec := p.waitStatus(denied, api.StatusDone)
+	if countEvents(rec, "approval_decided") != 3 {
+		t.Fatalf("denied run: approval_decided events = %d, want 3", countEvents(rec, "approval_decided"))
+	}
+	r.save(c, "agent_denied.json", denied, "")
+
+	always := p.startAgent("Write a.md and b.md, then list the files.")
+	wantPending(t, p, always, "1.2")
+	p.ok("approve", always, "--always", "--by", "ada")
+	wantPending(t, p, always, "2.1") // b.md went through: write_file is approved for the run
+	p.ok("approve", always, "--by", "ada")
+	rec = p.waitStatus(always, api.StatusDone)
+	if countEvents(rec, "approval_requested") != 2 {
+		t.Fatalf("always run: approval_requested events = %d, want 2", countEvents(rec, "approval_requested"))
+	}
+	if res := toolResults(t, rec)["shell"]; !strings.Contains(res, "b.md") {
+		t.Fatalf("shell result %q, want b.md listed", res)
+	}
+	r.save(c, "agent_always.json", always, "")
+}
+
+// recordAgentSuspended: a run left waiting for the approval of the second call of a
+// reply; the fixture is an open history, to be finished by the upgraded worker.
+func recordAgentSuspended(t *testing.T, r *recorder) {
+	model := fakellm.New(
+		fakellm.Reply{ToolCalls: []fakellm.Call{readCall("brief.md"), writeCall("notes.md", "waiting\n")}},
+		fakellm.Reply{Content: "Done."},
+	)
+	p, c := agentPlatform(t, model, historyBrief)
+	id := p.startAgent("Read the brief and write the note.")
+	wantPending(t, p, id, "1.2")
+	waitQuiet(t, c, id, "")
+	r.save(c, "agent_suspended_on_approval.json", id, "")
+}
+
+// largeFile is about 100 KB of numbered lines.
+func largeFile() string {
+	var b strings.Builder
+	for i := 1; b.Len() < 100_000; i++ {
+		fmt.Fprintf(&b, "line %05d: the quick brown fox jumps over the lazy dog\n", i)
+	}
+	return b.String()
+}
+
+// recordAgentLargeOutput: a read_file of a 100 KB file, whose output then rides in the
+// thread of every later model call (by value, today).
+func recordAgentLargeOutput(t *testing.T, r *recorder) {
+	model := fakellm.New(
+		fakellm.Reply{ToolCalls: []fakellm.Call{readCall("big.txt")}},
+		fakellm.Reply{ToolCalls: []fakellm.Call{globCall("*.txt")}},
+		fakellm.Reply{Content: "big.txt has numbered lines."},
+	)
+	p, c := agentPlatform(t, model, map[string]string{"big.txt": largeFile()})
+	id := p.startAgent("What is in big.txt?")
+	rec := p.waitStatus(id, api.StatusDone)
+	if n := len(model.Requests()); n != 3 {
+		t.Fatalf("model requests = %d, want 3", n)
+	}
+	if countEvents(rec, "agent_tool_result") != 2 {
+		t.Fatalf("agent_tool_result events = %d, want 2", countEvents(rec, "agent_tool_result"))
+	}
+	r.save(c, "agent_large_tool_output.json", id, "")
+}
+
+// recordSession: a session created by update-with-start, forced to continue as new after
+// two turns (continue_after_turns); prompts with tool calls, one of them approved inside
+// the turn; replies streamed as nexo.stream chunks. The continued run (from a carry with
+// the thread by value) serves a third prompt and is closed with nexo.close; a fourth
+// prompt reopens it from the close's carry, waits for an approval (recorded open), and is
+// then recorded open and idle.
+func recordSession(t *testing.T, r *recorder) {
+	streamed := func(text string, calls ...fakellm.Call) fakellm.Reply {
+		return fakellm.Reply{Content: text, ToolCalls: calls, ChunkDelayMS: 80}
+	}
+	model := fakellm.New(
+		// turn 1
+		fakellm.Reply{ToolCalls: []fakellm.Call{readCall("brief.md")}},
+		streamed("The brief asks for a two-line note about the launch, and nothing else for now."),
+		// turn 2: a write that needs approval
+		streamed("I will write it now.", writeCall("notes.md", "Launch is on Monday.\nEveryone is invited.\n")),
+		streamed("I wrote notes.md with the two lines you asked for, after your approval."),
+		// turn 3, in the continued run
+		fakellm.Reply{ToolCalls: []fakellm.Call{globCall("*.md")}},
+		streamed("There are two files in the workspace: brief.md and notes.md, both short."),
+		// turn 4, in the reopened run: read before write, the write waits for a human
+		fakellm.Reply{ToolCalls: []fakellm.Call{readCall("notes.md"), writeCall("notes.md", "Launch is on Monday.\nEveryone is invited.\nBring a friend.\n")}},
+		streamed("notes.md now has a third line."),
+	)
+	p := newPlatform(t)
+	p.writeConfig(`llm:
+  base_url: ` + model.Start(t) + `
+  model: fake-model
+agents:
+  - name: assistant
+    instructions: You are a helpful assistant with a workspace.
+    permissions: {mode: approve}
+    sandbox: {type: local, dir: ./workspace}
+    max_turns: 5
+`)
+	p.writeWorkspace(map[string]string{"brief.md": historyBrief["brief.md"]})
+	p.start()
+	c := p.dial()
+	id := api.SessionID("assistant", "hist")
+	prompt := func(text string, extra ...string) {
+		t.Helper()
+		out := p.ok(append([]string{"session", "prompt", "assistant", "hist", text}, extra...)...)
+		if strings.TrimSpace(out) == "" {
+			t.Fatalf("prompt %q: empty reply", text)
 		}
-		b, err := protojson.MarshalOptions{Indent: "  "}.Marshal(&h)
+	}
+	// promptApproved sends a prompt whose turn waits for the approval of callID, records
+	// the open history under name (when set), approves, and waits for the reply.
+	promptApproved := func(text, callID, name string) {
+		t.Helper()
+		done := p.goStarter("session", "prompt", "assistant", "hist", text)
+		wantPending(t, p, id, callID)
+		if name != "" {
+			waitQuiet(t, c, id, "")
+			r.save(c, name, id, "")
+		}
+		p.ok("approve", id, "--by", "ada")
+		res := <-done
+		if res.code != 0 || strings.TrimSpace(res.stdout) == "" {
+			t.Fatalf("prompt %q: exit %d\n%s\n%s\nworker:\n%s", text, res.code, res.stdout, res.stderr, p.output())
+		}
+	}
+
+	prompt("What does the brief say?", "--continue-after-turns", "2")
+	first := currentRun(t, c, id)
+	promptApproved("Write the note.", "2.1.1", "")
+	if st := waitRunClosed(t, c, id, first); st != enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW {
+		t.Fatalf("first run ended %s, want continued as new after two turns", st)
+	}
+	prompt("Which files are there?")
+	second := currentRun(t, c, id)
+	if second == first {
+		t.Fatal("the third prompt did not reach the continued run")
+	}
+	p.ok("session", "close", "assistant", "hist")
+	if st := waitRunClosed(t, c, id, second); st != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+		t.Fatalf("continued run ended %s, want completed by nexo.close", st)
+	}
+	promptApproved("Add a third line.", "4.1.2", "session_reopened_suspended_on_approval.json")
+	third := currentRun(t, c, id)
+	if third == second {
+		t.Fatal("the fourth prompt did not reopen the session")
+	}
+	waitQuiet(t, c, id, third)
+
+	var view api.SessionView
+	if err := json.Unmarshal([]byte(p.ok("session", "show", "assistant", "hist", "--json")), &view); err != nil {
+		t.Fatal(err)
+	}
+	if len(view.Turns) != 4 || view.Runs != 3 {
+		t.Fatalf("session view: %d turns, %d runs; want 4 and 3", len(view.Turns), view.Runs)
+	}
+	if n := streamSignals(t, c, id, first); n < 2 {
+		t.Fatalf("first run received %d %s signals, want streamed chunks in its history", n, api.SignalStream)
+	}
+	r.save(c, "session_first_run_continued_as_new.json", id, first)
+	r.save(c, "session_continued_run_closed.json", id, second)
+	r.save(c, "session_reopened_idle.json", id, third)
+}
+
+// streamSignals counts the nexo.stream signals in a run's history.
+func streamSignals(t *testing.T, c client.Client, id, runID string) int {
+	t.Helper()
+	n := 0
+	it := c.GetWorkflowHistory(context.Background(), id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join("..", "workflows", "testdata", name), b, 0o644); err != nil {
-			t.Fatal(err)
+		if s := ev.GetWorkflowExecutionSignaledEventAttributes(); s != nil && s.GetSignalName() == api.SignalStream {
+			n++
 		}
 	}
+	return n
+}
+
+// recordAgentMCP: an agent with a stdio MCP server (the mcptest server): the tool list is
+// an activity, a pre-approved call (mcp_allow) runs at once, a second one is approved by a
+// human, and the run's end closes the client.
+func recordAgentMCP(t *testing.T, r *recorder) {
+	model := fakellm.New(
+		fakellm.Reply{ToolCalls: []fakellm.Call{
+			toolCall("local__echo", map[string]any{"text": "from stdio"}),
+			toolCall("local__add", map[string]any{"a": 40, "b": 2}),
+		}},
+		fakellm.Reply{Content: "All done."},
+	)
+	p := newPlatform(t)
+	p.writeConfig(`llm:
+  base_url: ` + model.Start(t) + `
+  model: fake-model
+agents:
+  - name: mcper
+    instructions: You use MCP tools.
+    permissions:
+      mode: approve
+      mcp_allow: [local__echo]
+    sandbox: {type: local, dir: ./workspace}
+    max_turns: 4
+    mcp:
+      - name: local
+        transport: stdio
+        command: ` + mcptest.BuildServer(t) + `
+`)
+	p.start()
+	c := p.dial()
+	id := strings.TrimSpace(p.ok("agent", "mcper", "Use your tools."))
+	wantPending(t, p, id, "1.2")
+	p.ok("approve", id, "--by", "ada")
+	rec := p.waitStatus(id, api.StatusDone)
+	if res := toolResults(t, rec); res["local__echo"] != "from stdio" || res["local__add"] != "42" {
+		t.Fatalf("tool results = %v", res)
+	}
+	r.save(c, "agent_mcp_stdio.json", id, "")
+}
+
+// recordAgentSkills: the README's skills example (examples/skills) on a local sandbox:
+// requires probed, the skill recorded and copied into the workspace, its script run
+// (pre-approved), the report collected as artifacts.
+func recordAgentSkills(t *testing.T, r *recorder) {
+	model, err := fakellm.Load(filepath.Join("..", "examples", "skills", "reporter.script.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := os.ReadFile(filepath.Join("..", "examples", "skills", "nexo.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	y := regexp.MustCompile(`(?m)^  base_url: .*$`).ReplaceAllString(string(cfg), "  base_url: "+model.Start(t))
+	y = regexp.MustCompile(`(?m)^skills_path: .*$`).ReplaceAllString(y, "skills_path: "+exampleSkills(t))
+	p := newPlatform(t)
+	p.writeConfig(y)
+	p.start()
+	c := p.dial()
+	id := strings.TrimSpace(p.ok("agent", "reporter", "Report on Q4"))
+	rec := p.waitStatus(id, api.StatusDone)
+	if countEvents(rec, "skills_materialized") != 1 || artifactSum(rec, "index.html") == "" {
+		t.Fatalf("skills run: events %+v artifacts %+v", rec.Events, rec.Artifacts)
+	}
+	r.save(c, "agent_skills.json", id, "")
 }
