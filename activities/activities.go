@@ -33,6 +33,7 @@ type Activities struct {
 	searcher     *Searcher
 	shellTimeout time.Duration
 	skillsPath   string
+	threads      *threadCache
 }
 
 // Deps are what the activities work with.
@@ -58,7 +59,8 @@ type Deps struct {
 // New returns the activities.
 func New(d Deps) *Activities {
 	a := &Activities{store: d.Store, sandboxes: d.Sandboxes, inlineLimit: d.InlineLimit, llm: d.LLM,
-		agents: map[string]agents.Spec{}, fetcher: d.Fetcher, searcher: d.Searcher, shellTimeout: d.ShellTimeout, skillsPath: d.SkillsPath}
+		agents: map[string]agents.Spec{}, fetcher: d.Fetcher, searcher: d.Searcher, shellTimeout: d.ShellTimeout, skillsPath: d.SkillsPath,
+		threads: newThreadCache()}
 	for _, s := range d.Agents {
 		a.agents[s.Name] = s
 	}
@@ -92,6 +94,7 @@ func (a *Activities) Register(r Registry) {
 		api.ActivityFetchMetric:      a.FetchMetric,
 		api.ActivityResolveAgent:     a.ResolveAgent,
 		api.ActivityCompleteChat:     a.CompleteChat,
+		api.ActivityCompactThread:    a.CompactThread,
 		api.ActivityRunTool:          a.RunTool,
 		api.ActivityCollectOutputs:   a.CollectOutputs,
 		api.ActivityRestoreArtifacts: a.RestoreArtifacts,

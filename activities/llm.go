@@ -62,16 +62,32 @@ func (a *Activities) CompleteChat(ctx context.Context, req api.CompleteChatReque
 		return api.CompleteChatResult{}, temporal.NewNonRetryableApplicationError(
 			"complete chat: no model: set llm.model or the agent's model", api.ErrTypeBadInput, nil)
 	}
+	cc, ctxName, err := a.chatContext(ctx, req)
+	if err != nil {
+		return api.CompleteChatResult{}, err
+	}
+	// With a stored thread, the request carries only what follows it.
+	var prior []api.ChatMessage
+	thread := req.Messages
+	if req.Thread != nil {
+		if prior, err = a.loadThread(ctx, req.Thread.Head); err != nil {
+			return api.CompleteChatResult{}, err
+		}
+		thread = append(append(make([]api.ChatMessage, 0, len(prior)+len(req.Messages)), prior...), req.Messages...)
+	}
+	if thread, err = a.resolve(ctx, thread); err != nil {
+		return api.CompleteChatResult{}, err
+	}
 	sandboxInstructions := ""
 	if req.RunID != "" {
 		sandboxInstructions = a.sandboxes.Instructions(ctx, req.RunID, req.Sandbox)
 	}
-	system := SystemPrompt(req.System, sandboxInstructions, req.Skills)
-	msgs := make([]openai.ChatCompletionMessage, 0, len(req.Messages)+1)
+	system := SystemPrompt(cc.System, sandboxInstructions, cc.Skills)
+	msgs := make([]openai.ChatCompletionMessage, 0, len(thread)+1)
 	if system != "" {
 		msgs = append(msgs, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleSystem, Content: system})
 	}
-	for _, m := range req.Messages {
+	for _, m := range thread {
 		om := openai.ChatCompletionMessage{Role: m.Role, Content: m.Content, ToolCallID: m.ToolCallID}
 		for _, tc := range m.ToolCalls {
 			om.ToolCalls = append(om.ToolCalls, openai.ToolCall{ID: tc.ID, Type: openai.ToolTypeFunction,
@@ -80,13 +96,43 @@ func (a *Activities) CompleteChat(ctx context.Context, req api.CompleteChatReque
 		msgs = append(msgs, om)
 	}
 	creq := openai.ChatCompletionRequest{Model: model, Messages: msgs}
-	for _, t := range req.Tools {
+	for _, t := range cc.Tools {
 		creq.Tools = append(creq.Tools, openai.Tool{Type: openai.ToolTypeFunction, Function: &openai.FunctionDefinition{
 			Name: t.Name, Description: t.Description, Parameters: t.Parameters}})
 	}
+	out, err := a.complete(ctx, model, creq, req)
+	if err != nil {
+		return out, err
+	}
+	if req.StoreContext {
+		out.Context = ctxName
+	}
+	if req.Thread != nil {
+		// The reply is stored with the call's own ids, as the workflow names them.
+		reply := out.Message
+		reply.ToolCalls = append([]api.ToolCall(nil), reply.ToolCalls...)
+		for i := range reply.ToolCalls {
+			reply.ToolCalls[i].ID = fmt.Sprintf("%s.%d", req.CallID, i+1)
+		}
+		added := append(append([]api.ChatMessage(nil), req.Messages...), reply)
+		ref, _, err := a.appendThread(ctx, *req.Thread, prior, added)
+		if err != nil {
+			return api.CompleteChatResult{}, err
+		}
+		if out.Usage.PromptTokens > 0 {
+			// The provider's count of this request, plus the reply, beats an estimate.
+			ref.Tokens = out.Usage.PromptTokens + out.Usage.CompletionTokens
+		}
+		out.Thread = &ref
+	}
+	return out, nil
+}
+
+// complete sends one request, streamed when the call asks for it.
+func (a *Activities) complete(ctx context.Context, model string, creq openai.ChatCompletionRequest, req api.CompleteChatRequest) (api.CompleteChatResult, error) {
 	stop := keepAlive(ctx)
 	defer stop()
-	if req.StreamTo != "" {
+	if req.StreamTo != "" || req.StreamLive {
 		return a.completeStreaming(ctx, model, creq, req)
 	}
 	resp, err := a.llm.client.CreateChatCompletion(ctx, creq)
@@ -155,9 +201,22 @@ func classifyModelError(model string, err error) error {
 		if status == http.StatusRequestEntityTooLarge {
 			return temporal.NewNonRetryableApplicationError(text, api.ErrTypeTooLarge, nil)
 		}
+		if contextExceeded(msg) {
+			return temporal.NewNonRetryableApplicationError(text+
+				" (the thread outgrew the model's context: set the agent's context.max_tokens, with keep_recent, to summarise its oldest turns)",
+				api.ErrTypeTooLarge, nil)
+		}
 		return temporal.NewNonRetryableApplicationError(text, api.ErrTypeBadInput, nil)
 	}
 	return temporal.NewApplicationError(text, "ModelUnavailable")
+}
+
+// contextExceeded recognises a provider's "the request is longer than my context"
+// answer (OpenAI: context_length_exceeded; vLLM, Ollama and others say it in words).
+func contextExceeded(msg string) bool {
+	m := strings.ToLower(msg)
+	return strings.Contains(m, "context_length_exceeded") || strings.Contains(m, "context length") ||
+		strings.Contains(m, "context window") || strings.Contains(m, "maximum context")
 }
 
 // streamFlushEvery batches streamed text into signals: the first chunk goes at once (a

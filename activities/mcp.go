@@ -119,7 +119,7 @@ func (a *Activities) CallMCPTool(ctx context.Context, req api.CallMCPToolRequest
 	}
 	res := toolResult(out)
 	res.Content = c.redact(res.Content)
-	return res, nil
+	return a.offload(ctx, res, req.StoreOver)
 }
 
 // CloseMCP closes the run's MCP clients on this worker; stdio servers are stopped and

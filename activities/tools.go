@@ -79,6 +79,9 @@ func (a *Activities) RunTool(ctx context.Context, req api.RunToolRequest) (res a
 		if errors.Is(err, docker.ErrContainerGone) {
 			a.sandboxes.Forget(req.RunID, req.Sandbox)
 		}
+		if err == nil {
+			res, err = a.offload(ctx, res, req.StoreOver)
+		}
 	}()
 	sb, err := a.sandboxes.Open(ctx, req.RunID, req.Sandbox)
 	if err != nil {

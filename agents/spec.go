@@ -56,6 +56,11 @@ type Spec struct {
 	// probed once before the first turn, and a sandbox that falls short fails the run
 	// with every unmet item listed.
 	Requires api.Requirements `json:"requires,omitzero" mapstructure:"requires" yaml:"requires"`
+	// Context bounds what a model request carries: when the thread's estimated tokens
+	// would pass MaxTokens, its oldest turns are summarised (see api.ContextPolicy). Zero:
+	// no bound, and a thread that outgrows the model fails with a message naming this
+	// setting.
+	Context api.ContextPolicy `json:"context,omitzero" mapstructure:"context" yaml:"context"`
 }
 
 // Turns is MaxTurns or the default.
@@ -155,6 +160,16 @@ func (s Spec) Validate() error {
 	validateRequires(s.Requires, s.Sandbox.Type, bad)
 	if s.MaxTurns < 0 {
 		bad("max_turns", "%d is negative", s.MaxTurns)
+	}
+	switch c := s.Context; {
+	case c.MaxTokens < 0:
+		bad("context.max_tokens", "%d is negative", c.MaxTokens)
+	case c.MaxTokens > 0 && c.MaxTokens < api.MinContextTokens:
+		bad("context.max_tokens", "%d is too small to hold a summary and a turn (at least %d)", c.MaxTokens, api.MinContextTokens)
+	case c.KeepRecent < 0:
+		bad("context.keep_recent", "%d is negative", c.KeepRecent)
+	case c.KeepRecent > 0 && c.MaxTokens == 0:
+		bad("context.keep_recent", "is set but context.max_tokens is not")
 	}
 	return errors.Join(errs...)
 }

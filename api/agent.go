@@ -12,6 +12,7 @@ const (
 	ActivityRunTool          = "RunTool"
 	ActivityCollectOutputs   = "CollectOutputs"
 	ActivityRestoreArtifacts = "RestoreArtifacts"
+	ActivityCompactThread    = "CompactThread"
 )
 
 // Chat roles.
@@ -54,6 +55,29 @@ type ThreadRef struct {
 type ThreadSegment struct {
 	Parent   string        `json:"parent,omitempty"`
 	Messages []ChatMessage `json:"messages"`
+}
+
+// ContextPolicy is an agent's `context:` setting: when the estimated tokens of the next
+// model request would pass MaxTokens, the oldest turns of the thread are summarised by the
+// model and the thread continues from the summary plus the KeepRecent most recent
+// messages (a tool call and its results are never split).
+type ContextPolicy struct {
+	MaxTokens  int `json:"max_tokens,omitempty" mapstructure:"max_tokens" yaml:"max_tokens"`
+	KeepRecent int `json:"keep_recent,omitempty" mapstructure:"keep_recent" yaml:"keep_recent"`
+}
+
+// MinContextTokens is the smallest ContextPolicy.MaxTokens accepted.
+const MinContextTokens = 1000
+
+// DefaultKeepRecent is ContextPolicy.KeepRecent when unset.
+const DefaultKeepRecent = 6
+
+// Recent is KeepRecent or its default.
+func (c ContextPolicy) Recent() int {
+	if c.KeepRecent > 0 {
+		return c.KeepRecent
+	}
+	return DefaultKeepRecent
 }
 
 // ChatContext is what stays constant across a run's model calls: stored once, named by
@@ -109,6 +133,9 @@ type CompleteChatRequest struct {
 	// before live streaming use it; newer ones set StreamLive.
 	StreamTo   string `json:"stream_to,omitempty"`
 	StreamCall string `json:"stream_call,omitempty"`
+	// CallID tags this model call ("3", "2.4"); with Thread set, the worker names the
+	// reply's tool calls <CallID>.<n> before storing it, as the workflow does.
+	CallID string `json:"call_id,omitempty"`
 	// StreamLive asks for a streamed completion whose text so far is published as the
 	// activity's heartbeat details (LiveText), for live viewers, and never reaches history.
 	StreamLive bool      `json:"stream_live,omitempty"`
@@ -167,15 +194,55 @@ type RunToolRequest struct {
 	// Seen is the stamp of the file as the agent last read it (write_file only); nil
 	// when it never read it.
 	Seen *FileStamp `json:"seen,omitempty"`
+	// StoreOver: a result over this many bytes is stored as a blob (ContentRef) and only
+	// a preview returned; 0 keeps every result inline (runs recorded before).
+	StoreOver int `json:"store_over,omitempty"`
 }
+
+// DefaultStoreOver is the size over which a tool result is stored and referenced.
+const DefaultStoreOver = 16 << 10
+
+// PreviewBytes is how much of a stored tool result the thread and events keep.
+const PreviewBytes = 2 << 10
 
 // RunToolResult is what the model sees (Content), whether it is an error result, and for
 // file tools the stamp of the file afterwards.
 type RunToolResult struct {
-	Content string     `json:"content"`
-	IsError bool       `json:"is_error,omitempty"`
-	Path    string     `json:"path,omitempty"`
-	Stamp   *FileStamp `json:"stamp,omitempty"`
+	Content string `json:"content"`
+	// ContentRef names the blob holding the whole result when it was over StoreOver;
+	// Content is then a preview, and ContentBytes the whole size.
+	ContentRef   string     `json:"content_ref,omitempty"`
+	ContentBytes int        `json:"content_bytes,omitempty"`
+	IsError      bool       `json:"is_error,omitempty"`
+	Path         string     `json:"path,omitempty"`
+	Stamp        *FileStamp `json:"stamp,omitempty"`
+}
+
+// CompactThreadRequest asks the CompactThread activity to shorten a thread: Messages are
+// appended to Thread first, then every message but the most recent KeepRecent (never
+// splitting a tool call from its results, and within half of MaxTokens) is summarised
+// by the model, and the thread continues from the summary.
+type CompactThreadRequest struct {
+	RunID      string        `json:"run_id"`
+	Model      string        `json:"model,omitempty"`
+	Thread     ThreadRef     `json:"thread"`
+	Messages   []ChatMessage `json:"messages,omitempty"`
+	KeepRecent int           `json:"keep_recent"`
+	MaxTokens  int           `json:"max_tokens"`
+	// ContextTokens estimates the constant part of every request (system, tools).
+	ContextTokens int `json:"context_tokens,omitempty"`
+}
+
+// CompactThreadResult is the compacted thread and what it took.
+type CompactThreadResult struct {
+	Thread       ThreadRef `json:"thread"`
+	TokensBefore int       `json:"tokens_before"`
+	TokensAfter  int       `json:"tokens_after"`
+	// Summarised counts the messages the summary replaced; 0 means nothing could be
+	// summarised (the recent messages alone fill the budget) and Thread is unchanged
+	// apart from Messages.
+	Summarised int   `json:"summarised"`
+	Usage      Usage `json:"usage"`
 }
 
 // CollectOutputsRequest asks which sandbox files match an agent's `produces` patterns.
@@ -209,4 +276,22 @@ type AgentResult struct {
 	Content string `json:"content"`
 	Turns   int    `json:"turns"`
 	Usage   Usage  `json:"usage"`
+}
+
+// EstimateTokens estimates the tokens msgs take in a model request: about four bytes a
+// token, plus a little per message. A stored content counts at its whole size. Pure, so
+// workflows use it to decide when to compact.
+func EstimateTokens(msgs []ChatMessage) int {
+	n := 0
+	for _, m := range msgs {
+		size := len(m.Content)
+		if m.ContentRef != "" {
+			size = m.ContentBytes
+		}
+		for _, tc := range m.ToolCalls {
+			size += len(tc.Name) + len(tc.Arguments) + 16
+		}
+		n += size/4 + 4
+	}
+	return n
 }

@@ -72,6 +72,9 @@ type CallMCPToolRequest struct {
 	Server MCPServerSpec   `json:"server"`
 	Tool   string          `json:"tool"`
 	Args   json.RawMessage `json:"args"`
+	// StoreOver: a result over this many bytes is stored as a blob (RunToolResult.ContentRef)
+	// and only a preview returned; 0 keeps every result inline (runs recorded before).
+	StoreOver int `json:"store_over,omitempty"`
 }
 
 // CloseMCPRequest closes the run's MCP clients (stdio servers are stopped and reaped).

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -72,8 +73,21 @@ type SessionInput struct {
 
 // SessionCarry is everything a session keeps across runs.
 type SessionCarry struct {
+	// Thread is the conversation by value (session runs from before threads were
+	// stored); with ThreadRef set, only the messages that follow the stored thread.
 	Thread []ChatMessage `json:"thread"`
-	Turns  []SessionTurn `json:"turns"`
+	// ThreadRef names the stored thread; Recent are its newest messages, for viewers.
+	ThreadRef *ThreadRef    `json:"thread_ref,omitempty"`
+	Recent    []ChatMessage `json:"recent,omitempty"`
+	// Turns are the newest turns (all of them before threads were stored); TurnTotal
+	// counts every turn so far (0: len(Turns)).
+	Turns     []SessionTurn `json:"turns"`
+	TurnTotal int           `json:"turn_total,omitempty"`
+	// Approvals are the run's remembered --always / never decisions (permissions.Approvals
+	// as JSON), and Stamps the file versions the agent read (read-before-write), so a
+	// continued or reopened session keeps both.
+	Approvals json.RawMessage      `json:"approvals,omitempty"`
+	Stamps    map[string]FileStamp `json:"stamps,omitempty"`
 	// StreamOffset is the seq of the last activity-stream event so far; the next run
 	// numbers on from it.
 	StreamOffset int64 `json:"stream_offset"`
@@ -81,6 +95,11 @@ type SessionCarry struct {
 	Segments []Artifact `json:"segments,omitempty"`
 	// Runs counts the workflow runs the session has had.
 	Runs int `json:"runs"`
+}
+
+// TurnCount is the number of turns the session has had.
+func (c SessionCarry) TurnCount() int {
+	return max(c.TurnTotal, len(c.Turns))
 }
 
 // SessionTurn is one prompt and its outcome, in the materialised history.
@@ -109,12 +128,17 @@ type PromptReply struct {
 
 // SessionView is the materialised history of a session.
 type SessionView struct {
-	ID       string        `json:"id"`
-	Agent    string        `json:"agent"`
-	Instance string        `json:"instance"`
-	Status   Status        `json:"status"`
-	Turns    []SessionTurn `json:"turns"`
-	Messages []ChatMessage `json:"messages"`
+	ID       string `json:"id"`
+	Agent    string `json:"agent"`
+	Instance string `json:"instance"`
+	Status   Status `json:"status"`
+	// Turns are the newest turns (at most 100), TurnCount all of them.
+	Turns     []SessionTurn `json:"turns"`
+	TurnCount int           `json:"turn_count"`
+	// Messages are the thread's newest messages (the whole thread for sessions from
+	// before threads were stored); MessageCount counts all of them.
+	Messages     []ChatMessage `json:"messages"`
+	MessageCount int           `json:"message_count"`
 	// StreamOffset is the seq of the newest activity-stream event.
 	StreamOffset int64 `json:"stream_offset"`
 	Runs         int   `json:"runs"`

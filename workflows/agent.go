@@ -107,7 +107,9 @@ func RunAgent(ctx workflow.Context, spec agents.Spec, prompt string) (api.AgentR
 		start["skills"] = spec.Skills
 	}
 	rt.emit(ctx, "agent_start", start)
-	_, res, err = rt.agentLoop(ctx, spec, tools, skills, []api.ChatMessage{{Role: api.RoleUser, Content: prompt}}, loopStyle{})
+	conv := newConversation(rt.threadVersion(ctx) >= 1, nil, nil, nil)
+	conv.add(api.ChatMessage{Role: api.RoleUser, Content: prompt})
+	res, err = rt.agentLoop(ctx, spec, tools, skills, conv, loopStyle{})
 	return res, err
 }
 
@@ -122,29 +124,39 @@ type loopStyle struct {
 }
 
 // agentLoop calls the model and the tools it asks for until the model answers without a
-// tool call, and returns the grown thread. Every call is an activity. skills are the
-// recorded skill texts every request carries (the worker puts them in the system message).
-func (rt *runtime) agentLoop(ctx workflow.Context, spec agents.Spec, tools toolset, skills []string, thread []api.ChatMessage, style loopStyle) ([]api.ChatMessage, api.AgentResult, error) {
+// tool call, growing conv. Every call is an activity. skills are the recorded skill texts
+// every request carries (the worker puts them in the system message).
+func (rt *runtime) agentLoop(ctx workflow.Context, spec agents.Spec, tools toolset, skills []string, conv *conversation, style loopStyle) (api.AgentResult, error) {
 	res := api.AgentResult{Agent: spec.Name}
 	defs := tools.defs()
 	mctx := workflow.WithActivityOptions(ctx, modelCallOptions)
 	for turn := 1; ; turn++ {
 		if turn > spec.Turns() {
 			rt.emit(ctx, "turn_limit_exceeded", map[string]int{"turns": turn - 1, "max_turns": spec.Turns()})
-			return thread, res, fmt.Errorf("agent %s: %w: %d model calls without a final answer (max_turns %d)",
+			return res, fmt.Errorf("agent %s: %w: %d model calls without a final answer (max_turns %d)",
 				spec.Name, ErrTurnLimit, turn-1, spec.Turns())
 		}
 		callTag := fmt.Sprintf("%s%d", style.idPrefix, turn)
-		req := api.CompleteChatRequest{Model: spec.Model, System: spec.Instructions, Skills: skills, RunID: rt.rec.ID,
-			Sandbox: spec.Sandbox, Messages: thread, Tools: defs}
-		if style.streamTo != "" {
+		if err := rt.compact(ctx, spec, conv); err != nil {
+			return res, fmt.Errorf("agent %s: compact the thread before model call %d: %s", spec.Name, turn, errorMessage(err))
+		}
+		req := api.CompleteChatRequest{Model: spec.Model, RunID: rt.rec.ID, Sandbox: spec.Sandbox}
+		conv.request(&req, spec, skills, defs, callTag)
+		switch {
+		case style.streamTo != "" && conv.byRef:
+			// Live text goes to viewers through the call's heartbeat, not history; the
+			// whole text is recorded once when the call returns.
+			req.StreamLive, req.StreamCall = true, callTag
+		case style.streamTo != "":
 			req.StreamTo, req.StreamCall = style.streamTo, callTag
 			rt.streamCall = callTag
 		}
-		if size := len(mustJSON(req)); size > maxModelCallInput {
-			rt.emit(ctx, "model_call_too_large", map[string]int{"bytes": size, "limit": maxModelCallInput})
-			return thread, res, fmt.Errorf("agent %s: %w: model call %d would carry %d bytes (instructions, skills, tools and a thread of %d messages), over the %d a workflow may pass to an activity; large tool results fill the thread fastest",
-				spec.Name, ErrModelCallTooLarge, turn, size, len(thread), maxModelCallInput)
+		if !conv.byRef {
+			if size := len(mustJSON(req)); size > maxModelCallInput {
+				rt.emit(ctx, "model_call_too_large", map[string]int{"bytes": size, "limit": maxModelCallInput})
+				return res, fmt.Errorf("agent %s: %w: model call %d would carry %d bytes (instructions, skills, tools and a thread of %d messages), over the %d a workflow may pass to an activity; large tool results fill the thread fastest",
+					spec.Name, ErrModelCallTooLarge, turn, size, conv.count(), maxModelCallInput)
+			}
 		}
 		var out api.CompleteChatResult
 		err := workflow.ExecuteActivity(mctx, api.ActivityCompleteChat, req).Get(ctx, &out)
@@ -152,7 +164,7 @@ func (rt *runtime) agentLoop(ctx workflow.Context, spec agents.Spec, tools tools
 		streamed := rt.streamed[callTag]
 		delete(rt.streamed, callTag) // also when the call failed: a failed turn leaves nothing behind
 		if err != nil {
-			return thread, res, fmt.Errorf("agent %s: model call %d: %s", spec.Name, turn, errorMessage(err))
+			return res, fmt.Errorf("agent %s: model call %d: %s", spec.Name, turn, errorMessage(err))
 		}
 		res.Turns = turn
 		res.Usage.PromptTokens += out.Usage.PromptTokens
@@ -170,7 +182,7 @@ func (rt *runtime) agentLoop(ctx workflow.Context, spec agents.Spec, tools tools
 		for i := range msg.ToolCalls {
 			msg.ToolCalls[i].ID = fmt.Sprintf("%s.%d", callTag, i+1)
 		}
-		thread = append(thread, msg)
+		conv.replied(out, msg)
 		if msg.Content != "" {
 			switch {
 			case style.session:
@@ -189,14 +201,15 @@ func (rt *runtime) agentLoop(ctx workflow.Context, spec agents.Spec, tools tools
 			if !style.session {
 				rt.emit(ctx, "agent_done", map[string]any{"content": msg.Content, "turns": turn})
 			}
-			return thread, res, nil
+			return res, nil
 		}
 		for _, call := range msg.ToolCalls {
-			result, err := rt.callTool(ctx, spec, tools, call, style.session)
+			result, err := rt.callTool(ctx, spec, tools, call, style.session, conv.byRef)
 			if err != nil {
-				return thread, res, fmt.Errorf("agent %s: tool call %s (%s): %w", spec.Name, call.ID, call.Name, err)
+				return res, fmt.Errorf("agent %s: tool call %s (%s): %w", spec.Name, call.ID, call.Name, err)
 			}
-			thread = append(thread, api.ChatMessage{Role: api.RoleTool, ToolCallID: call.ID, Content: result.Content})
+			conv.add(api.ChatMessage{Role: api.RoleTool, ToolCallID: call.ID, Content: result.Content,
+				ContentRef: result.ContentRef, ContentBytes: result.ContentBytes})
 		}
 	}
 }
@@ -286,7 +299,7 @@ func (rt *runtime) closeMCP(ctx workflow.Context) {
 
 // callTool decides and runs one tool call. A tool that runs and fails, a denied call and
 // a malformed call are results the model sees; only broken infrastructure is an error.
-func (rt *runtime) callTool(ctx workflow.Context, spec agents.Spec, tools toolset, call api.ToolCall, session bool) (api.RunToolResult, error) {
+func (rt *runtime) callTool(ctx workflow.Context, spec agents.Spec, tools toolset, call api.ToolCall, session, byRef bool) (api.RunToolResult, error) {
 	var args map[string]any
 	argErr := json.Unmarshal([]byte(orEmptyObject(call.Arguments)), &args)
 	if session {
@@ -295,7 +308,11 @@ func (rt *runtime) callTool(ctx workflow.Context, spec agents.Spec, tools toolse
 		rt.emit(ctx, "agent_tool_call", map[string]any{"call_id": call.ID, "name": call.Name, "args": argsForEvent(args, call.Arguments)})
 	}
 
-	result, err := rt.decideAndRun(ctx, spec, tools, call, args, argErr)
+	storeOver := 0
+	if byRef {
+		storeOver = api.DefaultStoreOver
+	}
+	result, err := rt.decideAndRun(ctx, spec, tools, call, args, argErr, storeOver)
 	if err != nil {
 		return result, err
 	}
@@ -306,7 +323,11 @@ func (rt *runtime) callTool(ctx workflow.Context, spec agents.Spec, tools toolse
 		}
 		rt.emit(ctx, api.StreamToolCall, map[string]any{"id": call.ID, "name": call.Name, "status": status, "content": result.Content})
 	} else {
-		rt.emit(ctx, "agent_tool_result", map[string]any{"call_id": call.ID, "name": call.Name, "ok": !result.IsError, "content": result.Content})
+		data := map[string]any{"call_id": call.ID, "name": call.Name, "ok": !result.IsError, "content": result.Content}
+		if result.ContentRef != "" {
+			data["bytes"], data["content_ref"] = result.ContentBytes, result.ContentRef
+		}
+		rt.emit(ctx, "agent_tool_result", data)
 	}
 	return result, nil
 }
@@ -329,7 +350,7 @@ func errorResult(format string, a ...any) api.RunToolResult {
 	return api.RunToolResult{Content: "error: " + fmt.Sprintf(format, a...), IsError: true}
 }
 
-func (rt *runtime) decideAndRun(ctx workflow.Context, spec agents.Spec, tools toolset, call api.ToolCall, args map[string]any, argErr error) (api.RunToolResult, error) {
+func (rt *runtime) decideAndRun(ctx workflow.Context, spec agents.Spec, tools toolset, call api.ToolCall, args map[string]any, argErr error, storeOver int) (api.RunToolResult, error) {
 	var (
 		tool    agents.Tool
 		mcpTool *api.MCPTool
@@ -376,11 +397,11 @@ func (rt *runtime) decideAndRun(ctx workflow.Context, spec agents.Spec, tools to
 		return errorResult("permission denied: %s", v.Reason), nil
 	}
 	if mcpTool != nil {
-		return rt.callMCP(ctx, tools.servers[mcpTool.Server], *mcpTool, call), nil
+		return rt.callMCP(ctx, tools.servers[mcpTool.Server], *mcpTool, call, storeOver), nil
 	}
 
 	req := api.RunToolRequest{RunID: rt.rec.ID, Sandbox: spec.Sandbox, CallID: call.ID, Tool: tool.Name,
-		Args: json.RawMessage(orEmptyObject(call.Arguments)), FetchAllow: spec.FetchAllow}
+		Args: json.RawMessage(orEmptyObject(call.Arguments)), FetchAllow: spec.FetchAllow, StoreOver: storeOver}
 	key := ""
 	if tool.Name == agents.ToolWriteFile || tool.Name == agents.ToolReadFile {
 		key = stampKey(pc.Detail)
@@ -467,9 +488,9 @@ func (rt *runtime) collectOutputs(ctx workflow.Context, patterns []string) {
 
 // callMCP runs an allowed MCP call. A server that keeps failing after the bounded retries
 // gives the model an error result naming the server; the run goes on.
-func (rt *runtime) callMCP(ctx workflow.Context, server api.MCPServerSpec, tool api.MCPTool, call api.ToolCall) api.RunToolResult {
+func (rt *runtime) callMCP(ctx workflow.Context, server api.MCPServerSpec, tool api.MCPTool, call api.ToolCall, storeOver int) api.RunToolResult {
 	req := api.CallMCPToolRequest{RunID: rt.rec.ID, CallID: call.ID, Server: server, Tool: tool.Name,
-		Args: json.RawMessage(orEmptyObject(call.Arguments))}
+		Args: json.RawMessage(orEmptyObject(call.Arguments)), StoreOver: storeOver}
 	var res api.RunToolResult
 	mctx := workflow.WithActivityOptions(ctx, mcpCallOptions)
 	if err := workflow.ExecuteActivity(mctx, api.ActivityCallMCPTool, req).Get(ctx, &res); err != nil {

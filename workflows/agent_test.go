@@ -10,6 +10,7 @@ import (
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/nexo-temporal/nexo/agents"
 	"github.com/nexo-temporal/nexo/api"
@@ -32,7 +33,7 @@ func (f *agentFakes) register(env *testsuite.TestWorkflowEnvironment) {
 		}
 		return f.spec, nil
 	}, activity.RegisterOptions{Name: api.ActivityResolveAgent})
-	env.RegisterActivityWithOptions(func(_ context.Context, req api.CompleteChatRequest) (api.CompleteChatResult, error) {
+	env.RegisterActivityWithOptions(fullThread(func(_ context.Context, req api.CompleteChatRequest) (api.CompleteChatResult, error) {
 		f.requests = append(f.requests, req)
 		n := 0
 		for _, m := range req.Messages {
@@ -44,7 +45,7 @@ func (f *agentFakes) register(env *testsuite.TestWorkflowEnvironment) {
 			return api.CompleteChatResult{}, fmt.Errorf("script has no reply %d", n+1)
 		}
 		return api.CompleteChatResult{Message: f.script[n], Model: "fake", Usage: api.Usage{PromptTokens: 10, CompletionTokens: 5, TotalTokens: 15}}, nil
-	}, activity.RegisterOptions{Name: api.ActivityCompleteChat})
+	}), activity.RegisterOptions{Name: api.ActivityCompleteChat})
 	env.RegisterActivityWithOptions(func(_ context.Context, req api.RunToolRequest) (api.RunToolResult, error) {
 		f.tools = append(f.tools, req)
 		return api.RunToolResult{Content: "ok: " + req.Tool, Stamp: &api.FileStamp{Size: 1, ModUnix: int64(len(f.tools))}}, nil
@@ -310,10 +311,11 @@ func TestReadBeforeWriteStampTravels(t *testing.T) {
 	}
 }
 
-// A model call whose input would pass Temporal's payload limit fails the run with a message
-// that says so, and is never sent.
+// In a run from before threads were stored, a model call whose input would pass Temporal's
+// payload limit fails the run with a message that says so, and is never sent.
 func TestModelCallTooLargeFailsClearly(t *testing.T) {
 	env := newEnv(t)
+	env.OnGetVersion(changeThreadByRef, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
 	spec := approveSpec()
 	spec.Instructions = strings.Repeat("x", maxModelCallInput)
 	f := &agentFakes{spec: spec, script: []api.ChatMessage{text("done")}}
@@ -325,5 +327,115 @@ func TestModelCallTooLargeFailsClearly(t *testing.T) {
 	}
 	if len(f.requests) != 0 {
 		t.Fatalf("the model was called %d times, want 0", len(f.requests))
+	}
+}
+
+// By reference, a model call carries the thread's head and only what is new: the second
+// call names the first call's thread and holds just the tool result, large outputs travel
+// as a preview plus a reference, and the instructions are sent once.
+func TestAgentThreadTravelsByReference(t *testing.T) {
+	env := newEnv(t)
+	spec := agents.Spec{Name: "reader", Instructions: strings.Repeat("Read carefully. ", 200), Permissions: permissions.Policy{Mode: permissions.ModeAuto}}
+	var raw []api.CompleteChatRequest
+	script := []api.ChatMessage{toolReply(call("read_file", `{"path":"big.txt"}`)), toolReply(call("read_file", `{"path":"big.txt"}`)), text("done")}
+	model := fullThread(func(_ context.Context, req api.CompleteChatRequest) (api.CompleteChatResult, error) {
+		n := 0
+		for _, m := range req.Messages {
+			if m.Role == api.RoleAssistant {
+				n++
+			}
+		}
+		if n == 1 && !strings.HasPrefix(req.Messages[2].Content, "BIG") {
+			return api.CompleteChatResult{}, fmt.Errorf("the model got %q, not the whole output", req.Messages[2].Content[:20])
+		}
+		return api.CompleteChatResult{Message: script[n]}, nil
+	})
+	f := &agentFakes{spec: spec}
+	f.register(env)
+	env.RegisterActivityWithOptions(func(ctx context.Context, req api.CompleteChatRequest) (api.CompleteChatResult, error) {
+		raw = append(raw, req)
+		return model(ctx, req)
+	}, activity.RegisterOptions{Name: api.ActivityCompleteChat})
+	big := "BIG" + strings.Repeat("y", 300_000)
+	env.RegisterActivityWithOptions(func(_ context.Context, req api.RunToolRequest) (api.RunToolResult, error) {
+		if req.StoreOver != api.DefaultStoreOver {
+			return api.RunToolResult{}, fmt.Errorf("store_over = %d", req.StoreOver)
+		}
+		return api.RunToolResult{Content: big[:100] + " [preview]", ContentRef: memBlob(big), ContentBytes: len(big)}, nil
+	}, activity.RegisterOptions{Name: api.ActivityRunTool})
+	env.ExecuteWorkflow(api.WorkflowAgentRun, agentInput(t, "reader"))
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if len(raw) != 3 {
+		t.Fatalf("model calls = %d, want 3", len(raw))
+	}
+	first, second := raw[0], raw[1]
+	if first.Thread == nil || first.Thread.Head != "" || len(first.Messages) != 1 || !first.StoreContext || first.System == "" {
+		t.Errorf("first call = %+v, want an empty thread, the prompt, and the context by value to store", first)
+	}
+	if second.Thread == nil || second.Thread.Head == "" || len(second.Messages) != 1 || second.Messages[0].ContentRef == "" ||
+		second.System != "" || second.Context == "" || len(second.Tools) != 0 {
+		t.Errorf("second call = %+v, want the stored head, only the tool result (by reference) and the context by name", second)
+	}
+	for i, r := range raw {
+		if n := len(mustJSON(r)); n > 8_000 {
+			t.Errorf("model call %d carries %d bytes, want a few KB whatever the thread holds", i+1, n)
+		}
+	}
+	for _, e := range queryRecord(t, env).Events {
+		if e.Type == "agent_tool_result" && len(e.Data) > 4_000 {
+			t.Errorf("tool result event holds %d bytes, want the preview", len(e.Data))
+		}
+	}
+}
+
+// With context.max_tokens, a thread whose next request would pass the budget is compacted
+// first (an activity), and the run records context_compacted with the token counts.
+func TestAgentCompactsWhenContextWouldOverflow(t *testing.T) {
+	env := newEnv(t)
+	spec := agents.Spec{Name: "reader", Permissions: permissions.Policy{Mode: permissions.ModeAuto},
+		Context: api.ContextPolicy{MaxTokens: 5_000, KeepRecent: 2}}
+	f := &agentFakes{spec: spec, script: []api.ChatMessage{toolReply(call("read_file", `{"path":"a"}`)), text("done")}}
+	f.register(env)
+	var raw []api.CompleteChatRequest
+	replies := f.script
+	model := fullThread(func(context.Context, api.CompleteChatRequest) (api.CompleteChatResult, error) {
+		return api.CompleteChatResult{Message: replies[len(raw)-1], Usage: api.Usage{PromptTokens: 100}}, nil
+	})
+	env.RegisterActivityWithOptions(func(ctx context.Context, req api.CompleteChatRequest) (api.CompleteChatResult, error) {
+		raw = append(raw, req)
+		return model(ctx, req)
+	}, activity.RegisterOptions{Name: api.ActivityCompleteChat})
+	env.RegisterActivityWithOptions(func(_ context.Context, req api.RunToolRequest) (api.RunToolResult, error) {
+		return api.RunToolResult{Content: "preview", ContentRef: memBlob(strings.Repeat("z", 40_000)), ContentBytes: 40_000}, nil
+	}, activity.RegisterOptions{Name: api.ActivityRunTool})
+	var compactions []api.CompactThreadRequest
+	env.RegisterActivityWithOptions(func(_ context.Context, req api.CompactThreadRequest) (api.CompactThreadResult, error) {
+		compactions = append(compactions, req)
+		return api.CompactThreadResult{Thread: api.ThreadRef{Head: req.Thread.Head, Messages: 3, Tokens: 900},
+			TokensBefore: 10_050, TokensAfter: 900, Summarised: 1}, nil
+	}, activity.RegisterOptions{Name: api.ActivityCompactThread})
+	env.ExecuteWorkflow(api.WorkflowAgentRun, agentInput(t, "reader"))
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if len(compactions) != 1 || len(compactions[0].Messages) != 1 || compactions[0].MaxTokens != 5_000 || compactions[0].KeepRecent != 2 {
+		t.Fatalf("compactions = %+v, want one, of the pending tool result, with the agent's budget", compactions)
+	}
+	if len(raw) != 2 {
+		t.Fatalf("model calls = %d, want 2", len(raw))
+	}
+	if last := raw[1]; len(last.Messages) != 0 {
+		t.Errorf("the call after compaction sends %d new messages, want 0 (they went into the compacted thread)", len(last.Messages))
+	}
+	var got []string
+	for _, e := range queryRecord(t, env).Events {
+		if e.Type == "context_compacted" {
+			got = append(got, string(e.Data))
+		}
+	}
+	if len(got) != 1 || !strings.Contains(got[0], `"tokens_before":10050`) || !strings.Contains(got[0], `"tokens_after":900`) {
+		t.Errorf("context_compacted events = %v", got)
 	}
 }

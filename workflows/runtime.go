@@ -116,6 +116,9 @@ type runtime struct {
 	// met (see skills.go).
 	skillFiles map[string]api.MaterializeSkillsRequest
 	probed     map[string]bool
+
+	// threadV is the run's version of changeThreadByRef, once asked (thread.go).
+	threadV *workflow.Version
 }
 
 func start(ctx workflow.Context, name string, payload json.RawMessage, ro *api.RunOptions, opts Options) (*runtime, workflow.Context) {

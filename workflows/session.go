@@ -30,6 +30,7 @@ type session struct {
 	spec    agents.Spec
 	carry   api.SessionCarry
 	tools   *toolset
+	conv    *conversation
 	next    int // next ticket to hand out
 	serving int // ticket being served
 	closing bool
@@ -62,8 +63,17 @@ func Session(ctx workflow.Context, in api.SessionInput) (api.SessionCarry, error
 		s.carry = *in.Carry
 		rt.seqBase = s.carry.StreamOffset
 		rt.rec.Artifacts = append(rt.rec.Artifacts, s.carry.Segments...)
+		if len(s.carry.Approvals) > 0 {
+			if err := json.Unmarshal(s.carry.Approvals, &rt.approvals); err != nil {
+				return api.SessionCarry{}, temporal.NewNonRetryableApplicationError(
+					fmt.Sprintf("session carry: approvals: %v", err), api.ErrTypeBadInput, nil)
+			}
+		}
+		rt.stamps = s.carry.Stamps
 	}
 	s.carry.Runs++
+	byRef := rt.threadVersion(ctx) >= 1
+	s.conv = newConversation(byRef, s.carry.ThreadRef, s.carry.Thread, s.carry.Recent)
 
 	// Handlers first, so an update-with-start finds them on the first workflow task.
 	if err := workflow.SetQueryHandler(ctx, api.QuerySession, func() (api.SessionView, error) { return s.view(rt), nil }); err != nil {
@@ -122,7 +132,7 @@ func Session(ctx workflow.Context, in api.SessionInput) (api.SessionCarry, error
 			if len(s.spec.MCP) > 0 {
 				rt.closeMCP(ctx)
 			}
-			rt.emit(ctx, "session_closed", map[string]int{"turns": len(s.carry.Turns)})
+			rt.emit(ctx, "session_closed", map[string]int{"turns": s.carry.TurnCount()})
 			return s.snapshot(rt), nil
 		}
 		s.continuing = true
@@ -154,7 +164,7 @@ func (s *session) prompt(ctx workflow.Context, rt *runtime, req api.PromptReques
 	if err := workflow.Await(ctx, func() bool { return s.serving == ticket && s.spec.Name != "" }); err != nil {
 		return api.PromptReply{}, err
 	}
-	n := len(s.carry.Turns) + 1
+	n := s.carry.TurnCount() + 1
 	turn := api.SessionTurn{N: n, Prompt: req.Text, Started: workflow.Now(ctx).UTC()}
 	rt.emit(ctx, api.StreamUserInput, map[string]any{"text": req.Text, "turn": n})
 	turn.FirstSeq = rt.lastSeq()
@@ -172,6 +182,12 @@ func (s *session) prompt(ctx workflow.Context, rt *runtime, req api.PromptReques
 	rt.emit(ctx, api.StreamTurnEnd, endData)
 	turn.LastSeq = rt.lastSeq()
 	s.carry.Turns = append(s.carry.Turns, turn)
+	if s.conv.byRef {
+		// The materialised history keeps the newest turns; every turn is in the archived
+		// stream (user_input ... turn_end).
+		s.carry.TurnTotal = n
+		s.carry.Turns = trimTurns(s.carry.Turns)
+	}
 	s.turnsHere++
 	if !s.shouldContinue() && s.historyTooLong(ctx) {
 		s.continueNow = true // once idle; this run only, not carried into the next one's input
@@ -196,14 +212,15 @@ func (s *session) runTurn(ctx workflow.Context, rt *runtime, n int, text string)
 		}
 		s.tools, s.skills = &ts, skills
 	}
-	thread := append(append([]api.ChatMessage(nil), s.carry.Thread...), api.ChatMessage{Role: api.RoleUser, Content: text})
+	conv := s.conv.clone()
+	conv.add(api.ChatMessage{Role: api.RoleUser, Content: text})
 	style := loopStyle{session: true, idPrefix: fmt.Sprintf("%d.", n), streamTo: rt.rec.ID}
-	thread, res, err := rt.agentLoop(ctx, s.spec, *s.tools, s.skills, thread, style)
+	res, err := rt.agentLoop(ctx, s.spec, *s.tools, s.skills, conv, style)
 	if err != nil {
 		// A failed turn leaves the thread as it was: the next prompt starts clean.
 		return "", res.Usage, err
 	}
-	s.carry.Thread = thread
+	s.conv = conv
 	return res.Content, res.Usage, nil
 }
 
@@ -212,6 +229,19 @@ func (rt *runtime) lastSeq() int64 { return rt.seqBase + int64(len(rt.rec.Events
 func (s *session) snapshot(rt *runtime) api.SessionCarry {
 	c := s.carry
 	c.StreamOffset = rt.lastSeq()
+	if s.conv.byRef {
+		// References only: the stored thread's head, what follows it, the newest messages
+		// for viewers, and the run's remembered decisions and file stamps.
+		c.Thread = s.conv.pending
+		c.ThreadRef, c.Recent = nil, s.conv.view()
+		if s.conv.ref.Head != "" {
+			ref := s.conv.ref
+			c.ThreadRef = &ref
+		}
+		c.Approvals, c.Stamps = rt.carryApprovals(), rt.stamps
+	} else {
+		c.Thread = s.conv.thread
+	}
 	c.Segments = nil
 	for _, a := range rt.rec.Artifacts {
 		if strings.HasPrefix(a.Name, "stream-") {
@@ -260,7 +290,18 @@ func (s *session) archive(ctx workflow.Context, rt *runtime) (api.SessionCarry, 
 
 func (s *session) view(rt *runtime) api.SessionView {
 	return api.SessionView{ID: rt.rec.ID, Agent: s.in.Agent, Instance: s.in.Instance, Status: rt.rec.Status,
-		Turns: s.carry.Turns, Messages: s.carry.Thread, StreamOffset: rt.lastSeq(), Runs: s.carry.Runs}
+		Turns: s.carry.Turns, TurnCount: s.carry.TurnCount(), Messages: s.conv.view(), MessageCount: s.conv.count(),
+		StreamOffset: rt.lastSeq(), Runs: s.carry.Runs}
+}
+
+// sessionTurnsKept bounds the turns a session's materialised history keeps (and carries).
+const sessionTurnsKept = 100
+
+func trimTurns(turns []api.SessionTurn) []api.SessionTurn {
+	if n := len(turns) - sessionTurnsKept; n > 0 {
+		return append([]api.SessionTurn(nil), turns[n:]...)
+	}
+	return turns
 }
 
 func mustJSON(v any) []byte {

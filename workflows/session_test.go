@@ -31,7 +31,7 @@ type echoModel struct {
 func (m *echoModel) register(env *testsuite.TestWorkflowEnvironment, spec agents.Spec) {
 	env.RegisterActivityWithOptions(func(context.Context, string) (agents.Spec, error) { return spec, nil },
 		activity.RegisterOptions{Name: api.ActivityResolveAgent})
-	env.RegisterActivityWithOptions(func(_ context.Context, req api.CompleteChatRequest) (api.CompleteChatResult, error) {
+	env.RegisterActivityWithOptions(fullThread(func(_ context.Context, req api.CompleteChatRequest) (api.CompleteChatResult, error) {
 		m.requests = append(m.requests, req)
 		last := req.Messages[len(req.Messages)-1]
 		if last.Role == api.RoleTool {
@@ -52,7 +52,7 @@ func (m *echoModel) register(env *testsuite.TestWorkflowEnvironment, spec agents
 			return api.CompleteChatResult{Message: text("I do not know.")}, nil
 		}
 		return api.CompleteChatResult{Message: text("You said: " + last.Content)}, nil
-	}, activity.RegisterOptions{Name: api.ActivityCompleteChat})
+	}), activity.RegisterOptions{Name: api.ActivityCompleteChat})
 	env.RegisterActivityWithOptions(func(_ context.Context, req api.RunToolRequest) (api.RunToolResult, error) {
 		return api.RunToolResult{Content: "no files"}, nil
 	}, activity.RegisterOptions{Name: api.ActivityRunTool})
@@ -129,8 +129,8 @@ func TestSessionRemembersAcrossPrompts(t *testing.T) {
 	if err := env.GetWorkflowResult(&carry); err != nil {
 		t.Fatal(err)
 	}
-	if len(carry.Turns) != 2 || len(carry.Thread) != 4 {
-		t.Errorf("carry: %d turns, %d messages", len(carry.Turns), len(carry.Thread))
+	if len(carry.Turns) != 2 || carry.ThreadRef == nil || carry.ThreadRef.Messages != 4 || len(carry.Thread) != 0 || len(carry.Recent) != 4 {
+		t.Errorf("carry: %d turns, thread %+v, %d messages by value, %d recent; want the thread by reference", len(carry.Turns), carry.ThreadRef, len(carry.Thread), len(carry.Recent))
 	}
 	rec := queryRecord(t, env)
 	var kinds []string
@@ -252,7 +252,7 @@ func continuedAfterOneTurn(t *testing.T, instance string) api.SessionInput {
 
 func TestSessionContinueAsNewKeepsThreadAndOffsets(t *testing.T) {
 	in := continuedAfterOneTurn(t, "can")
-	if len(in.Carry.Thread) != 2 || in.Carry.StreamOffset == 0 || len(in.Carry.Segments) != 1 {
+	if in.Carry.ThreadRef == nil || in.Carry.ThreadRef.Messages != 2 || len(in.Carry.Thread) != 0 || in.Carry.StreamOffset == 0 || len(in.Carry.Segments) != 1 {
 		t.Fatalf("carry = %+v", in.Carry)
 	}
 
@@ -279,16 +279,18 @@ func TestSessionContinueAsNewKeepsThreadAndOffsets(t *testing.T) {
 	}
 }
 
+// Sessions recorded before threads were stored stream through nexo.stream signals.
 func TestSessionStreamedTextIsNotDuplicated(t *testing.T) {
 	env := newEnv(t)
+	env.OnGetVersion(changeThreadByRef, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
 	env.RegisterActivityWithOptions(func(context.Context, string) (agents.Spec, error) { return sessionSpec, nil },
 		activity.RegisterOptions{Name: api.ActivityResolveAgent})
-	env.RegisterActivityWithOptions(func(ctx context.Context, req api.CompleteChatRequest) (api.CompleteChatResult, error) {
+	env.RegisterActivityWithOptions(fullThread(func(ctx context.Context, req api.CompleteChatRequest) (api.CompleteChatResult, error) {
 		if req.StreamTo == "" || req.StreamCall != "1.1" {
 			return api.CompleteChatResult{}, errors.New("no stream target")
 		}
 		return api.CompleteChatResult{Message: text("Hello there")}, nil
-	}, activity.RegisterOptions{Name: api.ActivityCompleteChat})
+	}), activity.RegisterOptions{Name: api.ActivityCompleteChat})
 	env.RegisterActivityWithOptions(func(context.Context, api.ReleaseSandboxRequest) error { return nil },
 		activity.RegisterOptions{Name: api.ActivityReleaseSandbox})
 	// Chunks signalled while the call is in progress (the activity above only returns
@@ -335,5 +337,70 @@ func TestSessionArchivesTheStreamInSegments(t *testing.T) {
 			t.Fatalf("segment %s: want one starting at seq %d", a.Name, want)
 		}
 		want = last + 1
+	}
+}
+
+// A session's model call streams live text through its heartbeat (StreamLive): no signal
+// is expected, and the whole text is recorded once as a text event.
+func TestSessionLiveTextRecordedOnce(t *testing.T) {
+	env := newEnv(t)
+	env.RegisterActivityWithOptions(func(context.Context, string) (agents.Spec, error) { return sessionSpec, nil },
+		activity.RegisterOptions{Name: api.ActivityResolveAgent})
+	var reqs []api.CompleteChatRequest
+	env.RegisterActivityWithOptions(func(_ context.Context, req api.CompleteChatRequest) (api.CompleteChatResult, error) {
+		reqs = append(reqs, req)
+		return api.CompleteChatResult{Message: text("Hello there"), Thread: &api.ThreadRef{Head: "h1", Messages: 2}}, nil
+	}, activity.RegisterOptions{Name: api.ActivityCompleteChat})
+	env.RegisterActivityWithOptions(func(context.Context, api.ReleaseSandboxRequest) error { return nil },
+		activity.RegisterOptions{Name: api.ActivityReleaseSandbox})
+	var out []promptResult
+	prompt(env, time.Minute, "hi", &out)
+	closeSession(env, time.Hour)
+	env.ExecuteWorkflow(api.WorkflowSession, sessionInput(t, api.SessionInput{Agent: "assistant", Instance: "live"}))
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if len(reqs) != 1 || !reqs[0].StreamLive || reqs[0].StreamTo != "" || reqs[0].StreamCall != "1.1" {
+		t.Fatalf("requests = %+v, want one live stream of call 1.1 and no signal target", reqs)
+	}
+	var texts []string
+	for _, e := range queryRecord(t, env).Events {
+		if e.Type == api.StreamText {
+			var d map[string]string
+			_ = json.Unmarshal(e.Data, &d)
+			texts = append(texts, d["content"]+"@"+d["call"])
+		}
+	}
+	if len(texts) != 1 || texts[0] != "Hello there@1.1" {
+		t.Errorf("text events = %q, want the whole text once", texts)
+	}
+}
+
+// A session run from before threads were stored continues as new with its thread by
+// value; the continuation stores it with its first model call and carries a reference.
+func TestSessionLegacyCarryIsStored(t *testing.T) {
+	legacy := api.SessionInput{Agent: "assistant", Instance: "old", Carry: &api.SessionCarry{
+		Thread: []api.ChatMessage{{Role: api.RoleUser, Content: "My name is Mac."}, {Role: api.RoleAssistant, Content: "Noted."}},
+		Turns:  []api.SessionTurn{{N: 1, Prompt: "My name is Mac.", Reply: "Noted."}}, StreamOffset: 4, Runs: 1,
+	}}
+	env := newEnv(t)
+	m := &echoModel{}
+	m.register(env, sessionSpec)
+	var out []promptResult
+	prompt(env, time.Minute, "What is my name?", &out)
+	closeSession(env, time.Hour)
+	env.ExecuteWorkflow(api.WorkflowSession, sessionInput(t, legacy))
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if len(out) != 1 || out[0].reply.Reply != "Your name is Mac" || out[0].reply.Turn != 2 {
+		t.Fatalf("reply = %+v", out)
+	}
+	var carry api.SessionCarry
+	if err := env.GetWorkflowResult(&carry); err != nil {
+		t.Fatal(err)
+	}
+	if carry.ThreadRef == nil || carry.ThreadRef.Messages != 4 || len(carry.Thread) != 0 || carry.TurnCount() != 2 {
+		t.Errorf("carry = %+v, want the 4 messages by reference and 2 turns", carry)
 	}
 }

@@ -63,7 +63,7 @@ func (f *skillFakes) register(env *testsuite.TestWorkflowEnvironment) {
 // orderedModel wraps agentFakes' model so calls land in order.
 func registerOrderedAgent(env *testsuite.TestWorkflowEnvironment, f *agentFakes, order *[]string) {
 	f.register(env)
-	env.RegisterActivityWithOptions(func(_ context.Context, req api.CompleteChatRequest) (api.CompleteChatResult, error) {
+	env.RegisterActivityWithOptions(fullThread(func(_ context.Context, req api.CompleteChatRequest) (api.CompleteChatResult, error) {
 		*order = append(*order, "model")
 		f.requests = append(f.requests, req)
 		n := 0
@@ -73,7 +73,7 @@ func registerOrderedAgent(env *testsuite.TestWorkflowEnvironment, f *agentFakes,
 			}
 		}
 		return api.CompleteChatResult{Message: f.script[n], Model: "fake"}, nil
-	}, activity.RegisterOptions{Name: api.ActivityCompleteChat})
+	}), activity.RegisterOptions{Name: api.ActivityCompleteChat})
 	env.RegisterActivityWithOptions(func(_ context.Context, req api.RunToolRequest) (api.RunToolResult, error) {
 		*order = append(*order, "tool")
 		f.tools = append(f.tools, req)

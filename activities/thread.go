@@ -1,0 +1,240 @@
+package activities
+
+import (
+	"container/list"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"unicode/utf8"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/nexo-temporal/nexo/api"
+	"github.com/nexo-temporal/nexo/artifacts"
+)
+
+// Threads by reference: a model call names its thread by the hash of the newest stored
+// segment (api.ThreadRef) and carries only the messages added since; the worker rebuilds
+// the conversation from the blob store, calls the model, and stores the new messages with
+// the reply as the next segment. Large tool outputs are blobs of their own, referenced
+// from the messages with a preview, and put back in full only in the request the model
+// receives. So neither history nor the stored thread grows with what the tools read.
+
+// threadCacheEntries bounds the rebuilt threads a worker keeps in memory. A run's next
+// call continues the head its last call stored, so a hit is the common case; a miss (a
+// run that moved to this worker) walks the chain through the store's own cache.
+const threadCacheEntries = 256
+
+// threadCache keeps rebuilt threads (messages as stored, previews and references) by
+// head. The slices are never appended to in place: a new head gets a copy.
+type threadCache struct {
+	mu    sync.Mutex
+	ll    *list.List
+	items map[string]*list.Element
+}
+
+type threadEntry struct {
+	head string
+	msgs []api.ChatMessage
+}
+
+func newThreadCache() *threadCache {
+	return &threadCache{ll: list.New(), items: map[string]*list.Element{}}
+}
+
+func (c *threadCache) get(head string) ([]api.ChatMessage, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.items[head]; ok {
+		c.ll.MoveToFront(e)
+		return e.Value.(*threadEntry).msgs, true
+	}
+	return nil, false
+}
+
+func (c *threadCache) put(head string, msgs []api.ChatMessage) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.items[head]; ok {
+		c.ll.MoveToFront(e)
+		return
+	}
+	c.items[head] = c.ll.PushFront(&threadEntry{head: head, msgs: msgs})
+	for c.ll.Len() > threadCacheEntries {
+		last := c.ll.Back()
+		c.ll.Remove(last)
+		delete(c.items, last.Value.(*threadEntry).head)
+	}
+}
+
+// loadThread rebuilds the stored thread named by head (messages as stored: large contents
+// are previews with a ContentRef).
+func (a *Activities) loadThread(ctx context.Context, head string) ([]api.ChatMessage, error) {
+	if head == "" {
+		return nil, nil
+	}
+	if msgs, ok := a.threads.get(head); ok {
+		return msgs, nil
+	}
+	// Walk back to the root, or to a head already rebuilt here.
+	var chain [][]api.ChatMessage
+	var base []api.ChatMessage
+	for h := head; h != ""; {
+		if msgs, ok := a.threads.get(h); ok {
+			base = msgs
+			break
+		}
+		seg, err := a.segment(ctx, h)
+		if err != nil {
+			return nil, fmt.Errorf("rebuild thread %s: %w", short(head), err)
+		}
+		chain = append(chain, seg.Messages)
+		h = seg.Parent
+	}
+	n := len(base)
+	for _, c := range chain {
+		n += len(c)
+	}
+	msgs := make([]api.ChatMessage, 0, n)
+	msgs = append(msgs, base...)
+	for i := len(chain) - 1; i >= 0; i-- {
+		msgs = append(msgs, chain[i]...)
+	}
+	a.threads.put(head, msgs)
+	return msgs, nil
+}
+
+func (a *Activities) segment(ctx context.Context, sum string) (api.ThreadSegment, error) {
+	b, err := a.store.GetBlob(ctx, sum)
+	if err != nil {
+		return api.ThreadSegment{}, blobError("thread segment", sum, err)
+	}
+	var seg api.ThreadSegment
+	if err := json.Unmarshal(b, &seg); err != nil {
+		return api.ThreadSegment{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("thread segment %s is not a segment: %v", short(sum), err), api.ErrTypeBadInput, nil)
+	}
+	return seg, nil
+}
+
+// blobError classifies a failed read: a missing or corrupt blob will not appear by
+// retrying (the store is shared and written before the reference is handed out), so it
+// is non-retryable with a message naming the blob and what to check.
+func blobError(what, sum string, err error) error {
+	if errors.Is(err, artifacts.ErrNotFound) || errors.Is(err, artifacts.ErrChecksum) {
+		return temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("%s %s: %v (every worker, the starter and the gateway must share one artifacts.url)", what, short(sum), err),
+			api.ErrTypeNotFound, nil)
+	}
+	return fmt.Errorf("%s %s: %w", what, short(sum), err)
+}
+
+// appendThread stores msgs as the segment after base and returns the new reference with
+// the whole thread (as stored).
+func (a *Activities) appendThread(ctx context.Context, base api.ThreadRef, prior, msgs []api.ChatMessage) (api.ThreadRef, []api.ChatMessage, error) {
+	if len(msgs) == 0 {
+		return base, prior, nil
+	}
+	body, err := json.Marshal(api.ThreadSegment{Parent: base.Head, Messages: msgs})
+	if err != nil {
+		return base, nil, fmt.Errorf("encode thread segment: %w", err)
+	}
+	head, err := a.store.PutBlob(ctx, body)
+	if err != nil {
+		return base, nil, fmt.Errorf("store thread segment: %w", err)
+	}
+	all := make([]api.ChatMessage, 0, len(prior)+len(msgs))
+	all = append(append(all, prior...), msgs...)
+	a.threads.put(head, all)
+	return api.ThreadRef{Head: head, Messages: len(all), Tokens: base.Tokens + api.EstimateTokens(msgs)}, all, nil
+}
+
+// resolve returns msgs with every referenced content put back in full, for the model.
+func (a *Activities) resolve(ctx context.Context, msgs []api.ChatMessage) ([]api.ChatMessage, error) {
+	out := msgs
+	copied := false
+	for i, m := range msgs {
+		if m.ContentRef == "" {
+			continue
+		}
+		if !copied {
+			out = append([]api.ChatMessage(nil), msgs...)
+			copied = true
+		}
+		b, err := a.store.GetBlob(ctx, m.ContentRef)
+		if err != nil {
+			return nil, blobError("stored tool output", m.ContentRef, err)
+		}
+		out[i].Content, out[i].ContentRef, out[i].ContentBytes = string(b), "", 0
+	}
+	return out, nil
+}
+
+// chatContext returns the request's constant part, from the store when it is named.
+func (a *Activities) chatContext(ctx context.Context, req api.CompleteChatRequest) (api.ChatContext, string, error) {
+	if req.Context == "" {
+		c := api.ChatContext{System: req.System, Skills: req.Skills, Tools: req.Tools}
+		if !req.StoreContext {
+			return c, "", nil
+		}
+		body, err := json.Marshal(c)
+		if err != nil {
+			return c, "", fmt.Errorf("encode chat context: %w", err)
+		}
+		sum, err := a.store.PutBlob(ctx, body)
+		if err != nil {
+			return c, "", fmt.Errorf("store chat context: %w", err)
+		}
+		return c, sum, nil
+	}
+	b, err := a.store.GetBlob(ctx, req.Context)
+	if err != nil {
+		return api.ChatContext{}, "", blobError("chat context", req.Context, err)
+	}
+	var c api.ChatContext
+	if err := json.Unmarshal(b, &c); err != nil {
+		return api.ChatContext{}, "", temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("chat context %s: %v", short(req.Context), err), api.ErrTypeBadInput, nil)
+	}
+	return c, req.Context, nil
+}
+
+// offload stores a tool result over over bytes as a blob and returns it with a preview in
+// its place; the model still gets the whole content (resolve), events and history only
+// the preview.
+func (a *Activities) offload(ctx context.Context, res api.RunToolResult, over int) (api.RunToolResult, error) {
+	if over <= 0 || len(res.Content) <= over {
+		return res, nil
+	}
+	sum, err := a.store.PutBlob(ctx, []byte(res.Content))
+	if err != nil {
+		return res, fmt.Errorf("store tool output (%d bytes): %w", len(res.Content), err)
+	}
+	size := len(res.Content)
+	res.Content = Preview(res.Content, size)
+	res.ContentRef, res.ContentBytes = sum, size
+	return res, nil
+}
+
+// Preview is the start of a stored content, at most api.PreviewBytes of it, cut on a
+// UTF-8 boundary, with a note of the whole size.
+func Preview(content string, size int) string {
+	p := content
+	if len(p) > api.PreviewBytes {
+		p = p[:api.PreviewBytes]
+		for len(p) > 0 && !utf8.ValidString(p) {
+			p = p[:len(p)-1]
+		}
+	}
+	return strings.TrimRight(p, "\n") + fmt.Sprintf("\n[… %d bytes in all; the model received the whole output]", size)
+}
+
+func short(sum string) string {
+	if len(sum) > 12 {
+		return sum[:12]
+	}
+	return sum
+}
