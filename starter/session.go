@@ -79,7 +79,11 @@ func sessionCmd() *command {
 				if asJSON {
 					return e.printJSON(view)
 				}
-				fmt.Fprintf(e.stdout, "Session %s (%s, %d turns, %d runs)\n", view.ID, view.Status, len(view.Turns), view.Runs)
+				turns := max(view.TurnCount, len(view.Turns))
+				fmt.Fprintf(e.stdout, "Session %s (%s, %d turns, %d runs)\n", view.ID, view.Status, turns, view.Runs)
+				if turns > len(view.Turns) {
+					fmt.Fprintf(e.stdout, "(the newest %d turns; every turn is in `session watch %s %s --from 0`)\n", len(view.Turns), agent, inst)
+				}
 				for _, t := range view.Turns {
 					fmt.Fprintf(e.stdout, "\n[%d] %s  you: %s\n", t.N, t.Started.Format(time.RFC3339), t.Prompt)
 					if t.Error != "" {
