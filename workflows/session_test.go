@@ -404,3 +404,37 @@ func TestSessionLegacyCarryIsStored(t *testing.T) {
 		t.Errorf("carry = %+v, want the 4 messages by reference and 2 turns", carry)
 	}
 }
+
+// What a human decided for the rest of the session (--always, never) and the file versions
+// the agent read survive continue-as-new and close + reopen: a write approved "always"
+// before runs without asking after, with the stamp of the earlier read.
+func TestSessionCarriesDecisionsAndStamps(t *testing.T) {
+	approvals := json.RawMessage(`{"always":[{"capability":"write","tool":"write_file"}]}`)
+	stamps := map[string]api.FileStamp{"notes.md": {Size: 5, ModUnix: 42}}
+	in := api.SessionInput{Agent: "scribe", Instance: "keep", Carry: &api.SessionCarry{
+		ThreadRef: &api.ThreadRef{}, Approvals: approvals, Stamps: stamps, StreamOffset: 3, Runs: 1}}
+	env := newEnv(t)
+	f := &agentFakes{spec: approveSpec(), script: []api.ChatMessage{
+		toolReply(call("write_file", `{"path":"notes.md","content":"again"}`)), text("written")}}
+	f.register(env)
+	var out []promptResult
+	prompt(env, time.Minute, "write it again", &out)
+	closeSession(env, time.Hour)
+	env.ExecuteWorkflow(api.WorkflowSession, sessionInput(t, in))
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if len(out) != 1 || out[0].reply.Reply != "written" {
+		t.Fatalf("replies = %+v, want the write done without asking", out)
+	}
+	if len(f.tools) != 1 || f.tools[0].Seen == nil || *f.tools[0].Seen != stamps["notes.md"] {
+		t.Errorf("write_file ran %d times with stamp %+v, want once with the carried stamp", len(f.tools), f.tools)
+	}
+	var carry api.SessionCarry
+	if err := env.GetWorkflowResult(&carry); err != nil {
+		t.Fatal(err)
+	}
+	if string(carry.Approvals) != string(approvals) || carry.Stamps["notes.md"].ModUnix != 1 {
+		t.Errorf("carry approvals %s, stamps %v; want the grant and the write's new stamp", carry.Approvals, carry.Stamps)
+	}
+}
