@@ -24,7 +24,7 @@ const testRun = "run-1"
 type env struct {
 	a     *activities.Activities
 	sbs   *activities.Sandboxes
-	store *artifacts.Dir
+	store *artifacts.Bucket
 	root  string // the Sandboxes root: the parent of every per-run workspace
 	ws    string // testRun's workspace (created by the first call that needs it)
 }
@@ -37,7 +37,11 @@ func newEnv(t *testing.T, d activities.Deps) *env {
 	if err != nil {
 		t.Fatalf("NewSandboxes(%s): %v", root, err)
 	}
-	store := &artifacts.Dir{Root: t.TempDir()}
+	store, err := artifacts.OpenWith(context.Background(), "file://"+t.TempDir(), artifacts.Options{CacheBytes: artifacts.DefaultCacheBytes})
+	if err != nil {
+		t.Fatalf("open the artifact store: %v", err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
 	if d.Sandboxes == nil {
 		d.Sandboxes = sbs
 	}

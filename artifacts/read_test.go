@@ -18,7 +18,11 @@ func sum(b []byte) string {
 
 func TestRead(t *testing.T) {
 	ctx := context.Background()
-	st := &Dir{Root: t.TempDir()}
+	st, err := Open("mem://")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
 	big := []byte("stored bytes, too large to be inline")
 	if err := st.Put(ctx, "run-1", "big.txt", big); err != nil {
 		t.Fatal(err)

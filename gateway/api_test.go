@@ -311,8 +311,11 @@ func sha(b []byte) string {
 }
 
 func TestArtifacts(t *testing.T) {
-	dir := t.TempDir()
-	store := &artifacts.Dir{Root: dir}
+	store, err := artifacts.Open("file://" + t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
 	big := []byte("large bytes kept in the store only")
 	ctx := context.Background()
 	if err := store.Put(ctx, "run-a", "report.txt", big); err != nil {
