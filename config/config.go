@@ -23,6 +23,7 @@
 //	dev.db_path              NEXO_DEV_DB_PATH                 .nexo/temporal.db
 //	artifacts.url            NEXO_ARTIFACTS_URL               file://.nexo/artifacts
 //	artifacts.inline_limit   NEXO_ARTIFACTS_INLINE_LIMIT      32768
+//	artifacts.cache_bytes    NEXO_ARTIFACTS_CACHE_BYTES       67108864 (0: no cache)
 //	sandbox.root             NEXO_SANDBOX_ROOT                .nexo/workspaces
 //	sandbox.shell_timeout    NEXO_SANDBOX_SHELL_TIMEOUT       2m
 //	log.level                NEXO_LOG_LEVEL                   info
@@ -96,6 +97,7 @@ func Defaults() Config {
 		Artifacts: Artifacts{
 			URL:         "file://.nexo/artifacts",
 			InlineLimit: 32768,
+			CacheBytes:  64 << 20,
 		},
 		Sandbox: Sandbox{
 			Root:         ".nexo/workspaces",
@@ -252,11 +254,16 @@ type Dev struct {
 
 // Artifacts configures the artifact store.
 type Artifacts struct {
-	// URL of the store: a directory path or file:// URL (default file://.nexo/artifacts).
+	// URL of the store: a directory path, or a file://, mem://, s3://, gs:// or azblob://
+	// URL (default file://.nexo/artifacts). Every worker, the starter and the gateway of a
+	// deployment must name the same store.
 	URL string `mapstructure:"url"`
 	// InlineLimit is the largest artifact (bytes) whose content is also kept inline in
 	// the run record (default 32768).
 	InlineLimit int `mapstructure:"inline_limit"`
+	// CacheBytes bounds each process's in-memory cache of blob reads (default 64 MiB;
+	// 0 turns the cache off).
+	CacheBytes int64 `mapstructure:"cache_bytes"`
 }
 
 // Sandbox configures sandboxes the worker creates.

@@ -49,7 +49,7 @@ func TestDefaults(t *testing.T) {
 	want := Config{
 		Temporal:   Temporal{Address: "127.0.0.1:7233", Namespace: "default", TaskQueue: "nexo"},
 		Dev:        Dev{IP: "127.0.0.1", FrontendPort: 7233, UIPort: 8233, DBPath: ".nexo/temporal.db"},
-		Artifacts:  Artifacts{URL: "file://.nexo/artifacts", InlineLimit: 32768},
+		Artifacts:  Artifacts{URL: "file://.nexo/artifacts", InlineLimit: 32768, CacheBytes: 64 << 20},
 		Sandbox:    Sandbox{Root: ".nexo/workspaces", ShellTimeout: 2 * time.Minute},
 		Log:        Log{Level: "info", Format: "text"},
 		LLM:        LLM{APIKeyEnv: "OPENAI_API_KEY", Timeout: 5 * time.Minute},

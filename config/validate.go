@@ -17,6 +17,14 @@ import (
 // Temporal's 2 MB payload limit with room for the rest of the record.
 const MaxInlineLimit = 1 << 20
 
+// artifactSchemes are the URL schemes of artifacts.url, the ones artifacts.Open accepts
+// (artifacts.Schemes; a test keeps the two lists equal without config linking the blob
+// drivers). A store in a bucket names the bucket: s3://<bucket>.
+var (
+	artifactSchemes       = []string{"file", "mem", "s3", "gs", "azblob"}
+	artifactBucketSchemes = []string{"s3", "gs", "azblob"}
+)
+
 // Accepted values of log.level and log.format.
 var (
 	logLevels  = []string{"debug", "info", "warn", "error"}
@@ -109,10 +117,11 @@ func (c Config) Validate() error {
 
 	// artifacts
 	a := c.Artifacts
-	if strings.TrimSpace(a.URL) == "" {
-		bad("artifacts.url", a.URL, "want a directory or a file:// URL")
-	} else if dir, ok := a.LocalDir(); ok && dir == "" {
-		bad("artifacts.url", a.URL, "file:// URL without a path")
+	if problem := a.urlProblem(); problem != "" {
+		bad("artifacts.url", a.URL, "%s", problem)
+	}
+	if a.CacheBytes < 0 {
+		bad("artifacts.cache_bytes", a.CacheBytes, "must not be negative (0 turns the cache off)")
 	}
 	if a.InlineLimit < 0 {
 		bad("artifacts.inline_limit", a.InlineLimit, "must not be negative (0 keeps no content inline)")
@@ -254,4 +263,28 @@ func orIndex(name string, i int) string {
 		return name
 	}
 	return fmt.Sprint(i)
+}
+
+// urlProblem says what is wrong with URL, or "".
+func (a Artifacts) urlProblem() string {
+	want := "want a directory or a URL with one of the schemes " + strings.Join(artifactSchemes, "://, ") + "://"
+	if strings.TrimSpace(a.URL) == "" {
+		return want
+	}
+	if dir, ok := a.LocalDir(); ok {
+		if dir == "" {
+			return "file:// URL without a path"
+		}
+		return ""
+	}
+	u, err := url.Parse(a.URL)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("not a URL (%v); %s", err, want)
+	case !slices.Contains(artifactSchemes, u.Scheme):
+		return fmt.Sprintf("scheme %q is not supported; %s", u.Scheme, want)
+	case slices.Contains(artifactBucketSchemes, u.Scheme) && u.Host == "":
+		return fmt.Sprintf("no bucket; want %s://<bucket>", u.Scheme)
+	}
+	return ""
 }

@@ -2,9 +2,12 @@ package config
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nexo-temporal/nexo/artifacts"
 )
 
 func TestValidate(t *testing.T) {
@@ -32,8 +35,13 @@ func TestValidate(t *testing.T) {
 		{"frontend port too big", func(c *Config) { c.Dev.FrontendPort = 65536 }, `dev.frontend_port 65536: want a port in 1-65535`},
 		{"ui port negative", func(c *Config) { c.Dev.UIPort = -1 }, `dev.ui_port -1: want a port in 1-65535, or 0 to disable the UI`},
 		{"ui port equals frontend", func(c *Config) { c.Dev.UIPort = 7233 }, `dev.ui_port 7233: same as dev.frontend_port`},
-		{"empty artifacts url", func(c *Config) { c.Artifacts.URL = "" }, `artifacts.url "": want a directory or a file:// URL`},
+		{"empty artifacts url", func(c *Config) { c.Artifacts.URL = "" },
+			`artifacts.url "": want a directory or a URL with one of the schemes file://, mem://, s3://, gs://, azblob://`},
 		{"file url without path", func(c *Config) { c.Artifacts.URL = "file://" }, `artifacts.url "file://": file:// URL without a path`},
+		{"unknown artifacts scheme", func(c *Config) { c.Artifacts.URL = "ftp://host/artifacts" },
+			`artifacts.url "ftp://host/artifacts": scheme "ftp" is not supported; want a directory or a URL with one of the schemes file://, mem://, s3://, gs://, azblob://`},
+		{"bucket url without a bucket", func(c *Config) { c.Artifacts.URL = "gs://" }, `artifacts.url "gs://": no bucket; want gs://<bucket>`},
+		{"negative cache", func(c *Config) { c.Artifacts.CacheBytes = -1 }, `artifacts.cache_bytes -1: must not be negative (0 turns the cache off)`},
 		{"negative inline limit", func(c *Config) { c.Artifacts.InlineLimit = -1 }, `artifacts.inline_limit -1: must not be negative (0 keeps no content inline)`},
 		{"inline limit above the payload budget", func(c *Config) { c.Artifacts.InlineLimit = MaxInlineLimit + 1 },
 			`artifacts.inline_limit 1048577: want at most 1048576: inline content travels in the run record, which must stay under Temporal's 2 MB payload limit`},
@@ -93,6 +101,13 @@ func TestValidateAccepts(t *testing.T) {
 		}},
 		{"tls with system roots", func(c *Config) { c.Temporal.TLS = TLS{Enabled: true} }},
 		{"plain directory for artifacts, nothing inline", func(c *Config) { c.Artifacts = Artifacts{URL: "data/artifacts", InlineLimit: 0} }},
+		{"artifacts in s3, no cache", func(c *Config) {
+			c.Artifacts.URL = "s3://nexo-artifacts?region=eu-west-1&prefix=prod/"
+			c.Artifacts.CacheBytes = 0
+		}},
+		{"artifacts in gcs", func(c *Config) { c.Artifacts.URL = "gs://nexo-artifacts" }},
+		{"artifacts in azure blob", func(c *Config) { c.Artifacts.URL = "azblob://nexo-artifacts" }},
+		{"artifacts in memory", func(c *Config) { c.Artifacts.URL = "mem://" }},
 		{"log level in capitals", func(c *Config) { c.Log.Level = "WARN" }},
 		{"one second shell timeout", func(c *Config) { c.Sandbox.ShellTimeout = time.Second }},
 		{"gateway on all interfaces with tokens", func(c *Config) {
@@ -128,5 +143,12 @@ func TestValidateListsAllProblems(t *testing.T) {
 	}
 	if n := len(err.(interface{ Unwrap() []error }).Unwrap()); n != 3 {
 		t.Errorf("Validate() joined %d errors, want 3", n)
+	}
+}
+
+// TestArtifactSchemesMatchTheStore: config accepts exactly the schemes the store opens.
+func TestArtifactSchemesMatchTheStore(t *testing.T) {
+	if !slices.Equal(artifactSchemes, artifacts.Schemes) {
+		t.Errorf("config accepts artifacts.url schemes %v, the store opens %v", artifactSchemes, artifacts.Schemes)
 	}
 }
