@@ -564,21 +564,12 @@ func artifactBody(ctx context.Context, e *env, runID string, a api.Artifact) ([]
 	var st artifacts.Getter
 	if a.Content == nil {
 		var err error
-		if st, err = e.artifactStore(); err != nil {
+		if st, err = e.artifactStore(ctx); err != nil {
 			return nil, err
 		}
 	}
 	body, err := artifacts.Read(ctx, st, runID, a)
 	return body, storeHint(err)
-}
-
-// artifactStore opens the artifact store the worker writes (artifacts.url).
-func (e *env) artifactStore() (artifacts.Getter, error) {
-	cfg, err := e.config()
-	if err != nil {
-		return nil, err
-	}
-	return artifacts.Open(cfg.Artifacts.URL)
 }
 
 // storeHint adds where the starter looked to an artifact that is not in the store.

@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/nexo-temporal/nexo/api"
+	"github.com/nexo-temporal/nexo/artifacts"
 	"github.com/nexo-temporal/nexo/config"
 	"github.com/nexo-temporal/nexo/connect"
 	"github.com/nexo-temporal/nexo/runs"
@@ -25,6 +26,7 @@ type env struct {
 	cfg    *config.Config
 	tc     client.Client
 	client *runs.Client
+	store  artifacts.Store
 }
 
 func bindCommonFlags(fs *pflag.FlagSet) {
@@ -76,7 +78,28 @@ func (e *env) record(ctx context.Context, id string) (api.Record, error) {
 	return rc.Get(ctx, id)
 }
 
+// artifactStore opens the artifact store the workers write (artifacts.url), once per
+// command, so a watch that reads many archived segments shares one cache.
+func (e *env) artifactStore(ctx context.Context) (artifacts.Store, error) {
+	if e.store != nil {
+		return e.store, nil
+	}
+	cfg, err := e.config()
+	if err != nil {
+		return nil, err
+	}
+	st, err := artifacts.OpenWith(ctx, cfg.Artifacts.URL, artifacts.Options{CacheBytes: cfg.Artifacts.CacheBytes})
+	if err != nil {
+		return nil, err
+	}
+	e.store = st
+	return st, nil
+}
+
 func (e *env) close() {
+	if e.store != nil {
+		_ = e.store.Close() // reads only: nothing to flush
+	}
 	if e.tc != nil {
 		e.tc.Close()
 	}

@@ -177,7 +177,7 @@ func watchSession(ctx context.Context, e *env, agent, inst string, from int64, a
 	// the session continued as new more than once between two looks.
 	var archErr error
 	archived := func(r api.Record, after, before int64) {
-		st, err := e.artifactStore()
+		st, err := e.artifactStore(ctx)
 		if err != nil {
 			archErr = err
 			return

@@ -103,10 +103,15 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	store, err := artifacts.Open(cfg.Artifacts.URL)
+	store, err := artifacts.OpenWith(ctx, cfg.Artifacts.URL, artifacts.Options{CacheBytes: cfg.Artifacts.CacheBytes})
 	if err != nil {
 		return err
 	}
+	defer func() {
+		if err := store.Close(); err != nil {
+			logger.Error("close artifact store", "error", err)
+		}
+	}()
 	sandboxes, err := activities.NewSandboxes(cfg.Sandbox.Root)
 	if err != nil {
 		return err
