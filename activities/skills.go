@@ -3,8 +3,6 @@ package activities
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"path"
@@ -17,6 +15,7 @@ import (
 
 	"github.com/nexo-temporal/nexo/agents"
 	"github.com/nexo-temporal/nexo/api"
+	"github.com/nexo-temporal/nexo/artifacts"
 	"github.com/nexo-temporal/nexo/sandbox"
 	"github.com/nexo-temporal/nexo/skills"
 )
@@ -32,14 +31,17 @@ func (a *Activities) registerSkills(r Registry) {
 	}
 }
 
-// skillFileName is the store name of a skill file's bytes: content-addressed, so a file
-// shared by two skills (or loaded twice) is kept once, and never listed in the record.
-func skillFileName(sum string) string { return "__skillfile." + sum }
+// legacySkillFileName is where runs recorded before skill files became blobs keep a
+// file's bytes: the artifact <StoreRun>/__skillfile.<sha256>. Kept so those runs still
+// materialise their skills after an upgrade.
+func legacySkillFileName(sum string) string { return "__skillfile." + sum }
 
 // LoadSkills reads the named skills from the worker's skills_path and returns what the run
 // records: each skill's prompt text and a manifest of its files. The files' bytes go to
-// the artifact store under the run, so the recorded snapshot (not whatever is on disk
-// later) is what the run's sandbox gets, also when it is materialised again days later.
+// the blob store, named by their sha256 (which the manifest records), so the recorded
+// snapshot (not whatever is on disk later) is what the run's sandbox gets, from any
+// worker, also when it is materialised again days later; a file shared by two skills or
+// loaded by many runs is kept once.
 func (a *Activities) LoadSkills(ctx context.Context, req api.LoadSkillsRequest) (api.LoadSkillsResult, error) {
 	var out api.LoadSkillsResult
 	for _, name := range req.Names {
@@ -55,21 +57,41 @@ func (a *Activities) LoadSkills(ctx context.Context, req api.LoadSkillsRequest) 
 			return api.LoadSkillsResult{}, fmt.Errorf("load skill %s: %w", name, err)
 		}
 		ls := api.LoadedSkill{Name: s.Name, Description: s.Description, Compatibility: s.Compatibility,
-			Prompt: s.Prompt(), StoreRun: req.RunID}
+			Prompt: s.Prompt()}
 		if len(s.Files) > 0 {
 			ls.Dir = s.SandboxDir()
 		}
 		for _, f := range s.Files {
-			sum := sha256.Sum256(f.Data)
-			hexSum := hex.EncodeToString(sum[:])
-			if err := a.store.Put(ctx, req.RunID, skillFileName(hexSum), f.Data); err != nil {
+			sum, err := a.store.PutBlob(ctx, f.Data)
+			if err != nil {
 				return api.LoadSkillsResult{}, fmt.Errorf("load skill %s: keep %s: %w", name, f.Path, err)
 			}
-			ls.Files = append(ls.Files, api.SkillFile{Path: f.Path, Size: int64(len(f.Data)), SHA256: hexSum, Executable: f.Executable})
+			ls.Files = append(ls.Files, api.SkillFile{Path: f.Path, Size: int64(len(f.Data)), SHA256: sum, Executable: f.Executable})
 		}
 		out.Skills = append(out.Skills, ls)
 	}
 	return out, nil
+}
+
+// skillFile returns the bytes of the skill file named sum: the blob, or for a run recorded
+// before skill files were blobs, the artifact storeRun/__skillfile.<sum>. Either way the
+// bytes are checked against sum (artifacts.ErrChecksum).
+func (a *Activities) skillFile(ctx context.Context, storeRun, sum string) ([]byte, error) {
+	data, err := a.store.GetBlob(ctx, sum)
+	if !errors.Is(err, artifacts.ErrNotFound) {
+		return data, err
+	}
+	data, legacyErr := a.store.Get(ctx, storeRun, legacySkillFileName(sum))
+	if errors.Is(legacyErr, artifacts.ErrNotFound) {
+		return nil, err // report the blob, where every new manifest's bytes are
+	}
+	if legacyErr != nil {
+		return nil, legacyErr
+	}
+	if artifacts.Sum(data) != sum {
+		return nil, fmt.Errorf("skill file %s of run %s: %w", sum, storeRun, artifacts.ErrChecksum)
+	}
+	return data, nil
 }
 
 // MaterializeSkills copies the recorded files of the skills into the run's sandbox, under
@@ -106,14 +128,14 @@ func (a *Activities) MaterializeSkills(ctx context.Context, req api.MaterializeS
 				return res, temporal.NewNonRetryableApplicationError(
 					fmt.Sprintf("materialize skill %s: %q leaves the skills folder", s.Name, f.Path), api.ErrTypeBadInput, nil)
 			}
-			data, err := a.store.Get(ctx, storeRun, skillFileName(f.SHA256))
-			if err != nil {
-				return res, classify(fmt.Errorf("materialize skill %s: %s: %w", s.Name, f.Path, err))
-			}
-			if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != f.SHA256 {
+			data, err := a.skillFile(ctx, storeRun, f.SHA256)
+			if errors.Is(err, artifacts.ErrChecksum) {
 				return res, temporal.NewNonRetryableApplicationError(
 					fmt.Sprintf("materialize skill %s: %s: the stored copy does not match its recorded sha256 (store changed or corrupt)", s.Name, f.Path),
 					api.ErrTypeBadInput, nil)
+			}
+			if err != nil {
+				return res, classify(fmt.Errorf("materialize skill %s: %s: %w", s.Name, f.Path, err))
 			}
 			if req.Mode == api.SkillFilesSkipSame {
 				if have, err := sb.Read(ctx, target); err == nil && bytes.Equal(have, data) {

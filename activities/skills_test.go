@@ -11,6 +11,7 @@ import (
 
 	"github.com/nexo-temporal/nexo/activities"
 	"github.com/nexo-temporal/nexo/api"
+	"github.com/nexo-temporal/nexo/artifacts"
 	"github.com/nexo-temporal/nexo/sandbox/docker"
 )
 
@@ -53,7 +54,7 @@ func loadKit(t *testing.T, e *env) api.LoadSkillsResult {
 func TestLoadSkillsRecordsTextAndManifest(t *testing.T) {
 	e := newEnv(t, activities.Deps{SkillsPath: skillRoot(t)})
 	s := loadKit(t, e).Skills[0]
-	if s.Name != "kit" || s.Description != "Makes reports." || s.Compatibility != "needs sh" || s.Dir != "skills/kit" || s.StoreRun != testRun {
+	if s.Name != "kit" || s.Description != "Makes reports." || s.Compatibility != "needs sh" || s.Dir != "skills/kit" || s.StoreRun != "" {
 		t.Errorf("loaded = %+v", s)
 	}
 	if !strings.HasPrefix(s.Prompt, "Skill kit: Makes reports.\n") || !strings.HasSuffix(s.Prompt, "Run scripts/make.sh.\n\nCompatibility: needs sh") {
@@ -68,6 +69,12 @@ func TestLoadSkillsRecordsTextAndManifest(t *testing.T) {
 	}
 	if strings.Join(paths, " ") != "assets/logo.png references/style.md scripts/make.sh" {
 		t.Errorf("files = %v", paths)
+	}
+	// The bytes are blobs named by the recorded sha256: any worker reads them.
+	for _, f := range s.Files {
+		if got, err := e.store.GetBlob(context.Background(), f.SHA256); err != nil || int64(len(got)) != f.Size {
+			t.Errorf("blob of %s = %d bytes, %v; want %d", f.Path, len(got), err, f.Size)
+		}
 	}
 
 	_, err := e.a.LoadSkills(context.Background(), api.LoadSkillsRequest{RunID: testRun, Names: []string{"missing"}})
@@ -120,12 +127,67 @@ func TestMaterializeSkillsLocal(t *testing.T) {
 		t.Errorf("reference = %q, want the recorded version, not the one on disk now", c)
 	}
 
-	// A store that no longer matches the manifest is an error, not a silent copy.
+	// A store that no longer matches the manifest is an error, not a silent copy (seen by
+	// a worker that has not cached the good bytes).
 	sum := loaded.Skills[0].Files[0].SHA256
-	if err := e.store.Put(context.Background(), testRun, "__skillfile."+sum, []byte("corrupt")); err != nil {
+	writeFile(t, filepath.Join(e.dir, "blobs", sum), "corrupt")
+	_, err = e.otherWorker(t, activities.Deps{}).MaterializeSkills(context.Background(), req)
+	wantAppError(t, err, true, api.ErrTypeBadInput)
+}
+
+// TestSkillFilesAnyWorker: a skill loaded on one worker is copied by another (the bytes
+// are blobs in the shared store, not files on the loading worker), and a run recorded
+// before skill files were blobs still gets its files from where it kept them.
+func TestSkillFilesAnyWorker(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, activities.Deps{SkillsPath: skillRoot(t)})
+	loaded := loadKit(t, e)
+	other := e.otherWorker(t, activities.Deps{}) // no skills_path: it has no copy of its own
+	res, err := other.MaterializeSkills(ctx, api.MaterializeSkillsRequest{RunID: testRun, Skills: loaded.Skills})
+	if err != nil || len(res.Written) != 3 {
+		t.Fatalf("MaterializeSkills on another worker = %+v, %v; want 3 files written", res, err)
+	}
+	if got, err := os.ReadFile(filepath.Join(e.ws, "skills", "kit", "assets", "logo.png")); err != nil || !bytes.Equal(got, logo) {
+		t.Fatalf("logo copied by another worker = %q, %v", got, err)
+	}
+
+	// A manifest from before: bytes at <store_run>/__skillfile.<sha256>, no blob.
+	old := []byte("#!/bin/sh\necho from before\n")
+	oldSum := artifacts.Sum(old)
+	if err := e.store.Put(ctx, "run-old", "__skillfile."+oldSum, old); err != nil {
 		t.Fatal(err)
 	}
-	_, err = e.a.MaterializeSkills(context.Background(), req)
+	legacy := api.LoadedSkill{Name: "old", Dir: "skills/old", StoreRun: "run-old",
+		Files: []api.SkillFile{{Path: "scripts/run.sh", Size: int64(len(old)), SHA256: oldSum, Executable: true}}}
+	tests := []struct {
+		name    string
+		skill   api.LoadedSkill
+		wantErr string // the error type, "" for success
+	}{
+		{"recorded before skill files were blobs", legacy, ""},
+		{"bytes nowhere", api.LoadedSkill{Name: "lost", Dir: "skills/lost", StoreRun: "run-old",
+			Files: []api.SkillFile{{Path: "a.txt", Size: 1, SHA256: artifacts.Sum([]byte("never stored"))}}}, api.ErrTypeNotFound},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := other.MaterializeSkills(ctx, api.MaterializeSkillsRequest{RunID: testRun, Skills: []api.LoadedSkill{tt.skill}})
+			if tt.wantErr != "" {
+				wantAppError(t, err, true, tt.wantErr)
+				return
+			}
+			if err != nil {
+				t.Fatalf("MaterializeSkills: %v", err)
+			}
+			if c := fileContent(t, filepath.Join(e.ws, "skills", "old", "scripts", "run.sh")); c != string(old) {
+				t.Errorf("legacy skill file = %q, want %q", c, old)
+			}
+		})
+	}
+	// The legacy copy is checked against its sha256 too.
+	if err := e.store.Put(ctx, "run-old", "__skillfile."+oldSum, []byte("changed")); err != nil {
+		t.Fatal(err)
+	}
+	_, err = other.MaterializeSkills(ctx, api.MaterializeSkillsRequest{RunID: testRun, Skills: []api.LoadedSkill{legacy}})
 	wantAppError(t, err, true, api.ErrTypeBadInput)
 }
 

@@ -25,6 +25,7 @@ type env struct {
 	a     *activities.Activities
 	sbs   *activities.Sandboxes
 	store *artifacts.Bucket
+	dir   string // the store's directory
 	root  string // the Sandboxes root: the parent of every per-run workspace
 	ws    string // testRun's workspace (created by the first call that needs it)
 }
@@ -37,7 +38,8 @@ func newEnv(t *testing.T, d activities.Deps) *env {
 	if err != nil {
 		t.Fatalf("NewSandboxes(%s): %v", root, err)
 	}
-	store, err := artifacts.OpenWith(context.Background(), "file://"+t.TempDir(), artifacts.Options{CacheBytes: artifacts.DefaultCacheBytes})
+	dir := t.TempDir()
+	store, err := artifacts.OpenWith(context.Background(), "file://"+dir, artifacts.Options{CacheBytes: artifacts.DefaultCacheBytes})
 	if err != nil {
 		t.Fatalf("open the artifact store: %v", err)
 	}
@@ -48,13 +50,26 @@ func newEnv(t *testing.T, d activities.Deps) *env {
 	if d.Store == nil {
 		d.Store = store
 	}
-	e := &env{a: activities.New(d), sbs: d.Sandboxes, store: store, root: root, ws: filepath.Join(root, testRun)}
+	e := &env{a: activities.New(d), sbs: d.Sandboxes, store: store, dir: dir, root: root, ws: filepath.Join(root, testRun)}
 	t.Cleanup(func() { _ = e.sbs.Release(context.Background(), testRun, api.SandboxSpec{}) })
 	// Open the run's sandbox now, so its workspace exists for fixtures.
 	if _, err := e.sbs.Get(testRun, api.SandboxSpec{}); err != nil {
 		t.Fatalf("open the sandbox of %s: %v", testRun, err)
 	}
 	return e
+}
+
+// otherWorker returns the activities of a second worker of the same deployment: its own
+// handle on the same store (nothing cached), the same sandboxes.
+func (e *env) otherWorker(t *testing.T, d activities.Deps) *activities.Activities {
+	t.Helper()
+	st, err := artifacts.Open("file://" + e.dir)
+	if err != nil {
+		t.Fatalf("open the artifact store again: %v", err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	d.Store, d.Sandboxes = st, e.sbs
+	return activities.New(d)
 }
 
 // argsJSON marshals a tool's arguments; a string is taken as raw JSON text.

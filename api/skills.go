@@ -54,8 +54,9 @@ type LoadedSkill struct {
 	// Dir is the workspace folder the files are copied to (skills/<name>).
 	Dir   string      `json:"dir,omitempty"`
 	Files []SkillFile `json:"files,omitempty"`
-	// StoreRun is the run under which the file bytes are kept in the artifact store (the
-	// run that loaded the skill; a re-run seeded from it reuses its snapshot).
+	// StoreRun is set only on skills recorded before skill files became blobs: the run
+	// under which those file bytes are kept in the artifact store. Newer files are blobs
+	// named by their SHA256, readable from any run.
 	StoreRun string `json:"store_run,omitempty"`
 }
 
