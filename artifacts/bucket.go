@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/url"
 	"path/filepath"
 	"strings"
@@ -180,6 +181,51 @@ func (s *Bucket) Get(ctx context.Context, runID, name string) ([]byte, error) {
 		return nil, fmt.Errorf("get artifact %s of run %s from %s: %w", name, runID, s.url, err)
 	}
 	return b, nil
+}
+
+// PutFrom streams r to the artifact. The write is published only when r is read to its
+// end: on an error the writer is aborted (its context canceled before Close), so a
+// half-copied workspace never replaces a whole one.
+func (s *Bucket) PutFrom(ctx context.Context, runID, name string, r io.Reader) (int64, error) {
+	k, err := key(runID, name)
+	if err != nil {
+		return 0, fmt.Errorf("put artifact: %w", err)
+	}
+	if runID == blobPrefix {
+		return 0, fmt.Errorf("put artifact %s/%s: run id %q is reserved for the blob store", runID, name, blobPrefix)
+	}
+	wctx, abort := context.WithCancel(ctx)
+	defer abort()
+	w, err := s.b.NewWriter(wctx, k, nil)
+	if err != nil {
+		return 0, fmt.Errorf("put artifact %s/%s to %s: %w", runID, name, s.url, err)
+	}
+	n, err := io.Copy(w, r)
+	if err != nil {
+		abort()
+		_ = w.Close() // reports the abort
+		return n, fmt.Errorf("put artifact %s/%s to %s after %d bytes: %w", runID, name, s.url, n, err)
+	}
+	if err := w.Close(); err != nil {
+		return n, fmt.Errorf("put artifact %s/%s to %s: %w", runID, name, s.url, err)
+	}
+	return n, nil
+}
+
+// GetReader opens the artifact; a missing one is ErrNotFound.
+func (s *Bucket) GetReader(ctx context.Context, runID, name string) (io.ReadCloser, error) {
+	k, err := key(runID, name)
+	if err != nil {
+		return nil, fmt.Errorf("get artifact: %w", err)
+	}
+	rc, err := s.b.NewReader(ctx, k, nil)
+	if notFound(err) {
+		return nil, fmt.Errorf("get artifact %s of run %s from %s: %w", name, runID, s.url, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get artifact %s of run %s from %s: %w", name, runID, s.url, err)
+	}
+	return rc, nil
 }
 
 // PutBlob writes data under blobs/<sha256> unless a blob of that name exists: the name is

@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 
 	"github.com/nexo-temporal/nexo/api"
 )
@@ -33,6 +34,13 @@ type Store interface {
 	Put(ctx context.Context, runID, name string, data []byte) error
 	// Get returns the artifact; a missing one is ErrNotFound.
 	Get(ctx context.Context, runID, name string) ([]byte, error)
+	// PutFrom stores what r yields as artifact name of run runID, like Put but without
+	// holding it all in memory (a parked workspace can be gigabytes), and returns the
+	// bytes written. If r fails, the earlier bytes, if any, stay.
+	PutFrom(ctx context.Context, runID, name string, r io.Reader) (int64, error)
+	// GetReader opens the artifact for reading; a missing one is ErrNotFound. The caller
+	// closes it.
+	GetReader(ctx context.Context, runID, name string) (io.ReadCloser, error)
 	// Location describes where an artifact lives, for messages.
 	Location(runID, name string) string
 	Blobs

@@ -381,3 +381,57 @@ func TestOpenRefuses(t *testing.T) {
 		})
 	}
 }
+
+// failingReader yields some bytes, then an error: a workspace archive cut off mid-way.
+type failingReader struct{ sent bool }
+
+func (f *failingReader) Read(p []byte) (int, error) {
+	if f.sent {
+		return 0, errors.New("connection to the container lost")
+	}
+	f.sent = true
+	return copy(p, "half a tar"), nil
+}
+
+func TestPutFromStreams(t *testing.T) {
+	ctx := context.Background()
+	for kind, st := range backends(t) {
+		t.Run(kind, func(t *testing.T) {
+			big := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB
+			n, err := st.PutFrom(ctx, "run-1", "__workspace.tar", bytes.NewReader(big))
+			if err != nil || n != int64(len(big)) {
+				t.Fatalf("PutFrom = %d, %v; want %d", n, err, len(big))
+			}
+			rc, err := st.GetReader(ctx, "run-1", "__workspace.tar")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got bytes.Buffer
+			if _, err := got.ReadFrom(rc); err != nil || rc.Close() != nil || !bytes.Equal(got.Bytes(), big) {
+				t.Fatalf("GetReader read %d bytes, %v; want the %d written", got.Len(), err, len(big))
+			}
+
+			// A copy that fails part-way leaves the earlier archive whole.
+			if _, err := st.PutFrom(ctx, "run-1", "__workspace.tar", &failingReader{}); err == nil || !strings.Contains(err.Error(), "connection to the container lost") {
+				t.Fatalf("PutFrom of a failing reader: err = %v, want the reader's error", err)
+			}
+			if b, err := st.Get(ctx, "run-1", "__workspace.tar"); err != nil || !bytes.Equal(b, big) {
+				t.Fatalf("after a failed PutFrom: Get = %d bytes, %v; want the earlier %d", len(b), err, len(big))
+			}
+			if _, err := st.PutFrom(ctx, "run-2", "x", &failingReader{}); err == nil {
+				t.Fatal("PutFrom of a failing reader to a new name succeeded")
+			}
+			if _, err := st.Get(ctx, "run-2", "x"); !errors.Is(err, ErrNotFound) {
+				t.Fatalf("after a failed PutFrom to a new name: Get err = %v, want ErrNotFound", err)
+			}
+			if st.file {
+				if left, _ := os.ReadDir(filepath.Join(st.base, "run-2")); len(left) != 0 {
+					t.Errorf("a failed PutFrom left %v behind", left)
+				}
+			}
+			if _, err := st.GetReader(ctx, "run-2", "missing"); !errors.Is(err, ErrNotFound) {
+				t.Fatalf("GetReader missing: err = %v, want ErrNotFound", err)
+			}
+		})
+	}
+}
