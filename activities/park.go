@@ -1,7 +1,6 @@
 package activities
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -24,7 +23,9 @@ type workspacer interface {
 
 // ParkSandbox archives the whole workspace of a run that waits for a human to the
 // artifact store and removes its container, so a run suspended for days holds no
-// container. It returns the archive's size.
+// container. It returns the archive's size. The archive streams from the container to
+// the store (never whole in memory), and since the store is shared, whichever worker
+// later gets the run restores it.
 func (a *Activities) ParkSandbox(ctx context.Context, req api.ReleaseSandboxRequest) (int64, error) {
 	sb, err := a.sandboxes.Open(ctx, req.RunID, req.Sandbox)
 	if err != nil {
@@ -39,30 +40,30 @@ func (a *Activities) ParkSandbox(ctx context.Context, req api.ReleaseSandboxRequ
 		return 0, fmt.Errorf("park sandbox of run %s: archive workspace: %w", req.RunID, err)
 	}
 	defer rc.Close()
-	var buf bytes.Buffer
-	if _, err := io.Copy(&buf, rc); err != nil {
-		return 0, fmt.Errorf("park sandbox of run %s: read archive: %w", req.RunID, err)
-	}
-	if err := a.store.Put(ctx, req.RunID, workspaceArchive, buf.Bytes()); err != nil {
+	// The container is removed only once the whole archive is stored: a copy that fails
+	// part-way leaves the container (and any earlier archive) as they were, to retry.
+	n, err := a.store.PutFrom(ctx, req.RunID, workspaceArchive, rc)
+	if err != nil {
 		return 0, fmt.Errorf("park sandbox of run %s: %w", req.RunID, err)
 	}
 	a.sandboxes.Forget(req.RunID, req.Sandbox)
 	if err := a.sandboxes.docker.Remove(ctx, req.RunID); err != nil {
 		return 0, fmt.Errorf("park sandbox of run %s: %w", req.RunID, err)
 	}
-	return int64(buf.Len()), nil
+	return n, nil
 }
 
 // RestoreSandbox gives a parked run a fresh container with its workspace back, exactly as
 // the agent left it.
 func (a *Activities) RestoreSandbox(ctx context.Context, req api.ReleaseSandboxRequest) (int64, error) {
-	body, err := a.store.Get(ctx, req.RunID, workspaceArchive)
+	archive, err := a.store.GetReader(ctx, req.RunID, workspaceArchive)
 	if errors.Is(err, artifacts.ErrNotFound) {
 		return 0, nil
 	}
 	if err != nil {
 		return 0, fmt.Errorf("restore sandbox of run %s: %w", req.RunID, err)
 	}
+	defer archive.Close()
 	a.sandboxes.Forget(req.RunID, req.Sandbox)
 	sb, err := a.sandboxes.Open(ctx, req.RunID, req.Sandbox)
 	if err != nil {
@@ -72,10 +73,23 @@ func (a *Activities) RestoreSandbox(ctx context.Context, req api.ReleaseSandboxR
 	if !ok {
 		return 0, nil
 	}
-	if err := ws.RestoreWorkspace(ctx, bytes.NewReader(body)); err != nil {
+	body := &countingReader{r: archive}
+	if err := ws.RestoreWorkspace(ctx, body); err != nil {
 		return 0, fmt.Errorf("restore sandbox of run %s: %w", req.RunID, err)
 	}
-	return int64(len(body)), nil
+	return body.n, nil
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
 }
 
 var _ workspacer = (*docker.Sandbox)(nil)
