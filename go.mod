@@ -2,6 +2,8 @@
 // Temporal server (embedded) + SDK + UI server + Docker client + mcp-go + go-openai + viper.
 // The OpenTelemetry modules are pinned to the server's versions; letting the Docker client's
 // imports float to the newest otel breaks the server build (otel/log v1.x removed log.KeyValue).
+// gocloud.dev (the artifact store) is held at v0.46.0 for the same reason: v0.47.0 requires
+// otel v1.46, v0.48+ otel v1.47 and grpc v1.84.
 module github.com/nexo-temporal/nexo
 
 go 1.26.10
