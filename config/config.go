@@ -24,6 +24,7 @@
 //	artifacts.url            NEXO_ARTIFACTS_URL               file://.nexo/artifacts
 //	artifacts.inline_limit   NEXO_ARTIFACTS_INLINE_LIMIT      32768
 //	artifacts.cache_bytes    NEXO_ARTIFACTS_CACHE_BYTES       67108864 (0: no cache)
+//	payloads.offload_threshold NEXO_PAYLOADS_OFFLOAD_THRESHOLD 262144 (256 KiB)
 //	sandbox.root             NEXO_SANDBOX_ROOT                .nexo/workspaces
 //	sandbox.shell_timeout    NEXO_SANDBOX_SHELL_TIMEOUT       2m
 //	log.level                NEXO_LOG_LEVEL                   info
@@ -39,6 +40,7 @@
 //	gateway.addr             NEXO_GATEWAY_ADDR                127.0.0.1:8234
 //	gateway.max_body_bytes   NEXO_GATEWAY_MAX_BODY_BYTES      1048576
 //	gateway.tokens           NEXO_GATEWAY_TOKENS              none (a list; set it in the file)
+//	gateway.codec_origins    NEXO_GATEWAY_CODEC_ORIGINS       none (comma-separated in the environment)
 //
 // The environment variable of a key is NEXO_ followed by the key in upper case with "."
 // replaced by "_". An empty variable counts as unset.
@@ -99,6 +101,9 @@ func Defaults() Config {
 			InlineLimit: 32768,
 			CacheBytes:  64 << 20,
 		},
+		Payloads: Payloads{
+			OffloadThreshold: 256 << 10,
+		},
 		Sandbox: Sandbox{
 			Root:         ".nexo/workspaces",
 			ShellTimeout: 2 * time.Minute,
@@ -125,9 +130,11 @@ type Config struct {
 	Temporal  Temporal  `mapstructure:"temporal"`
 	Dev       Dev       `mapstructure:"dev"`
 	Artifacts Artifacts `mapstructure:"artifacts"`
-	Sandbox   Sandbox   `mapstructure:"sandbox"`
-	Log       Log       `mapstructure:"log"`
-	LLM       LLM       `mapstructure:"llm"`
+	// Payloads is Temporal's External Storage: where payloads too large for history go.
+	Payloads Payloads `mapstructure:"payloads"`
+	Sandbox  Sandbox  `mapstructure:"sandbox"`
+	Log      Log      `mapstructure:"log"`
+	LLM      LLM      `mapstructure:"llm"`
 	// Agents are the agent definitions this worker can run (`starter agent NAME`).
 	Agents []agents.Spec `mapstructure:"agents"`
 	// Gateway is the HTTP API and web page (`starter serve`, `worker --dev`).
@@ -158,6 +165,10 @@ type Gateway struct {
 	// Tokens are the bearer tokens the gateway accepts. None: the gateway is open, which
 	// it allows on a loopback address only.
 	Tokens []GatewayToken `mapstructure:"tokens"`
+	// CodecOrigins are the browser origins (scheme://host:port) of Temporal Web UIs
+	// allowed to call the codec endpoint /codec, e.g. https://temporal-ui.example.com.
+	// `worker --dev` adds its embedded UI's origin itself.
+	CodecOrigins []string `mapstructure:"codec_origins"`
 }
 
 // Scopes a gateway token can hold: read runs; operate them (start, resume, cancel,
@@ -264,6 +275,15 @@ type Artifacts struct {
 	// CacheBytes bounds each process's in-memory cache of blob reads (default 64 MiB;
 	// 0 turns the cache off).
 	CacheBytes int64 `mapstructure:"cache_bytes"`
+}
+
+// Payloads configures Temporal's External Storage on every client and worker: a payload
+// of OffloadThreshold bytes or more (activity input or result, signal, update, query
+// result, workflow or continue-as-new input) is stored in the blob store at artifacts.url
+// and history keeps a reference to it.
+type Payloads struct {
+	// OffloadThreshold in bytes of the serialized payload (default 262144, 256 KiB).
+	OffloadThreshold int `mapstructure:"offload_threshold"`
 }
 
 // Sandbox configures sandboxes the worker creates.

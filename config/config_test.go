@@ -50,6 +50,7 @@ func TestDefaults(t *testing.T) {
 		Temporal:   Temporal{Address: "127.0.0.1:7233", Namespace: "default", TaskQueue: "nexo"},
 		Dev:        Dev{IP: "127.0.0.1", FrontendPort: 7233, UIPort: 8233, DBPath: ".nexo/temporal.db"},
 		Artifacts:  Artifacts{URL: "file://.nexo/artifacts", InlineLimit: 32768, CacheBytes: 64 << 20},
+		Payloads:   Payloads{OffloadThreshold: 256 << 10},
 		Sandbox:    Sandbox{Root: ".nexo/workspaces", ShellTimeout: 2 * time.Minute},
 		Log:        Log{Level: "info", Format: "text"},
 		LLM:        LLM{APIKeyEnv: "OPENAI_API_KEY", Timeout: 5 * time.Minute},
@@ -150,6 +151,23 @@ func TestLoadSources(t *testing.T) {
 				}
 				if c.Temporal.Namespace != "file-ns" {
 					t.Errorf("temporal.namespace = %q, want file-ns (no env set)", c.Temporal.Namespace)
+				}
+			},
+		},
+		{
+			name: "offload threshold and codec origins from env",
+			opts: func(string) LoadOptions {
+				return LoadOptions{Env: []string{
+					"NEXO_PAYLOADS_OFFLOAD_THRESHOLD=4096",
+					"NEXO_GATEWAY_CODEC_ORIGINS=http://127.0.0.1:8233,https://ui.example.com",
+				}}
+			},
+			check: func(t *testing.T, c Config) {
+				if c.Payloads.OffloadThreshold != 4096 {
+					t.Errorf("payloads.offload_threshold = %d, want 4096 from env", c.Payloads.OffloadThreshold)
+				}
+				if want := []string{"http://127.0.0.1:8233", "https://ui.example.com"}; !reflect.DeepEqual(c.Gateway.CodecOrigins, want) {
+					t.Errorf("gateway.codec_origins = %q, want %q", c.Gateway.CodecOrigins, want)
 				}
 			},
 		},

@@ -25,14 +25,22 @@ var (
 	artifactBucketSchemes = []string{"s3", "gs", "azblob"}
 )
 
+// Bounds of payloads.offload_threshold: below 1 KiB nearly every payload would make a trip
+// to the store; at 2 MiB a payload just under it is one Temporal already refuses.
+const (
+	MinOffloadThreshold = 1 << 10
+	MaxOffloadThreshold = 2 << 20
+)
+
 // Accepted values of log.level and log.format.
 var (
 	logLevels  = []string{"debug", "info", "warn", "error"}
 	logFormats = []string{"text", "json"}
 )
 
-// Bounds of gateway.max_body_bytes. A run's input travels to Temporal as one payload,
-// capped at 2 MB there, so a much larger body could never be used anyway.
+// Bounds of gateway.max_body_bytes. A run's input over payloads.offload_threshold goes to
+// the blob store rather than to Temporal, so its 2 MB limit no longer bounds a body; the
+// gateway still holds a whole body in memory, so the cap stays modest.
 const (
 	MinBodyBytes = 1 << 10
 	MaxBodyBytes = 64 << 20
@@ -130,6 +138,12 @@ func (c Config) Validate() error {
 			"want at most %d: inline content travels in the run record, which must stay under Temporal's 2 MB payload limit", MaxInlineLimit)
 	}
 
+	// payloads
+	if th := c.Payloads.OffloadThreshold; th < MinOffloadThreshold || th > MaxOffloadThreshold {
+		bad("payloads.offload_threshold", th,
+			"want %d to %d bytes: a payload under the threshold stays in history, where Temporal refuses one over 2 MB", MinOffloadThreshold, MaxOffloadThreshold)
+	}
+
 	// sandbox
 	s := c.Sandbox
 	if strings.TrimSpace(s.Root) == "" {
@@ -198,6 +212,12 @@ func (c Config) Validate() error {
 	}
 	if g.MaxBodyBytes < MinBodyBytes || g.MaxBodyBytes > MaxBodyBytes {
 		bad("gateway.max_body_bytes", g.MaxBodyBytes, "want %d to %d bytes", MinBodyBytes, MaxBodyBytes)
+	}
+	for i, o := range g.CodecOrigins {
+		if u, err := url.Parse(o); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
+			u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+			bad(fmt.Sprintf("gateway.codec_origins[%d]", i), o, "want a browser origin: scheme://host[:port], such as http://127.0.0.1:8233")
+		}
 	}
 	names := map[string]bool{}
 	for i, tok := range g.Tokens {

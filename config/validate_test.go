@@ -45,6 +45,14 @@ func TestValidate(t *testing.T) {
 		{"negative inline limit", func(c *Config) { c.Artifacts.InlineLimit = -1 }, `artifacts.inline_limit -1: must not be negative (0 keeps no content inline)`},
 		{"inline limit above the payload budget", func(c *Config) { c.Artifacts.InlineLimit = MaxInlineLimit + 1 },
 			`artifacts.inline_limit 1048577: want at most 1048576: inline content travels in the run record, which must stay under Temporal's 2 MB payload limit`},
+		{"offload threshold too small", func(c *Config) { c.Payloads.OffloadThreshold = 0 },
+			`payloads.offload_threshold 0: want 1024 to 2097152 bytes: a payload under the threshold stays in history, where Temporal refuses one over 2 MB`},
+		{"offload threshold above Temporal's limit", func(c *Config) { c.Payloads.OffloadThreshold = 3 << 20 },
+			`payloads.offload_threshold 3145728: want 1024 to 2097152 bytes: a payload under the threshold stays in history, where Temporal refuses one over 2 MB`},
+		{"codec origin with a path", func(c *Config) { c.Gateway.CodecOrigins = []string{"http://127.0.0.1:8233/namespaces"} },
+			`gateway.codec_origins[0] "http://127.0.0.1:8233/namespaces": want a browser origin: scheme://host[:port], such as http://127.0.0.1:8233`},
+		{"codec origin without a scheme", func(c *Config) { c.Gateway.CodecOrigins = []string{"temporal-ui.example.com"} },
+			`gateway.codec_origins[0] "temporal-ui.example.com": want a browser origin: scheme://host[:port], such as http://127.0.0.1:8233`},
 		{"empty sandbox root", func(c *Config) { c.Sandbox.Root = "" }, `sandbox.root "": must not be empty`},
 		{"shell timeout below a second", func(c *Config) { c.Sandbox.ShellTimeout = 120 }, `sandbox.shell_timeout 120ns: want at least 1s`},
 		{"unknown log level", func(c *Config) { c.Log.Level = "verbose" }, `log.level "verbose": want one of debug, info, warn, error`},
@@ -110,6 +118,10 @@ func TestValidateAccepts(t *testing.T) {
 		{"artifacts in memory", func(c *Config) { c.Artifacts.URL = "mem://" }},
 		{"log level in capitals", func(c *Config) { c.Log.Level = "WARN" }},
 		{"one second shell timeout", func(c *Config) { c.Sandbox.ShellTimeout = time.Second }},
+		{"codec origins, lowest offload threshold", func(c *Config) {
+			c.Gateway.CodecOrigins = []string{"http://127.0.0.1:8233", "https://ui.example.com/"}
+			c.Payloads.OffloadThreshold = MinOffloadThreshold
+		}},
 		{"gateway on all interfaces with tokens", func(c *Config) {
 			c.Gateway.Addr = "0.0.0.0:8234"
 			c.Gateway.Tokens = []GatewayToken{{Name: "ci", TokenEnv: "NEXO_CI_TOKEN", Scopes: []string{"read", "operate", "approve"}}}
