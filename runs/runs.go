@@ -23,6 +23,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/nexo-temporal/nexo/api"
+	"github.com/nexo-temporal/nexo/payloads"
 )
 
 // NotFoundError: no run has the id.
@@ -70,6 +71,10 @@ type Client struct {
 	namespace    string
 	taskQueue    string
 	QueryTimeout time.Duration
+	// Payloads resolves the External Storage references raw history holds in place of
+	// large payloads, for a record rebuilt from history (a run's input or result); the SDK
+	// resolves them everywhere else. Nil leaves such a payload out of the record.
+	Payloads *payloads.Driver
 }
 
 // New returns a Client over a connected Temporal client.
@@ -248,11 +253,19 @@ func (c *Client) fromHistory(ctx context.Context, id string, status api.Status) 
 			a := ev.GetWorkflowExecutionStartedEventAttributes()
 			rec.Workflow = a.GetWorkflowType().GetName()
 			rec.CreatedAt = ev.GetEventTime().AsTime().UTC()
-			if p := firstPayload(a.GetInput()); p != nil {
+			p, err := c.firstPayload(ctx, a.GetInput())
+			if err != nil {
+				return api.Record{}, fmt.Errorf("read the input of run %s: %w", id, err)
+			}
+			if p != nil {
 				rec.Payload = p
 			}
 		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
-			rec.Result = firstPayload(ev.GetWorkflowExecutionCompletedEventAttributes().GetResult())
+			p, err := c.firstPayload(ctx, ev.GetWorkflowExecutionCompletedEventAttributes().GetResult())
+			if err != nil {
+				return api.Record{}, fmt.Errorf("read the result of run %s: %w", id, err)
+			}
+			rec.Result = p
 		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED:
 			msg := ev.GetWorkflowExecutionFailedEventAttributes().GetFailure().GetMessage()
 			rec.Error = &msg
@@ -267,15 +280,27 @@ func (c *Client) fromHistory(ctx context.Context, id string, status api.Status) 
 	return rec, nil
 }
 
-func firstPayload(ps *commonpb.Payloads) json.RawMessage {
+// firstPayload is the first of ps as JSON, nil when there is none or it is not JSON. An
+// offloaded payload is read back from the blob store.
+func (c *Client) firstPayload(ctx context.Context, ps *commonpb.Payloads) (json.RawMessage, error) {
 	if ps == nil || len(ps.GetPayloads()) == 0 {
-		return nil
+		return nil, nil
 	}
-	d := ps.GetPayloads()[0].GetData()
+	p := ps.GetPayloads()[0]
+	if payloads.IsReference(p) {
+		if c.Payloads == nil {
+			return nil, nil
+		}
+		var err error
+		if p, err = c.Payloads.Resolve(ctx, p); err != nil {
+			return nil, err
+		}
+	}
+	d := p.GetData()
 	if !json.Valid(d) {
-		return nil
+		return nil, nil
 	}
-	return json.RawMessage(d)
+	return json.RawMessage(d), nil
 }
 
 func mustRaw(v any) json.RawMessage {
