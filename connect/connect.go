@@ -1,6 +1,8 @@
 // Package connect dials Temporal for the binaries (worker, starter, gateway) from the
 // typed config: address, namespace, TLS and an API key read from the environment variable
-// the config names, so the key never sits in a file or a log.
+// the config names, so the key never sits in a file or a log. Every client it makes carries
+// External Storage over the blob store (package payloads), and so does every worker built
+// on one, so no payload the platform sends or receives is bounded by Temporal's 2 MB limit.
 package connect
 
 import (
@@ -15,16 +17,26 @@ import (
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 
+	"github.com/nexo-temporal/nexo/artifacts"
 	"github.com/nexo-temporal/nexo/config"
+	"github.com/nexo-temporal/nexo/payloads"
 )
 
 // Dial connects to the Temporal frontend named by cfg.Temporal. It fails fast, with the
-// address in the message, when nothing answers there.
-func Dial(ctx context.Context, cfg config.Config, logger *slog.Logger) (client.Client, error) {
+// address in the message, when nothing answers there. Payloads of
+// cfg.Payloads.OffloadThreshold bytes or more go to blobs, which must be the store at
+// cfg.Artifacts.URL that every other worker, starter and gateway of the deployment shares;
+// workers made from the client (worker.New) inherit it.
+func Dial(ctx context.Context, cfg config.Config, blobs artifacts.Blobs, logger *slog.Logger) (client.Client, error) {
+	if blobs == nil {
+		return nil, fmt.Errorf("connect to Temporal at %s: no blob store for payloads over %d bytes (open artifacts.url)",
+			cfg.Temporal.Address, cfg.Payloads.OffloadThreshold)
+	}
 	opts := client.Options{
-		HostPort:  cfg.Temporal.Address,
-		Namespace: cfg.Temporal.Namespace,
-		Logger:    sdklog.NewStructuredLogger(logger),
+		HostPort:        cfg.Temporal.Address,
+		Namespace:       cfg.Temporal.Namespace,
+		Logger:          sdklog.NewStructuredLogger(logger),
+		ExternalStorage: payloads.ExternalStorage(blobs, cfg.Payloads.OffloadThreshold),
 	}
 	if cfg.Temporal.TLS.Enabled {
 		tc, err := tlsConfig(cfg.Temporal.TLS)

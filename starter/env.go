@@ -14,6 +14,7 @@ import (
 	"github.com/nexo-temporal/nexo/artifacts"
 	"github.com/nexo-temporal/nexo/config"
 	"github.com/nexo-temporal/nexo/connect"
+	"github.com/nexo-temporal/nexo/payloads"
 	"github.com/nexo-temporal/nexo/runs"
 )
 
@@ -60,12 +61,19 @@ func (e *env) runs(ctx context.Context) (*runs.Client, error) {
 		level = cfg.SlogLevel()
 	}
 	logger := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: level}))
-	tc, err := connect.Dial(ctx, cfg, logger)
+	// The worker offloads large payloads (a big run input, a long record) to the store at
+	// artifacts.url; the starter reads and writes them there too.
+	store, err := e.artifactStore(ctx)
+	if err != nil {
+		return nil, err
+	}
+	tc, err := connect.Dial(ctx, cfg, store, logger)
 	if err != nil {
 		return nil, err
 	}
 	e.tc = tc
 	e.client = runs.New(tc, cfg.Temporal.Namespace, cfg.Temporal.TaskQueue)
+	e.client.Payloads = payloads.NewDriver(store)
 	return e.client, nil
 }
 
@@ -97,11 +105,11 @@ func (e *env) artifactStore(ctx context.Context) (artifacts.Store, error) {
 }
 
 func (e *env) close() {
-	if e.store != nil {
-		_ = e.store.Close() // reads only: nothing to flush
-	}
 	if e.tc != nil {
 		e.tc.Close()
+	}
+	if e.store != nil {
+		_ = e.store.Close() // PutBlob has written a blob through before it returns
 	}
 }
 

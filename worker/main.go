@@ -94,7 +94,18 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) error {
 		}
 	}
 
-	tc, err := connect.Dial(ctx, cfg, logger)
+	// One store for artifacts and for the payloads External Storage offloads: the starter
+	// and the gateway open the same artifacts.url.
+	store, err := artifacts.OpenWith(ctx, cfg.Artifacts.URL, artifacts.Options{CacheBytes: cfg.Artifacts.CacheBytes})
+	if err != nil {
+		return err
+	}
+	defer func() { // after the client, which reads and writes offloaded payloads there
+		if err := store.Close(); err != nil {
+			logger.Error("close artifact store", "error", err)
+		}
+	}()
+	tc, err := connect.Dial(ctx, cfg, store, logger)
 	if err != nil {
 		return err
 	}
@@ -103,15 +114,6 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	store, err := artifacts.OpenWith(ctx, cfg.Artifacts.URL, artifacts.Options{CacheBytes: cfg.Artifacts.CacheBytes})
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err := store.Close(); err != nil {
-			logger.Error("close artifact store", "error", err)
-		}
-	}()
 	sandboxes, err := activities.NewSandboxes(cfg.Sandbox.Root)
 	if err != nil {
 		return err
