@@ -25,7 +25,8 @@ import (
 //     name rebound to 127.0.0.1. Every request then acts as "local" with every scope.
 //  2. Unsafe methods (POST) are refused when a browser says they come from another
 //     origin (Sec-Fetch-Site, else Origin against Host: net/http's CrossOriginProtection).
-//     Non-browser clients send neither header and pass.
+//     Non-browser clients send neither header and pass. The codec routes (codec.go) also
+//     admit the Temporal Web UI origins of gateway.codec_origins, and only those.
 //  3. "Authorization: Bearer <secret>" names a token; a wrong or unknown one is 401.
 //  4. Otherwise the page's session cookie (HttpOnly, SameSite=Lax) names a token, set by
 //     the login form. Unsafe requests on a cookie must also carry the session's CSRF
@@ -97,13 +98,21 @@ func (s *Server) guard(rt route) http.Handler {
 			deny(http.StatusForbidden, fmt.Sprintf("host %q is not localhost or a loopback IP; an open gateway (no gateway.tokens) answers only requests addressed to this machine", r.Host))
 			return
 		}
-		if err := s.crossOrigin.Check(r); err != nil {
+		maxBody := s.maxBody
+		if rt.codec {
+			// The Web UI calls from its own origin, which CodecOrigins lists.
+			if err := s.codecCross.Check(r); err != nil {
+				deny(http.StatusForbidden, codecOriginRefused(r))
+				return
+			}
+			maxBody = max(maxBody, codecMaxBody)
+		} else if err := s.crossOrigin.Check(r); err != nil {
 			deny(http.StatusForbidden, "cross-origin request refused: this endpoint changes state and accepts requests from the gateway's own pages or from non-browser clients only")
 			return
 		}
 		// Before anything reads the body: the CSRF check parses a form.
 		if r.Body != nil {
-			r.Body = http.MaxBytesReader(w, r.Body, s.maxBody)
+			r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 		}
 		p, status, detail := s.authenticate(r)
 		if status == 0 && p != nil && p.session != nil && unsafeMethod(r.Method) && !rt.csrfExempt && !p.session.csrfOK(r) {

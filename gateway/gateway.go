@@ -12,6 +12,9 @@
 // use (Sec-Fetch-Site / Origin), and those authenticated by the cookie must also carry the
 // session's CSRF token in the X-Nexo-CSRF header. See auth.go.
 //
+// For the Temporal Web UI it also serves a codec endpoint, /codec (codec.go), which reads
+// payloads offloaded by External Storage back from the blob store.
+//
 // Everything a model, a tool or a workflow produced reaches the page through html/template
 // (escaped) or through JavaScript that sets textContent, never innerHTML.
 package gateway
@@ -26,9 +29,12 @@ import (
 	"strings"
 	"time"
 
+	"go.temporal.io/sdk/converter"
+
 	"github.com/nexo-temporal/nexo/api"
 	"github.com/nexo-temporal/nexo/artifacts"
 	"github.com/nexo-temporal/nexo/config"
+	"github.com/nexo-temporal/nexo/payloads"
 	"github.com/nexo-temporal/nexo/runs"
 )
 
@@ -98,6 +104,13 @@ type Options struct {
 	// it is answered 503; 0 means 10 seconds. (A turn may take as long as it needs once a
 	// worker serves it.)
 	WorkerWait time.Duration
+	// ExternalStorage is the one the platform's clients and workers use
+	// (payloads.ExternalStorage over the blob store). With a driver, the gateway serves
+	// the codec endpoint /codec for the Temporal Web UI (codec.go); without, it has none.
+	ExternalStorage converter.ExternalStorage
+	// CodecOrigins are the browser origins (scheme://host[:port]) of Temporal Web UIs
+	// allowed to call /codec.
+	CodecOrigins []string
 }
 
 // Server is the gateway's http.Handler. Use Listen and Serve to run it, or mount it
@@ -114,6 +127,9 @@ type Server struct {
 	mux          *http.ServeMux
 	routes       []route
 	crossOrigin  *http.CrossOriginProtection
+	codec        http.Handler // nil: no codec endpoint
+	codecOrigins map[string]bool
+	codecCross   *http.CrossOriginProtection
 	streams      context.Context // canceled on shutdown, ending SSE streams
 	stopStreams  context.CancelFunc
 	pageTemplate pageTemplates
@@ -172,20 +188,29 @@ func New(opts Options) (*Server, error) {
 		problem(w, r, http.StatusForbidden, "cross-origin request refused: this endpoint changes state and accepts requests from the gateway's own pages or from non-browser clients only")
 	}))
 	var err error
+	if s.codec, s.codecOrigins, s.codecCross, err = newCodec(opts.ExternalStorage, opts.CodecOrigins); err != nil {
+		return nil, err
+	}
 	if s.pageTemplate, err = parseTemplates(); err != nil {
 		return nil, err
 	}
-	s.routes = s.routeTable()
+	s.routes = append(s.routeTable(), s.codecRoutes()...)
 	s.mux = http.NewServeMux()
 	for _, rt := range s.routes {
-		s.mux.Handle(rt.pattern(), s.guard(rt))
+		h := s.guard(rt)
+		if rt.codec {
+			h = s.cors(h)
+		}
+		s.mux.Handle(rt.pattern(), h)
 	}
 	return s, nil
 }
 
 // FromConfig builds a Server from cfg: the tokens of gateway.tokens with their secrets read
-// through getenv (nil: os.Getenv), the artifact store at artifacts.url, and
-// gateway.max_body_bytes. The listen address is the caller's (cfg.Gateway.Addr or a flag).
+// through getenv (nil: os.Getenv), the artifact store at artifacts.url, which is also where
+// the codec endpoint reads offloaded payloads (payloads.offload_threshold,
+// gateway.codec_origins), and gateway.max_body_bytes. The listen address is the caller's
+// (cfg.Gateway.Addr or a flag).
 func FromConfig(cfg config.Config, rc Runs, getenv func(string) string, logger *slog.Logger) (*Server, error) {
 	var tokens []Token
 	for _, t := range cfg.Gateway.Tokens {
@@ -199,7 +224,8 @@ func FromConfig(cfg config.Config, rc Runs, getenv func(string) string, logger *
 	if err != nil {
 		return nil, err
 	}
-	return New(Options{Runs: rc, Artifacts: store, Tokens: tokens, MaxBodyBytes: cfg.Gateway.MaxBodyBytes, Logger: logger})
+	return New(Options{Runs: rc, Artifacts: store, Tokens: tokens, MaxBodyBytes: cfg.Gateway.MaxBodyBytes, Logger: logger,
+		ExternalStorage: payloads.ExternalStorage(store, cfg.Payloads.OffloadThreshold), CodecOrigins: cfg.Gateway.CodecOrigins})
 }
 
 // Open reports whether the gateway has no tokens: everyone who can reach it may do
@@ -320,7 +346,9 @@ type route struct {
 	// csrfExempt: the route does not act with the session cookie's authority (login acts
 	// with the token typed into its form), so it needs no CSRF token.
 	csrfExempt bool
-	handle     http.HandlerFunc
+	// codec routes serve the Temporal Web UI from its own origin (codec.go).
+	codec  bool
+	handle http.HandlerFunc
 }
 
 func (rt route) pattern() string { return rt.method + " " + rt.path }
