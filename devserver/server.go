@@ -66,6 +66,11 @@ type Options struct {
 	FrontendPort int
 	// UIPort is the Web UI's HTTP port; 0 runs no UI.
 	UIPort int
+	// CodecEndpoint is the codec server the Web UI's pages call from the browser to show
+	// payloads, such as the gateway's http://127.0.0.1:8234/codec: a payload External
+	// Storage offloaded is only a reference in history, which the codec reads back. The
+	// UI sends credentials (cookies) with its calls. "" configures none.
+	CodecEndpoint string
 	// DBPath is the SQLite database file; "" keeps everything in memory, gone after Stop. The
 	// parent directory is created if missing. A new file gets the schema; an existing one is
 	// reused, so runs survive a restart (and the process being killed). The database is the
@@ -165,7 +170,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	s := &Server{temporal: ts, frontendAddr: conf.PublicClient.HostPort, logGate: gate}
 
 	if opts.UIPort != 0 {
-		if err := s.startUI(ctx, opts.IP, opts.UIPort, opts.Namespace); err != nil {
+		if err := s.startUI(ctx, opts.IP, opts.UIPort, opts.Namespace, opts.CodecEndpoint); err != nil {
 			return nil, errors.Join(err, s.Stop())
 		}
 	}
@@ -321,7 +326,7 @@ func newTemporalServer(
 }
 
 // startUI serves the Web UI on ip:port and waits until it answers.
-func (s *Server) startUI(ctx context.Context, ip string, port int, namespace string) (err error) {
+func (s *Server) startUI(ctx context.Context, ip string, port int, namespace, codecEndpoint string) (err error) {
 	// NewServer panics on a bad config or missing assets; turn that into an error.
 	defer func() {
 		if r := recover(); r != nil {
@@ -342,6 +347,8 @@ func (s *Server) startUI(ctx context.Context, ip string, port int, namespace str
 		CORS:                uiconfig.CORS{CookieInsecure: true}, // plain http on loopback
 		HideLogs:            true,
 		DisableNewsFetch:    true, // no calls to the internet from a dev tool
+		// Credentials, so a gateway with tokens sees the login cookie of its own page.
+		Codec: uiconfig.Codec{Endpoint: codecEndpoint, IncludeCredentials: codecEndpoint != ""},
 	}))
 	s.ui = ui
 	s.uiAddr = "http://" + addr

@@ -26,6 +26,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -246,8 +247,13 @@ func (s *Server) AuthSummary() string {
 
 // Listen opens addr. An open gateway (no tokens) refuses any address that is not loopback
 // (ErrOpenNonLoopback), including ":8234" and "0.0.0.0:8234".
-func (s *Server) Listen(addr string) (net.Listener, error) {
-	if s.Open() && !loopbackAddr(addr) {
+func (s *Server) Listen(addr string) (net.Listener, error) { return Listen(addr, s.Open()) }
+
+// Listen opens addr for a gateway that will be open (no tokens) or not, with the same
+// rule as Server.Listen, for a caller that must know the address before the Server exists
+// (`worker --dev` points the Web UI at the codec endpoint before it has a client).
+func Listen(addr string, open bool) (net.Listener, error) {
+	if open && !loopbackAddr(addr) {
 		return nil, fmt.Errorf("listen on %s: %w; configure gateway.tokens (see the README) or listen on 127.0.0.1", addr, ErrOpenNonLoopback)
 	}
 	ln, err := net.Listen("tcp", addr)
@@ -255,11 +261,21 @@ func (s *Server) Listen(addr string) (net.Listener, error) {
 		return nil, fmt.Errorf("listen on %s: %w", addr, err)
 	}
 	// "localhost" could resolve anywhere; what counts is the socket.
-	if tcp, ok := ln.Addr().(*net.TCPAddr); s.Open() && (!ok || !tcp.IP.IsLoopback()) {
+	if tcp, ok := ln.Addr().(*net.TCPAddr); open && (!ok || !tcp.IP.IsLoopback()) {
 		ln.Close()
 		return nil, fmt.Errorf("listen on %s (%s): %w", addr, ln.Addr(), ErrOpenNonLoopback)
 	}
 	return ln, nil
+}
+
+// CodecEndpoint is the URL of the codec endpoint of a gateway listening on ln, as a
+// browser on this machine reaches it (a wildcard address becomes 127.0.0.1).
+func CodecEndpoint(ln net.Listener) string {
+	addr := ln.Addr().String()
+	if tcp, ok := ln.Addr().(*net.TCPAddr); ok && tcp.IP.IsUnspecified() {
+		addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(tcp.Port))
+	}
+	return "http://" + addr + codecPath
 }
 
 // loopbackAddr reports whether addr's host is a loopback IP or "localhost".

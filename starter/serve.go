@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/pflag"
 
@@ -44,6 +45,11 @@ func serveCmd() *command {
 				return err
 			}
 			fmt.Fprintf(e.stdout, "Nexo HTTP API and web page: http://%s/ (Temporal %s; %s)\n", ln.Addr(), cfg.Temporal.Address, gw.AuthSummary())
+			origins := "none: list the UI's origin in gateway.codec_origins"
+			if len(cfg.Gateway.CodecOrigins) > 0 {
+				origins = strings.Join(cfg.Gateway.CodecOrigins, ", ")
+			}
+			fmt.Fprintf(e.stdout, "Codec endpoint for a Temporal Web UI: %s (origins %s)\n", gateway.CodecEndpoint(ln), origins)
 			return gw.Serve(ctx, ln)
 		},
 	}

@@ -10,8 +10,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -30,6 +32,7 @@ import (
 	"github.com/nexo-temporal/nexo/connect"
 	"github.com/nexo-temporal/nexo/devserver"
 	"github.com/nexo-temporal/nexo/gateway"
+	"github.com/nexo-temporal/nexo/payloads"
 	"github.com/nexo-temporal/nexo/runs"
 	"github.com/nexo-temporal/nexo/sandbox/docker"
 	"github.com/nexo-temporal/nexo/skills"
@@ -70,14 +73,32 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) error {
 	}
 	logger := cfg.NewLogger(stderr)
 
+	// With --dev the gateway listens first, so the embedded Web UI can be pointed at its
+	// codec endpoint, which shows the payloads External Storage offloaded.
+	var gwLn net.Listener
+	var gwErr error
 	if *dev {
+		gwLn, gwErr = gateway.Listen(cfg.Gateway.Addr, len(cfg.Gateway.Tokens) == 0)
+		if errors.Is(gwErr, gateway.ErrOpenNonLoopback) {
+			return gwErr
+		}
+		defer func() {
+			if gwLn != nil { // not handed to the gateway
+				gwLn.Close()
+			}
+		}()
+		codec := ""
+		if gwLn != nil {
+			codec = gateway.CodecEndpoint(gwLn)
+		}
 		srv, err := devserver.Start(ctx, devserver.Options{
-			IP:           cfg.Dev.IP,
-			FrontendPort: cfg.Dev.FrontendPort,
-			UIPort:       cfg.Dev.UIPort,
-			DBPath:       cfg.Dev.DBPath,
-			Namespace:    cfg.Temporal.Namespace,
-			Logger:       logger,
+			IP:            cfg.Dev.IP,
+			FrontendPort:  cfg.Dev.FrontendPort,
+			UIPort:        cfg.Dev.UIPort,
+			DBPath:        cfg.Dev.DBPath,
+			Namespace:     cfg.Temporal.Namespace,
+			Logger:        logger,
+			CodecEndpoint: codec,
 		})
 		if err != nil {
 			return fmt.Errorf("start embedded Temporal server: %w", err)
@@ -91,6 +112,7 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "Temporal server: %s (namespace %s, database %s)\n", srv.FrontendAddress(), cfg.Temporal.Namespace, cfg.Dev.DBPath)
 		if ui := srv.UIAddress(); ui != "" {
 			fmt.Fprintf(stdout, "Temporal Web UI: %s/namespaces/%s/workflows\n", ui, cfg.Temporal.Namespace)
+			cfg.Gateway.CodecOrigins = append(cfg.Gateway.CodecOrigins, uiOrigins(cfg.Dev.IP, cfg.Dev.UIPort)...)
 		}
 	}
 
@@ -164,7 +186,9 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "Agents: %s (model %s at %s)\n", strings.Join(names, ", "), cfg.LLM.Model, cfg.LLM.BaseURL)
 	}
 	if *dev {
-		if err := serveGateway(ctx, cfg, tc, stdout, logger); err != nil {
+		ln := gwLn
+		gwLn = nil
+		if err := serveGateway(ctx, cfg, tc, store, ln, gwErr, stdout, logger); err != nil {
 			return err
 		}
 	}
@@ -218,22 +242,21 @@ func checkSearchAttribute(ctx context.Context, tc client.Client, namespace strin
 		api.SearchAttributeStatus, namespace, namespace, api.SearchAttributeStatus)
 }
 
-// serveGateway serves the HTTP API and the web page next to the embedded server, until
-// ctx ends. An address already in use is reported, not fatal: the platform works without
-// its page, and a second `worker --dev` must still start. Tokens whose secret is missing,
-// or an open gateway on a non-loopback address, stop the worker.
-func serveGateway(ctx context.Context, cfg config.Config, tc client.Client, stdout io.Writer, logger *slog.Logger) error {
-	gw, err := gateway.FromConfig(cfg, runs.New(tc, cfg.Temporal.Namespace, cfg.Temporal.TaskQueue), os.Getenv, logger)
-	if err != nil {
-		return err
-	}
-	ln, err := gw.Listen(cfg.Gateway.Addr)
-	if errors.Is(err, gateway.ErrOpenNonLoopback) {
-		return err
-	}
-	if err != nil {
-		fmt.Fprintf(stdout, "Nexo HTTP API not started: %v (set gateway.addr or NEXO_GATEWAY_ADDR)\n", err)
+// serveGateway serves the HTTP API and the web page next to the embedded server on ln,
+// until ctx ends. An address already in use (listenErr) is reported, not fatal: the
+// platform works without its page, and a second `worker --dev` must still start. Tokens
+// whose secret is missing stop the worker.
+func serveGateway(ctx context.Context, cfg config.Config, tc client.Client, store artifacts.Blobs, ln net.Listener, listenErr error, stdout io.Writer, logger *slog.Logger) error {
+	if ln == nil {
+		fmt.Fprintf(stdout, "Nexo HTTP API not started: %v (set gateway.addr or NEXO_GATEWAY_ADDR)\n", listenErr)
 		return nil
+	}
+	rc := runs.New(tc, cfg.Temporal.Namespace, cfg.Temporal.TaskQueue)
+	rc.Payloads = payloads.NewDriver(store)
+	gw, err := gateway.FromConfig(cfg, rc, os.Getenv, logger)
+	if err != nil {
+		ln.Close()
+		return err
 	}
 	go func() {
 		if err := gw.Serve(ctx, ln); err != nil {
@@ -241,7 +264,23 @@ func serveGateway(ctx context.Context, cfg config.Config, tc client.Client, stdo
 		}
 	}()
 	fmt.Fprintf(stdout, "Nexo HTTP API and web page: http://%s/ (%s)\n", ln.Addr(), gw.AuthSummary())
+	fmt.Fprintf(stdout, "Codec endpoint for the Temporal Web UI: %s\n", gateway.CodecEndpoint(ln))
 	return nil
+}
+
+// uiOrigins are the browser origins of the embedded Web UI on ip:port, which may call the
+// gateway's codec endpoint: the address itself and, on this machine, its localhost name.
+func uiOrigins(ip string, port int) []string {
+	p := strconv.Itoa(port)
+	parsed := net.ParseIP(ip)
+	if parsed == nil || parsed.IsUnspecified() {
+		return []string{"http://127.0.0.1:" + p, "http://localhost:" + p}
+	}
+	out := []string{"http://" + net.JoinHostPort(ip, p)}
+	if parsed.IsLoopback() {
+		out = append(out, "http://localhost:"+p)
+	}
+	return out
 }
 
 // reapEvery is how often the worker removes containers whose run is closed or unknown, so
