@@ -185,7 +185,7 @@ func runDevserver(ctx context.Context, args []string) (err error) {
 			return err
 		}
 		rowStart.add(name, ms(time.Since(t0)))
-		t, err := newTarget(srv, f.worker)
+		t, err := newTarget(srv, dir, f.worker)
 		if err != nil {
 			srv.stop()
 			return err

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -12,6 +13,9 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/nexo-temporal/nexo/artifacts"
+	"github.com/nexo-temporal/nexo/payloads"
 )
 
 // The servers under test, by the names the report uses.
@@ -110,6 +114,7 @@ type workerOptions struct {
 // target is one server with the bench's client and worker for it.
 type target struct {
 	srv   *server
+	blobs artifacts.Store
 	c     client.Client
 	w     worker.Worker
 	queue string
@@ -117,13 +122,22 @@ type target struct {
 	seq   atomic.Int64
 }
 
-// newTarget dials srv and starts a worker on a task queue of its own.
-func newTarget(srv *server, opts workerOptions) (*target, error) {
-	c, err := client.Dial(client.Options{HostPort: srv.addr, Logger: quietSDKLogger()})
+// newTarget dials srv and starts a worker on a task queue of its own. The client carries
+// External Storage over a blob store in dir, as the platform's clients do, so the bench
+// measures what the platform pays for its safety net (a size check per payload here: the
+// workloads' payloads are small).
+func newTarget(srv *server, dir string, opts workerOptions) (*target, error) {
+	blobs, err := artifacts.Open(filepath.Join(dir, "blobs-"+srv.name))
 	if err != nil {
+		return nil, err
+	}
+	c, err := client.Dial(client.Options{HostPort: srv.addr, Logger: quietSDKLogger(),
+		ExternalStorage: payloads.ExternalStorage(blobs, 0)})
+	if err != nil {
+		blobs.Close()
 		return nil, fmt.Errorf("dial %s at %s: %w", srv.name, srv.addr, err)
 	}
-	t := &target{srv: srv, c: c, queue: "bench-" + srv.name, eager: opts.eagerStart}
+	t := &target{srv: srv, blobs: blobs, c: c, queue: "bench-" + srv.name, eager: opts.eagerStart}
 	t.w = worker.New(c, t.queue, worker.Options{
 		MaxConcurrentWorkflowTaskPollers: opts.workflowPollers,
 		MaxConcurrentActivityTaskPollers: opts.activityPollers,
@@ -135,15 +149,17 @@ func newTarget(srv *server, opts workerOptions) (*target, error) {
 	t.w.RegisterActivityWithOptions(noop, activity.RegisterOptions{Name: activityNoop})
 	if err := t.w.Start(); err != nil {
 		c.Close()
+		blobs.Close()
 		return nil, fmt.Errorf("start worker for %s: %w", srv.name, err)
 	}
 	return t, nil
 }
 
-// close stops the worker and the client.
+// close stops the worker and the client, then closes the blob store.
 func (t *target) close() {
 	t.w.Stop()
 	t.c.Close()
+	_ = t.blobs.Close()
 }
 
 // start starts workflow wf with a fresh id on the target's task queue.
