@@ -19,6 +19,7 @@ import (
 	"github.com/nexo-temporal/nexo/api"
 	"github.com/nexo-temporal/nexo/artifacts"
 	"github.com/nexo-temporal/nexo/devserver"
+	"github.com/nexo-temporal/nexo/payloads"
 	"github.com/nexo-temporal/nexo/runs"
 	"github.com/nexo-temporal/nexo/workflows"
 )
@@ -172,12 +173,14 @@ func benchPlatform(b *testing.B, deps activities.Deps, register func(worker.Work
 	dir := b.TempDir()
 	srv := startDevServer(b, devserver.Options{DBPath: filepath.Join(dir, "temporal.db")})
 	b.Cleanup(func() { _ = srv.Stop() })
-	tc, err := client.Dial(client.Options{HostPort: srv.FrontendAddress(), Logger: sdklog.NewStructuredLogger(quietLogger())})
+	deps.Store, _ = artifacts.Open(filepath.Join(dir, "artifacts"))
+	// The same store carries the offloaded payloads, as in the worker.
+	tc, err := client.Dial(client.Options{HostPort: srv.FrontendAddress(), Logger: sdklog.NewStructuredLogger(quietLogger()),
+		ExternalStorage: payloads.ExternalStorage(deps.Store, 0)})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(tc.Close)
-	deps.Store, _ = artifacts.Open(filepath.Join(dir, "artifacts"))
 	deps.Sandboxes, _ = activities.NewSandboxes(filepath.Join(dir, "ws"))
 	deps.InlineLimit = 32768
 	acts := activities.New(deps)

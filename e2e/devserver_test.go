@@ -27,6 +27,7 @@ import (
 
 	"github.com/nexo-temporal/nexo/api"
 	"github.com/nexo-temporal/nexo/devserver"
+	"github.com/nexo-temporal/nexo/payloads"
 )
 
 // devTaskQueue is the task queue of the in-process worker of the devserver tests.
@@ -89,9 +90,10 @@ func startDevServer(t testing.TB, opts devserver.Options) *devserver.Server {
 func connect(t testing.TB, srv *devserver.Server) (client.Client, func()) {
 	t.Helper()
 	c, err := client.Dial(client.Options{
-		HostPort:  srv.FrontendAddress(),
-		Namespace: api.DefaultNamespace,
-		Logger:    sdklog.NewStructuredLogger(quietLogger()),
+		HostPort:        srv.FrontendAddress(),
+		Namespace:       api.DefaultNamespace,
+		Logger:          sdklog.NewStructuredLogger(quietLogger()),
+		ExternalStorage: payloads.ExternalStorage(memBlobs(t), 0),
 	})
 	if err != nil {
 		t.Fatalf("dial %s: %v", srv.FrontendAddress(), err)

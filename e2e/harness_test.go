@@ -13,14 +13,19 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/client"
+
 	"github.com/nexo-temporal/nexo/api"
+	"github.com/nexo-temporal/nexo/artifacts"
 	"github.com/nexo-temporal/nexo/devserver"
+	"github.com/nexo-temporal/nexo/payloads"
 )
 
 // bins holds the worker and starter binaries built once for the package.
@@ -179,6 +184,66 @@ func (p *platform) stop() {
 		<-p.done
 	}
 	p.cmd = nil
+}
+
+// dial connects to the platform's server as its starter does: with External Storage over
+// the blob store the worker and the starter share (artifacts.url, by default .nexo/artifacts
+// in the platform's directory), so a test reads and writes offloaded payloads as they do.
+// The client closes when the test ends.
+func (p *platform) dial() client.Client {
+	p.t.Helper()
+	store, err := artifacts.Open(p.artifactsDir())
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.t.Cleanup(func() { _ = store.Close() })
+	c, err := client.Dial(client.Options{HostPort: "127.0.0.1:" + strconv.Itoa(p.frontend),
+		ExternalStorage: payloads.ExternalStorage(store, p.offloadThreshold())})
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.t.Cleanup(c.Close)
+	return c
+}
+
+// memBlobs is an in-memory blob store for a test's in-process clients and workers.
+func memBlobs(t testing.TB) artifacts.Store {
+	t.Helper()
+	st, err := artifacts.Open("mem://")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	return st
+}
+
+// setting is the value of NEXO_<key> the platform runs with, "" when unset.
+func (p *platform) setting(env string) string {
+	v := ""
+	for _, kv := range p.env() {
+		if k, val, ok := strings.Cut(kv, "="); ok && k == env {
+			v = val // the last one wins, as in the process environment
+		}
+	}
+	return v
+}
+
+// artifactsDir is the platform's artifact store directory (artifacts.url).
+func (p *platform) artifactsDir() string {
+	dir := strings.TrimPrefix(p.setting("NEXO_ARTIFACTS_URL"), "file://")
+	if dir == "" {
+		dir = filepath.Join(".nexo", "artifacts")
+	}
+	if !filepath.IsAbs(dir) {
+		dir = filepath.Join(p.dir, dir)
+	}
+	return dir
+}
+
+// offloadThreshold is the platform's payloads.offload_threshold (0: the default).
+func (p *platform) offloadThreshold() int {
+	n, _ := strconv.Atoi(p.setting("NEXO_PAYLOADS_OFFLOAD_THRESHOLD"))
+	return n
 }
 
 // result of one starter invocation.

@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -155,17 +154,6 @@ func (r *recorder) save(c client.Client, name, id, runID string) {
 	r.saved[name] = true
 	last := h.Events[len(h.Events)-1].GetEventType()
 	r.t.Logf("recorded %s: %d events, %d bytes, last %s", name, len(h.Events), len(b), last)
-}
-
-// dial connects to the platform's embedded server.
-func (p *platform) dial() client.Client {
-	p.t.Helper()
-	c, err := client.Dial(client.Options{HostPort: "127.0.0.1:" + strconv.Itoa(p.frontend)})
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	p.t.Cleanup(c.Close)
-	return c
 }
 
 // waitQuiet waits until the run has no workflow task and no activity in flight: what an

@@ -16,7 +16,6 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
-	"go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/nexo-temporal/nexo/api"
@@ -156,11 +155,7 @@ func TestAgentMCPTools(t *testing.T) {
 	}
 
 	// The token is the worker's alone.
-	c, err := client.Dial(client.Options{HostPort: "127.0.0.1:" + strconv.Itoa(p.frontend)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := p.dial()
 	for _, id := range []string{approved, denied} {
 		var h historypb.History
 		it := c.GetWorkflowHistory(context.Background(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)

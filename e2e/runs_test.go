@@ -10,8 +10,6 @@ import (
 	"strings"
 	"testing"
 
-	"go.temporal.io/sdk/client"
-
 	"github.com/nexo-temporal/nexo/api"
 )
 
@@ -128,11 +126,7 @@ func TestApproveWithRawSignal(t *testing.T) {
 	id := strings.TrimSpace(p.ok("run", "DocumentApproval", "--input", `{"doc_id":"raw"}`))
 	p.waitStatus(id, api.StatusSuspended)
 
-	c, err := client.Dial(client.Options{HostPort: "127.0.0.1:" + strconv.Itoa(p.frontend)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := p.dial()
 	ctx := context.Background()
 	// What the CLI sends for --input '{"input":{"approved":true}}': a JSON payload.
 	var sig map[string]any
