@@ -141,6 +141,38 @@ func TestPayloadOverTemporalsLimit(t *testing.T) {
 	}
 }
 
+// TestLargeSignalOffloaded: a resume (a signal) carrying 1 MB reaches the suspended run and
+// its result, and stays out of history.
+func TestLargeSignalOffloaded(t *testing.T) {
+	p := newPlatform(t)
+	p.start()
+	id := strings.TrimSpace(p.ok("run", "DocumentApproval", "--input", `{"doc_id":"s1"}`))
+	p.waitStatus(id, api.StatusSuspended)
+	approver := strings.Repeat("a", 1<<20)
+	input := filepath.Join(t.TempDir(), "resume.json")
+	if err := os.WriteFile(input, []byte(`{"approved":true,"approver":"`+approver+`"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p.ok("resume", id, "--input", "@"+input)
+	rec := p.waitStatus(id, api.StatusDone)
+	var res workflows.DocumentApprovalResult
+	if err := json.Unmarshal(rec.Result, &res); err != nil || res.Approver != approver {
+		t.Fatalf("result: %v, approver of %d bytes, want the 1 MB one", err, len(res.Approver))
+	}
+	signals := 0
+	for _, ev := range rawHistory(t, p.dial(), id).Events {
+		if a := ev.GetWorkflowExecutionSignaledEventAttributes(); a != nil {
+			signals++
+			if pl := a.GetInput().GetPayloads(); len(pl) != 1 || !payloads.IsReference(pl[0]) {
+				t.Errorf("the signal's input is inline in history (%d bytes)", proto.Size(a.GetInput()))
+			}
+		}
+	}
+	if signals != 1 {
+		t.Errorf("history holds %d signals, want the one resume", signals)
+	}
+}
+
 // TestQueuedRunShowsOffloadedInput: a run that has not begun is read from history, where
 // its large input is a reference; `show` reads it back from the blob store.
 func TestQueuedRunShowsOffloadedInput(t *testing.T) {
