@@ -133,12 +133,59 @@ func TestPayloadOverTemporalsLimit(t *testing.T) {
 		t.Errorf("codec download: %v, doc_id of %d bytes, want the 3 MB id", err, len(in.DocID))
 	}
 
-	// The embedded Web UI is pointed at that endpoint.
-	var settings struct{ Codec struct{ Endpoint string } }
-	getJSON(t, fmt.Sprintf("http://127.0.0.1:%d/api/v1/settings", p.ui), &settings)
-	if want := fmt.Sprintf("http://127.0.0.1:%d/codec", p.gateway); settings.Codec.Endpoint != want {
-		t.Errorf("UI codec endpoint %q, want %q", settings.Codec.Endpoint, want)
+	// The embedded Web UI is pointed at that endpoint, and the gateway lets the UI's pages
+	// call it: the browser's preflight, then the credentialed POST, from either name of the
+	// UI's origin.
+	var settings struct {
+		Codec struct {
+			Endpoint           string
+			IncludeCredentials bool
+		}
 	}
+	getJSON(t, fmt.Sprintf("http://127.0.0.1:%d/api/v1/settings", p.ui), &settings)
+	if want := fmt.Sprintf("http://127.0.0.1:%d/codec", p.gateway); settings.Codec.Endpoint != want || !settings.Codec.IncludeCredentials {
+		t.Errorf("UI codec settings %+v, want endpoint %q with credentials", settings.Codec, want)
+	}
+	for _, origin := range []string{fmt.Sprintf("http://127.0.0.1:%d", p.ui), fmt.Sprintf("http://localhost:%d", p.ui)} {
+		pre := codecRequest(t, p, http.MethodOptions, "/codec/decode", nil, map[string]string{"Origin": origin,
+			"Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "content-type,x-namespace"})
+		if pre.StatusCode != http.StatusNoContent || pre.Header.Get("Access-Control-Allow-Origin") != origin {
+			t.Errorf("preflight from %s: %s, Allow-Origin %q", origin, pre.Status, pre.Header.Get("Access-Control-Allow-Origin"))
+		}
+		body, _ := protojson.Marshal(&commonpb.Payloads{Payloads: []*commonpb.Payload{started}})
+		post := codecRequest(t, p, http.MethodPost, "/codec/decode?preserveStorageRefs=true", body, map[string]string{"Origin": origin,
+			"Sec-Fetch-Site": "same-site", "Content-Type": "application/json", "X-Namespace": api.DefaultNamespace})
+		if post.StatusCode != http.StatusOK || post.Header.Get("Access-Control-Allow-Origin") != origin || post.Header.Get("Access-Control-Allow-Credentials") != "true" {
+			t.Errorf("decode from %s: %s, Allow-Origin %q, Allow-Credentials %q", origin, post.Status,
+				post.Header.Get("Access-Control-Allow-Origin"), post.Header.Get("Access-Control-Allow-Credentials"))
+		}
+	}
+	other := codecRequest(t, p, http.MethodOptions, "/codec/decode", nil, map[string]string{"Origin": "http://127.0.0.1:1", "Access-Control-Request-Method": "POST"})
+	if other.StatusCode != http.StatusForbidden {
+		t.Errorf("preflight from an origin that is not the UI: %s, want 403", other.Status)
+	}
+}
+
+// codecRequest sends one request to the platform's gateway and returns the response with
+// its body read and closed.
+func codecRequest(t *testing.T, p *platform, method, path string, body []byte, header map[string]string) *http.Response {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, fmt.Sprintf("http://127.0.0.1:%d%s", p.gateway, path), bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp
 }
 
 // TestLargeSignalOffloaded: a resume (a signal) carrying 1 MB reaches the suspended run and
