@@ -6,13 +6,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
 	commonpb "go.temporal.io/api/common/v1"
 	historypb "go.temporal.io/api/history/v1"
-	"go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
@@ -23,11 +21,7 @@ import (
 // historyStats reads a run's whole history: its encoded size and its largest payload.
 func historyStats(t *testing.T, p *platform, id string) (total, largest int, events int) {
 	t.Helper()
-	c, err := client.Dial(client.Options{HostPort: "127.0.0.1:" + strconv.Itoa(p.frontend)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := p.dial() // GetWorkflowHistory returns history as stored: references, not what they name
 	it := c.GetWorkflowHistory(context.Background(), id, "", false, 0)
 	for it.HasNext() {
 		ev, err := it.Next()
