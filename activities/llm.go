@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"time"
 
 	openai "github.com/sashabaranov/go-openai"
-	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/nexo-temporal/nexo/api"
@@ -217,87 +215,4 @@ func contextExceeded(msg string) bool {
 	m := strings.ToLower(msg)
 	return strings.Contains(m, "context_length_exceeded") || strings.Contains(m, "context length") ||
 		strings.Contains(m, "context window") || strings.Contains(m, "maximum context")
-}
-
-// streamFlushEvery batches streamed text into signals: the first chunk goes at once (a
-// watcher sees the model start), later ones at most this often, so a long reply costs a
-// handful of history events rather than one per token.
-const streamFlushEvery = 150 * time.Millisecond
-
-// completeStreaming asks for a streamed completion and signals its text to the workflow
-// as it arrives (api.SignalStream), then returns the whole message like CompleteChat.
-// Streaming is best effort: a signal that fails is logged and the text still arrives
-// with the result.
-func (a *Activities) completeStreaming(ctx context.Context, model string, creq openai.ChatCompletionRequest, req api.CompleteChatRequest) (api.CompleteChatResult, error) {
-	creq.Stream = true
-	creq.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
-	stream, err := a.llm.client.CreateChatCompletionStream(ctx, creq)
-	if err != nil {
-		return api.CompleteChatResult{}, classifyModelError(model, err)
-	}
-	defer stream.Close()
-	var (
-		content   strings.Builder
-		pending   strings.Builder
-		calls     []api.ToolCall
-		out       api.CompleteChatResult
-		lastFlush time.Time
-		sent      bool
-	)
-	flush := func() {
-		if pending.Len() == 0 {
-			return
-		}
-		chunk := api.StreamChunk{Call: req.StreamCall, Kind: api.StreamText, Text: pending.String()}
-		pending.Reset()
-		lastFlush = time.Now()
-		sent = true
-		if err := activity.GetClient(ctx).SignalWorkflow(ctx, req.StreamTo, "", api.SignalStream, chunk); err != nil {
-			activity.GetLogger(ctx).Warn("stream chunk not delivered", "workflow", req.StreamTo, "error", err)
-		}
-	}
-	for {
-		resp, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return api.CompleteChatResult{}, classifyModelError(model, err)
-		}
-		if resp.Model != "" {
-			out.Model = resp.Model
-		}
-		if resp.Usage != nil {
-			out.Usage = api.Usage{PromptTokens: resp.Usage.PromptTokens, CompletionTokens: resp.Usage.CompletionTokens, TotalTokens: resp.Usage.TotalTokens}
-		}
-		for _, ch := range resp.Choices {
-			if ch.FinishReason != "" {
-				out.FinishReason = string(ch.FinishReason)
-			}
-			if ch.Delta.Content != "" {
-				content.WriteString(ch.Delta.Content)
-				pending.WriteString(ch.Delta.Content)
-			}
-			for _, tc := range ch.Delta.ToolCalls {
-				i := len(calls)
-				if tc.Index != nil {
-					i = *tc.Index
-				}
-				for len(calls) <= i {
-					calls = append(calls, api.ToolCall{})
-				}
-				if tc.ID != "" {
-					calls[i].ID = tc.ID
-				}
-				calls[i].Name += tc.Function.Name
-				calls[i].Arguments += tc.Function.Arguments
-			}
-		}
-		if !sent || time.Since(lastFlush) >= streamFlushEvery {
-			flush()
-		}
-	}
-	flush()
-	out.Message = api.ChatMessage{Role: api.RoleAssistant, Content: content.String(), ToolCalls: calls}
-	return out, nil
 }
