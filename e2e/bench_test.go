@@ -184,7 +184,7 @@ func benchPlatform(b *testing.B, deps activities.Deps, register func(worker.Work
 	deps.Sandboxes, _ = activities.NewSandboxes(filepath.Join(dir, "ws"))
 	deps.InlineLimit = 32768
 	acts := activities.New(deps)
-	w := worker.New(tc, benchTaskQueue, worker.Options{})
+	w := worker.New(tc, benchTaskQueue, worker.Options{MaxHeartbeatThrottleInterval: activities.HeartbeatThrottle})
 	workflows.RegisterAll(w)
 	acts.Register(w)
 	if register != nil {

@@ -157,6 +157,9 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) error {
 		// Docker sandboxes pin a run's sandbox activities to the worker that holds its
 		// container through worker sessions (workflows/hostroute.go).
 		EnableSessionWorker: true,
+		// A streaming model call publishes its text as heartbeat details: send them within
+		// a fraction of a second, not the SDK's 0.8× heartbeat timeout.
+		MaxHeartbeatThrottleInterval: activities.HeartbeatThrottle,
 	})
 	workflows.RegisterAll(w)
 	deps := activities.Deps{Store: store, Sandboxes: sandboxes, InlineLimit: cfg.Artifacts.InlineLimit,
