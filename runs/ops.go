@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
+	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/converter"
 
@@ -289,9 +291,19 @@ func listQuery(req ListRequest) (string, error) {
 // true, the run closes, or ctx ends. It waits on history with a long poll rather than
 // polling the query, so an idle run costs nothing. It returns the last record.
 func (c *Client) Follow(ctx context.Context, id string, fn func(rec api.Record) bool) (api.Record, error) {
+	return c.follow(ctx, id, fn, nil)
+}
+
+// follow is Follow, waking lf (when set) whenever a model call may have begun.
+func (c *Client) follow(ctx context.Context, id string, fn func(rec api.Record) bool, lf *liveFollow) (api.Record, error) {
 	desc, err := c.describe(ctx, id)
 	if err != nil {
 		return api.Record{}, err
+	}
+	if lf != nil && slices.ContainsFunc(desc.GetPendingActivities(), func(pa *workflowpb.PendingActivityInfo) bool {
+		return pa.GetActivityType().GetName() == api.ActivityCompleteChat
+	}) {
+		lf.poke()
 	}
 	info := desc.GetWorkflowExecutionInfo()
 	seen := info.GetHistoryLength()
@@ -307,7 +319,7 @@ func (c *Client) Follow(ctx context.Context, id string, fn func(rec api.Record) 
 		if rec, err = c.getDescribed(ctx, id, desc); err != nil {
 			return api.Record{}, err
 		}
-		if fn(rec) || rec.Status.Closed() {
+		if lf.record(rec, fn) || rec.Status.Closed() {
 			return rec, nil
 		}
 	}
@@ -335,6 +347,11 @@ func (c *Client) Follow(ctx context.Context, id string, fn func(rec api.Record) 
 			enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED,
 			enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TIMED_OUT, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
 			next, err = c.Get(ctx, id)
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+			if ev.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName() == api.ActivityCompleteChat {
+				lf.poke() // its live text is in its heartbeat, not in history
+			}
+			continue
 		default:
 			continue
 		}
@@ -342,7 +359,7 @@ func (c *Client) Follow(ctx context.Context, id string, fn func(rec api.Record) 
 			return rec, err
 		}
 		rec = next
-		if fn(rec) || rec.Status.Closed() {
+		if lf.record(rec, fn) || rec.Status.Closed() {
 			return rec, nil
 		}
 	}

@@ -20,6 +20,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/nexo-temporal/nexo/api"
@@ -75,11 +76,15 @@ type Client struct {
 	// large payloads, for a record rebuilt from history (a run's input or result); the SDK
 	// resolves them everywhere else. Nil leaves such a payload out of the record.
 	Payloads *payloads.Driver
+	// DataConverter decodes what the Temporal client hands over undecoded (a model call's
+	// heartbeat details): the one tc was dialled with (default: the SDK's).
+	DataConverter converter.DataConverter
 }
 
 // New returns a Client over a connected Temporal client.
 func New(tc client.Client, namespace, taskQueue string) *Client {
-	return &Client{tc: tc, namespace: namespace, taskQueue: taskQueue, QueryTimeout: 5 * time.Second}
+	return &Client{tc: tc, namespace: namespace, taskQueue: taskQueue, QueryTimeout: 5 * time.Second,
+		DataConverter: converter.GetDefaultDataConverter()}
 }
 
 // StartRequest starts a run.

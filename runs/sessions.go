@@ -244,13 +244,40 @@ func (c *Client) ListSessions(ctx context.Context, limit int) ([]SessionSummary,
 // FollowSession calls fn with the session's record now and on every change, following it
 // across continue-as-new, until fn returns true, the session closes, or ctx ends.
 func (c *Client) FollowSession(ctx context.Context, agent, instance string, fn func(api.Record) bool) error {
+	return c.FollowSessionLive(ctx, agent, instance, fn, nil)
+}
+
+// FollowSessionLive is FollowSession that also calls live (when not nil) with the text of
+// the session's model call in flight as the model writes it: read from the call's
+// heartbeat every 200 ms while one is pending (none of it is history), and only what was
+// not handed on before. live.Text is the reply's text from byte live.From on: From is the
+// end of what was handed on for live.Call (append), or less (a retried attempt wrote
+// differently: the text from From on replaces it), or more (text the follower never saw;
+// the call's text event has it). The call's text event {"content", "call"} comes in a
+// record after its last live text, never before: a caller shows of it only what live text
+// did not. fn and live are never called at the same time, and neither after it returned.
+func (c *Client) FollowSessionLive(ctx context.Context, agent, instance string, fn func(api.Record) bool, live func(api.LiveText)) error {
 	id := api.SessionID(agent, instance)
+	var lf *liveFollow
+	if live != nil {
+		lf = newLiveFollow(c, id, live)
+		lctx, cancel := context.WithCancel(ctx)
+		polled := make(chan struct{})
+		go func() {
+			defer close(polled)
+			lf.run(lctx)
+		}()
+		defer func() {
+			cancel()
+			<-polled
+		}()
+	}
 	for {
 		stopped := false
-		rec, err := c.Follow(ctx, id, func(r api.Record) bool {
+		rec, err := c.follow(ctx, id, func(r api.Record) bool {
 			stopped = fn(r)
 			return stopped
-		})
+		}, lf)
 		if err != nil {
 			return err
 		}

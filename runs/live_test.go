@@ -1,0 +1,272 @@
+package runs
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	workflowpb "go.temporal.io/api/workflow/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/nexo-temporal/nexo/api"
+)
+
+func TestLiveTailNext(t *testing.T) {
+	type step struct {
+		snap api.LiveText
+		want *api.LiveText // nil: nothing to hand on
+	}
+	lt := func(call string, from int, text string) *api.LiveText {
+		return &api.LiveText{Call: call, From: from, Text: text}
+	}
+	for _, tc := range []struct {
+		name  string
+		steps []step
+	}{
+		{"grows", []step{
+			{*lt("3.2", 0, "Hel"), lt("3.2", 0, "Hel")},
+			{*lt("3.2", 0, "Hello wor"), lt("3.2", 3, "lo wor")},
+			{*lt("3.2", 0, "Hello wor"), nil},
+			{*lt("3.2", 0, "Hello world"), lt("3.2", 9, "ld")},
+		}},
+		{"an older, shorter snapshot adds nothing", []step{
+			{*lt("1.1", 0, "Hello wor"), lt("1.1", 0, "Hello wor")},
+			{*lt("1.1", 0, "Hel"), nil},
+			{*lt("1.1", 0, "Hello world"), lt("1.1", 9, "ld")},
+		}},
+		{"a retried attempt that writes differently replaces from the first difference", []step{
+			{*lt("1.1", 0, "Hello wor"), lt("1.1", 0, "Hello wor")},
+			{*lt("1.1", 0, "Help"), lt("1.1", 3, "p")},
+			{*lt("1.1", 0, "Help me"), lt("1.1", 4, " me")},
+		}},
+		{"a difference inside a rune starts at the rune", []step{
+			{*lt("1.1", 0, "café"), lt("1.1", 0, "café")},
+			{*lt("1.1", 0, "cafè!"), lt("1.1", 3, "è!")},
+		}},
+		{"tails past the limit", []step{
+			{*lt("1.1", 0, "abcdef"), lt("1.1", 0, "abcdef")},
+			{*lt("1.1", 4, "efghij"), lt("1.1", 6, "ghij")},
+			{*lt("1.1", 8, "ijklmn"), lt("1.1", 10, "klmn")},
+		}},
+		{"a follower that joins late gets the tail with its offset", []step{
+			{*lt("1.1", 100, "xyz"), lt("1.1", 100, "xyz")},
+			{*lt("1.1", 101, "yz!"), lt("1.1", 103, "!")},
+		}},
+		{"calls are apart", []step{
+			{*lt("1.1", 0, "one"), lt("1.1", 0, "one")},
+			{*lt("1.2", 0, "two"), lt("1.2", 0, "two")},
+			{*lt("1.1", 0, "one more"), lt("1.1", 3, " more")},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var tail liveTail
+			for i, s := range tc.steps {
+				got, ok := tail.next(s.snap)
+				switch {
+				case s.want == nil && ok:
+					t.Errorf("step %d: next(%+v) = %+v, want nothing", i, s.snap, got)
+				case s.want != nil && (!ok || got != *s.want):
+					t.Errorf("step %d: next(%+v) = %+v, %v; want %+v", i, s.snap, got, ok, *s.want)
+				}
+			}
+		})
+	}
+}
+
+func TestLiveTailFinish(t *testing.T) {
+	var tail liveTail
+	tail.next(api.LiveText{Call: "2.1", Text: "Hel"})
+	tail.finish("2.1")
+	if got, ok := tail.next(api.LiveText{Call: "2.1", Text: "Hello wor"}); ok {
+		t.Errorf("after the call's text event, next = %+v, want nothing", got)
+	}
+	for i := range liveDoneKept + 4 {
+		tail.finish("9." + strings.Repeat("x", i))
+	}
+	if len(tail.done) != liveDoneKept {
+		t.Errorf("remembers %d ended calls, want %d", len(tail.done), liveDoneKept)
+	}
+}
+
+// describer answers DescribeWorkflowExecution from a script, one answer per call (the
+// last one again when the script runs out).
+type describer struct {
+	client.Client
+	mu      sync.Mutex
+	answers []*workflowservice.DescribeWorkflowExecutionResponse
+	calls   int
+}
+
+func (d *describer) DescribeWorkflowExecution(context.Context, string, string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.calls++
+	if len(d.answers) == 0 {
+		return nil, serviceerror.NewNotFound("no such workflow")
+	}
+	a := d.answers[0]
+	if len(d.answers) > 1 {
+		d.answers = d.answers[1:]
+	}
+	return a, nil
+}
+
+func (d *describer) count() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.calls
+}
+
+var t0 = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+
+// chatPending is a session's describe answer with one pending model call; details nil:
+// no heartbeat details; beatAt before the attempt's start: details of an earlier attempt.
+func chatPending(t *testing.T, state enumspb.PendingActivityState, details any, beatAt time.Time) *workflowservice.DescribeWorkflowExecutionResponse {
+	pa := &workflowpb.PendingActivityInfo{ActivityId: "5", ActivityType: &commonpb.ActivityType{Name: api.ActivityCompleteChat},
+		State: state, LastStartedTime: timestamppb.New(t0), LastHeartbeatTime: timestamppb.New(beatAt)}
+	if details != nil {
+		p, err := converter.GetDefaultDataConverter().ToPayloads(details)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pa.HeartbeatDetails = p
+	}
+	return &workflowservice.DescribeWorkflowExecutionResponse{
+		WorkflowExecutionInfo: &workflowpb.WorkflowExecutionInfo{Status: enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING},
+		PendingActivities: []*workflowpb.PendingActivityInfo{
+			{ActivityId: "4", ActivityType: &commonpb.ActivityType{Name: api.ActivityRunTool}, State: enumspb.PENDING_ACTIVITY_STATE_STARTED},
+			pa,
+		},
+	}
+}
+
+func idle() *workflowservice.DescribeWorkflowExecutionResponse {
+	return &workflowservice.DescribeWorkflowExecutionResponse{
+		WorkflowExecutionInfo: &workflowpb.WorkflowExecutionInfo{Status: enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING}}
+}
+
+func TestLivePoll(t *testing.T) {
+	started, scheduled := enumspb.PENDING_ACTIVITY_STATE_STARTED, enumspb.PENDING_ACTIVITY_STATE_SCHEDULED
+	after := t0.Add(time.Second)
+	for _, tc := range []struct {
+		name    string
+		answers []*workflowservice.DescribeWorkflowExecutionResponse
+		want    []api.LiveText
+		waits   []time.Duration // 0: stop polling
+	}{
+		{"text as it grows, then the call ends",
+			[]*workflowservice.DescribeWorkflowExecutionResponse{
+				chatPending(t, started, nil, t0), // written nothing yet
+				chatPending(t, started, api.LiveText{Call: "3.2", Text: "Hel"}, after),
+				chatPending(t, started, api.LiveText{Call: "3.2", Text: "Hello wor"}, after),
+				idle(),
+			},
+			[]api.LiveText{{Call: "3.2", Text: "Hel"}, {Call: "3.2", From: 3, Text: "lo wor"}},
+			[]time.Duration{livePollEvery, livePollEvery, livePollEvery, 0}},
+		{"details of an earlier attempt are not shown; a call waiting for a worker is read slowly",
+			[]*workflowservice.DescribeWorkflowExecutionResponse{
+				chatPending(t, started, api.LiveText{Call: "1.1", Text: "stale"}, t0.Add(-time.Second)),
+				chatPending(t, scheduled, nil, t0),
+			},
+			nil,
+			[]time.Duration{livePollEvery, liveWaitEvery}},
+		{"keep-alive details of a run recorded before live text are not text",
+			[]*workflowservice.DescribeWorkflowExecutionResponse{chatPending(t, started, "not live text", after)},
+			nil,
+			[]time.Duration{livePollEvery}},
+		{"a closed session ends the polling",
+			[]*workflowservice.DescribeWorkflowExecutionResponse{{WorkflowExecutionInfo: &workflowpb.WorkflowExecutionInfo{
+				Status: enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW}}},
+			nil,
+			[]time.Duration{0}},
+		{"a missing session ends the polling", nil, nil, []time.Duration{0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []api.LiveText
+			lf := newLiveFollow(New(&describer{answers: tc.answers}, "default", "q"), "session:a:b", func(l api.LiveText) { got = append(got, l) })
+			for i, want := range tc.waits {
+				wait, more := lf.poll(context.Background())
+				if !more {
+					wait = 0
+				}
+				if wait != want {
+					t.Errorf("poll %d: wait %v (more %v), want %v", i, wait, more, want)
+				}
+			}
+			if !equalLive(got, tc.want) {
+				t.Errorf("delivered %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func equalLive(a, b []api.LiveText) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// A read answered before the call ended but handled after the record with the call's
+// text event hands nothing on: the follower has shown the whole text already.
+func TestLiveAfterTextEvent(t *testing.T) {
+	d := &describer{answers: []*workflowservice.DescribeWorkflowExecutionResponse{
+		chatPending(t, enumspb.PENDING_ACTIVITY_STATE_STARTED, api.LiveText{Call: "3.2", Text: "Hello wor"}, t0.Add(time.Second))}}
+	var got []api.LiveText
+	lf := newLiveFollow(New(d, "default", "q"), "session:a:b", func(l api.LiveText) { got = append(got, l) })
+	data, _ := json.Marshal(map[string]string{"content": "Hello world", "call": "3.2"})
+	lf.record(api.Record{Events: []api.Event{{Seq: 7, Type: api.StreamText, Data: data}}}, func(api.Record) bool { return false })
+	lf.poll(context.Background())
+	if len(got) != 0 {
+		t.Errorf("delivered %+v after the call's text event, want nothing", got)
+	}
+}
+
+// The poller reads only while woken and a model call is pending.
+func TestLiveRunStopsWhenNoCallIsPending(t *testing.T) {
+	d := &describer{answers: []*workflowservice.DescribeWorkflowExecutionResponse{
+		chatPending(t, enumspb.PENDING_ACTIVITY_STATE_STARTED, api.LiveText{Call: "1.1", Text: "Hi"}, t0.Add(time.Second)),
+		idle(),
+	}}
+	delivered := make(chan api.LiveText, 4)
+	lf := newLiveFollow(New(d, "default", "q"), "session:a:b", func(l api.LiveText) { delivered <- l })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go lf.run(ctx)
+	time.Sleep(3 * livePollEvery)
+	if n := d.count(); n != 0 {
+		t.Fatalf("the poller read the session %d times before a model call began, want 0", n)
+	}
+	lf.poke()
+	select {
+	case l := <-delivered:
+		if l.Text != "Hi" {
+			t.Errorf("delivered %+v, want Hi", l)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no live text within 5 s of a wake")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for d.count() < 2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	n := d.count()
+	time.Sleep(3 * livePollEvery)
+	if m := d.count(); n != 2 || m != n {
+		t.Errorf("reads: %d, then %d after the call ended; want 2 and no more", n, m)
+	}
+}
