@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -164,14 +165,9 @@ func watchSession(ctx context.Context, e *env, agent, inst string, from int64, a
 		}
 	}
 	last := lastSeq(rec)
-	print := func(ev api.Event) {
-		if asJSON {
-			b, _ := json.Marshal(ev)
-			fmt.Fprintln(e.stdout, string(b))
-			return
-		}
-		fmt.Fprintln(e.stdout, streamLine(ev))
-	}
+	out := &streamPrinter{w: e.stdout, asJSON: asJSON}
+	defer out.end()
+	print := out.event
 	// archived prints the events with seq in (after, before) from the record's archived
 	// stream segments: a replay from an old offset, or the runs a watcher missed because
 	// the session continued as new more than once between two looks.
@@ -208,7 +204,7 @@ func watchSession(ctx context.Context, e *env, agent, inst string, from int64, a
 			return archErr
 		}
 	}
-	err = rc.FollowSession(ctx, agent, inst, func(r api.Record) bool {
+	err = rc.FollowSessionLive(ctx, agent, inst, func(r api.Record) bool {
 		if len(r.Events) > 0 && r.Events[0].Seq > last+1 {
 			if archived(r, last, r.Events[0].Seq); archErr != nil {
 				return true // the missed events cannot be shown: stop and say why
@@ -221,7 +217,7 @@ func watchSession(ctx context.Context, e *env, agent, inst string, from int64, a
 			}
 		}
 		return false
-	})
+	}, out.live)
 	if archErr != nil {
 		return fmt.Errorf("read the session's archived stream: %w", archErr)
 	}
@@ -230,6 +226,110 @@ func watchSession(ctx context.Context, e *env, agent, inst string, from int64, a
 	}
 	return err
 }
+
+// streamPrinter prints a session's activity stream: one line per event, except a model
+// call's live text (read from the call's heartbeat, not in the stream), which flows on one
+// line as the model writes it; the call's text event then adds only what the line misses.
+// With asJSON, every event and every live delta is one JSON object per line (a delta:
+// {"type":"live","call","from","text"}, from = its byte offset in the reply).
+type streamPrinter struct {
+	w      io.Writer
+	asJSON bool
+	open   string                // the call whose live line is open, without its newline
+	shown  map[string]*liveShown // live text printed, by call, until the call's text event
+	now    func() time.Time      // the live line's clock (tests set it)
+}
+
+// liveShown is the live text printed of one call: the reply's bytes from start, in text.
+type liveShown struct {
+	start int
+	text  strings.Builder
+}
+
+// live prints new live text of a call (runs.Client.FollowSessionLive).
+func (p *streamPrinter) live(l api.LiveText) {
+	if p.asJSON {
+		b, _ := json.Marshal(map[string]any{"type": "live", "call": l.Call, "from": l.From, "text": l.Text})
+		fmt.Fprintln(p.w, string(b))
+		return
+	}
+	if p.shown == nil {
+		p.shown = map[string]*liveShown{}
+	}
+	s := p.shown[l.Call]
+	if s != nil && l.From == s.start+s.text.Len() && p.open == l.Call {
+		s.text.WriteString(l.Text)
+		fmt.Fprint(p.w, l.Text)
+		return
+	}
+	mark := ""
+	switch {
+	case s == nil && l.From > 0, s != nil && l.From != s.start+s.text.Len():
+		// A gap (the start was never seen) or text rewritten by a retried attempt: what
+		// the line shows next starts at byte From.
+		mark = "…"
+		s = nil
+	}
+	if s == nil {
+		s = &liveShown{start: l.From}
+		p.shown[l.Call] = s
+	}
+	s.text.WriteString(l.Text)
+	p.closeLine()
+	at := time.Now()
+	if p.now != nil {
+		at = p.now()
+	}
+	fmt.Fprintf(p.w, "#%-4s %s text: %s%s", "live", at.UTC().Format("15:04:05.000"), mark, l.Text)
+	p.open = l.Call
+}
+
+// event prints one activity-stream event. A text event of a call whose live text was
+// printed adds the rest of the text to its line; if the text is not what the line
+// showed, it is printed whole, on a line of its own.
+func (p *streamPrinter) event(ev api.Event) {
+	if p.asJSON {
+		b, _ := json.Marshal(ev)
+		fmt.Fprintln(p.w, string(b))
+		return
+	}
+	if ev.Type == api.StreamText {
+		var d struct{ Content, Call string }
+		_ = json.Unmarshal(ev.Data, &d)
+		if s := p.shown[d.Call]; s != nil && d.Call != "" {
+			delete(p.shown, d.Call)
+			end := s.start + s.text.Len()
+			if end <= len(d.Content) && d.Content[s.start:end] == s.text.String() {
+				rest := d.Content[end:]
+				switch {
+				case p.open == d.Call:
+					fmt.Fprintln(p.w, rest)
+					p.open = ""
+				case rest != "": // the live line was ended by another event
+					p.closeLine()
+					fmt.Fprintf(p.w, "%s…%s\n", strings.TrimSuffix(streamLine(ev), d.Content), rest)
+				}
+				return
+			}
+		}
+	}
+	if ev.Type == api.StreamTurnEnd {
+		p.shown = nil // a call that failed has no text event
+	}
+	p.closeLine()
+	fmt.Fprintln(p.w, streamLine(ev))
+}
+
+// closeLine ends an open live line.
+func (p *streamPrinter) closeLine() {
+	if p.open != "" {
+		fmt.Fprintln(p.w)
+		p.open = ""
+	}
+}
+
+// end ends the output (a live line left open when the watch stops).
+func (p *streamPrinter) end() { p.closeLine() }
 
 // streamLine renders one activity-stream update for a terminal.
 func streamLine(ev api.Event) string {

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nexo-temporal/nexo/api"
+)
+
+func TestStreamPrinter(t *testing.T) {
+	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	ev := func(seq int64, typ string, data map[string]any) func(*streamPrinter) {
+		b, _ := json.Marshal(data)
+		return func(p *streamPrinter) { p.event(api.Event{Seq: seq, Type: typ, Data: b, At: at}) }
+	}
+	text := func(seq int64, call, content string) func(*streamPrinter) {
+		return ev(seq, api.StreamText, map[string]any{"content": content, "call": call})
+	}
+	// live is what runs.FollowSessionLive hands on: the text not handed on before, at
+	// its offset (heartbeats "Hel" then "Hello wor" arrive as "Hel" at 0, "lo wor" at 3).
+	live := func(call string, from int, s string) func(*streamPrinter) {
+		return func(p *streamPrinter) { p.live(api.LiveText{Call: call, From: from, Text: s}) }
+	}
+	for _, tc := range []struct {
+		name  string
+		steps []func(*streamPrinter)
+		want  string
+	}{
+		{"live text flows on one line and its text event adds only the rest",
+			[]func(*streamPrinter){
+				ev(6, api.StreamUserInput, map[string]any{"text": "Hi", "turn": 3}),
+				live("3.2", 0, "Hel"), live("3.2", 3, "lo wor"), text(7, "3.2", "Hello world"),
+				ev(8, api.StreamTurnEnd, map[string]any{"turn": 3}),
+			},
+			"#6    10:00:00.000 you: Hi\n" +
+				"#live 10:00:00.000 text: Hello world\n" +
+				"#8    10:00:00.000 turn end\n"},
+		{"live text that was the whole reply",
+			[]func(*streamPrinter){live("1.1", 0, "Done."), text(2, "1.1", "Done."), ev(3, api.StreamTurnEnd, nil)},
+			"#live 10:00:00.000 text: Done.\n#3    10:00:00.000 turn end\n"},
+		{"a text event without live text before it is a line",
+			[]func(*streamPrinter){text(7, "3.2", "Hello world")},
+			"#7    10:00:00.000 text: Hello world\n"},
+		{"chunks of a run recorded before live text stay one line each",
+			[]func(*streamPrinter){text(4, "1.1", "Hello "), text(5, "1.1", "world")},
+			"#4    10:00:00.000 text: Hello \n#5    10:00:00.000 text: world\n"},
+		{"a call that fails leaves its live line ended",
+			[]func(*streamPrinter){live("2.1", 0, "Let me"), ev(9, api.StreamTurnEnd, map[string]any{"error": "model down"})},
+			"#live 10:00:00.000 text: Let me\n#9    10:00:00.000 turn end (error: model down)\n"},
+		{"a text event that is not what the live line showed is printed whole",
+			[]func(*streamPrinter){live("2.1", 0, "Hello wor"), text(9, "2.1", "Goodbye")},
+			"#live 10:00:00.000 text: Hello wor\n#9    10:00:00.000 text: Goodbye\n"},
+		{"the rest after a live line another event ended",
+			[]func(*streamPrinter){
+				live("2.1", 0, "Hel"), ev(8, api.StreamThinking, map[string]any{"content": "hmm", "call": "2.1"}),
+				text(9, "2.1", "Hello"),
+			},
+			"#live 10:00:00.000 text: Hel\n#8    10:00:00.000 thinking: hmm\n#9    10:00:00.000 text: …lo\n"},
+		{"text rewritten by a retried attempt starts a new line",
+			[]func(*streamPrinter){live("2.1", 0, "Hello wor"), live("2.1", 3, "p me"), text(9, "2.1", "Help me!")},
+			"#live 10:00:00.000 text: Hello wor\n#live 10:00:00.000 text: …p me!\n"},
+		{"a follower that joined late shows the tail, then the rest",
+			[]func(*streamPrinter){live("2.1", 6, "world"), live("2.1", 11, "!"), text(9, "2.1", "Hello world!")},
+			"#live 10:00:00.000 text: …world!\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			p := &streamPrinter{w: &out, now: func() time.Time { return at }}
+			for _, step := range tc.steps {
+				step(p)
+			}
+			p.end()
+			if out.String() != tc.want {
+				t.Errorf("printed:\n%s\nwant:\n%s", out.String(), tc.want)
+			}
+		})
+	}
+}
+
+// Live text, then the call's text event: the reply is printed exactly once.
+func TestStreamPrinterPrintsTheReplyOnce(t *testing.T) {
+	var out bytes.Buffer
+	p := &streamPrinter{w: &out}
+	p.live(api.LiveText{Call: "3.2", Text: "Hel"})
+	p.live(api.LiveText{Call: "3.2", From: 3, Text: "lo wor"})
+	data, _ := json.Marshal(map[string]string{"content": "Hello world", "call": "3.2"})
+	p.event(api.Event{Seq: 7, Type: api.StreamText, Data: data})
+	p.end()
+	if n := strings.Count(out.String(), "Hello world"); n != 1 || strings.Count(out.String(), "Hel") != 1 {
+		t.Errorf("printed %q: \"Hello world\" %d times, want once", out.String(), n)
+	}
+}
+
+func TestStreamPrinterJSON(t *testing.T) {
+	var out bytes.Buffer
+	p := &streamPrinter{w: &out, asJSON: true}
+	p.live(api.LiveText{Call: "3.2", From: 3, Text: "lo"})
+	p.event(api.Event{Seq: 7, Type: api.StreamText, Data: json.RawMessage(`{"content":"Hello","call":"3.2"}`)})
+	want := `{"call":"3.2","from":3,"text":"lo","type":"live"}` + "\n" +
+		`{"seq":7,"type":"text","data":{"content":"Hello","call":"3.2"},"at":"0001-01-01T00:00:00Z"}` + "\n"
+	if out.String() != want {
+		t.Errorf("printed:\n%s\nwant:\n%s", out.String(), want)
+	}
+}
