@@ -34,6 +34,8 @@ type fakeRuns struct {
 	listSessions  func(ctx context.Context, limit int) ([]runs.SessionSummary, error)
 	closeSession  func(ctx context.Context, agent, instance string) error
 	followSession func(ctx context.Context, agent, instance string, fn func(api.Record) bool) error
+	// followSessionLive, when set, answers FollowSessionLive instead of followSession.
+	followSessionLive func(ctx context.Context, agent, instance string, fn func(api.Record) bool, live func(api.LiveText)) error
 }
 
 func unexpected(method string) error { return errors.New("fake runs: unexpected call to " + method) }
@@ -129,9 +131,12 @@ func (f *fakeRuns) CloseSession(ctx context.Context, agent, instance string) err
 	return f.closeSession(ctx, agent, instance)
 }
 
-func (f *fakeRuns) FollowSession(ctx context.Context, agent, instance string, fn func(api.Record) bool) error {
+func (f *fakeRuns) FollowSessionLive(ctx context.Context, agent, instance string, fn func(api.Record) bool, live func(api.LiveText)) error {
+	if f.followSessionLive != nil {
+		return f.followSessionLive(ctx, agent, instance, fn, live)
+	}
 	if f.followSession == nil {
-		return unexpected("FollowSession")
+		return unexpected("FollowSessionLive")
 	}
 	return f.followSession(ctx, agent, instance, fn)
 }

@@ -64,7 +64,7 @@ type Runs interface {
 	Session(ctx context.Context, agent, instance string) (api.SessionView, error)
 	ListSessions(ctx context.Context, limit int) ([]runs.SessionSummary, error)
 	CloseSession(ctx context.Context, agent, instance string) error
-	FollowSession(ctx context.Context, agent, instance string, fn func(rec api.Record) bool) error
+	FollowSessionLive(ctx context.Context, agent, instance string, fn func(rec api.Record) bool, live func(api.LiveText)) error
 }
 
 var _ Runs = (*runs.Client)(nil)

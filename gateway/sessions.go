@@ -29,6 +29,14 @@ import (
 //	data: {"seq":12,"type":"text",...}   data = the event (user_input, text, thinking,
 //	                                     tool_call, turn_end, approval_requested, ...)
 //
+//	event: live                          the text of the model call in flight as the model
+//	data: {"call":"3.2","from":0,        writes it: "text" is the reply from byte "from"
+//	       "text":"Hel"}                 on (append it when from is the end of what came
+//	                                     before, replace from there when it is less); read
+//	                                     from the call's heartbeat, not part of the stream
+//	                                     (no id: a reconnect does not replay it). The call's
+//	                                     text event (same "call") then has the whole text.
+//
 //	event: status                        first, and when the status changes (suspended:
 //	data: {"status":"suspended",...}     a tool call waits for approval, see "pending")
 //
@@ -268,15 +276,19 @@ func (s *Server) sessionStream(w http.ResponseWriter, r *http.Request) {
 	var lastStatus api.Status
 	follow := func(ctx context.Context, send func(followUpdate) bool) {
 		var last api.Record
-		err := s.runs.FollowSession(ctx, agent, instance, func(rec api.Record) bool {
+		err := s.runs.FollowSessionLive(ctx, agent, instance, func(rec api.Record) bool {
 			last = rec
 			return !send(followUpdate{rec: rec})
-		})
+		}, func(l api.LiveText) { send(followUpdate{live: &l}) })
 		send(followUpdate{rec: last, err: sessionErr(agent, instance, err), last: true})
 	}
 	s.serveStream(w, r, follow, func(ctx context.Context, buf *bytes.Buffer, u followUpdate) (bool, error) {
 		if u.err != nil {
 			return true, u.err
+		}
+		if u.live != nil {
+			writeSSE(buf, "live", "", u.live)
+			return false, nil
 		}
 		// Events the record no longer holds (the session continued as new since) are in
 		// its archived segments.

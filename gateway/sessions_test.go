@@ -434,3 +434,48 @@ func TestSessionStreamSegmentMissing(t *testing.T) {
 	resp, _ := openStream(t, srv.URL+"/v1/sessions/assistant/u42/stream", nil)
 	wantProblem(t, resp, 404, "read archived stream segment stream-000000001-000000002.jsonl of session session:assistant:u42 (the gateway reads the store at artifacts.url")
 }
+
+// TestSessionStreamLive: a model call's live text is sent as "live" messages without an
+// id (not part of the resumable stream), between the events; the call's text event stays
+// as it is.
+func TestSessionStreamLive(t *testing.T) {
+	rec := sessionRecord(api.StatusRunning)
+	rec.Events = rec.Events[:1] // turn 1 has begun
+	done := sessionRecord(api.StatusRunning)
+	f := &fakeRuns{followSessionLive: func(_ context.Context, _, _ string, fn func(api.Record) bool, live func(api.LiveText)) error {
+		if live == nil {
+			return errors.New("the session stream asked for no live text")
+		}
+		fn(rec)
+		live(api.LiveText{Call: "1.1", Text: "Nice to"})
+		live(api.LiveText{Call: "1.1", From: 7, Text: " meet you"})
+		fn(done)
+		return nil
+	}}
+	srv := httptest.NewServer(newServer(t, f, Options{}))
+	defer srv.Close()
+	_, sse := openStream(t, srv.URL+"/v1/sessions/assistant/u42/stream", nil)
+	var got []string
+	var lives []api.LiveText
+	for {
+		m, err := sse.next()
+		if err != nil {
+			break
+		}
+		got = append(got, m.event+"#"+m.id)
+		if m.event == "live" {
+			var l api.LiveText
+			if err := json.Unmarshal([]byte(m.data), &l); err != nil {
+				t.Errorf("live data %s: %v", m.data, err)
+			}
+			lives = append(lives, l)
+		}
+	}
+	if strings.Join(got, " ") != "#1 status# live# live# #2 #3 end#" {
+		t.Errorf("messages %q, want the live text between the events, without ids", strings.Join(got, " "))
+	}
+	want := []api.LiveText{{Call: "1.1", Text: "Nice to"}, {Call: "1.1", From: 7, Text: " meet you"}}
+	if len(lives) != 2 || lives[0] != want[0] || lives[1] != want[1] {
+		t.Errorf("live data %+v, want %+v", lives, want)
+	}
+}

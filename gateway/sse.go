@@ -101,6 +101,9 @@ type followUpdate struct {
 	rec  api.Record
 	err  error
 	last bool // the follow returned: rec is its final record
+	// live, when set, is new live text of a model call (a session's), and the update
+	// carries nothing else.
+	live *api.LiveText
 }
 
 // streamEvents follows run id and writes its events after seq after as they are recorded,

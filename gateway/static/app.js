@@ -155,7 +155,8 @@
   }
 
   // The session page: the prompt box, and the live activity stream drawn into the turns:
-  // user_input opens a turn, text and thinking chunks are appended to it as they arrive,
+  // user_input opens a turn, text (live, then the call's text event) and thinking chunks
+  // are appended to it as they arrive,
   // a tool call's start and update are merged by id, turn_end closes the turn.
   function sessionPage() {
     const root = document.getElementById("session");
@@ -212,9 +213,9 @@
 
     function blocksOf(li) { return li.querySelector(".said.agent .blocks"); }
 
-    // appendText adds a chunk to the turn's last block when it continues the same model
-    // call's text (or thinking), else starts a block.
-    function appendText(li, kind, content, call) {
+    // textBlock returns the turn's last block when it continues the same model call's
+    // text (or thinking), else a new block.
+    function textBlock(li, kind, call) {
       const blocks = blocksOf(li);
       let b = blocks.lastElementChild;
       if (!b || b.dataset.kind !== kind || b.dataset.call !== String(call || "")) {
@@ -223,7 +224,39 @@
         b.dataset.call = String(call || "");
         blocks.appendChild(b);
       }
-      b.textContent += content;
+      return b;
+    }
+
+    // appendText adds a chunk to the turn's text (textBlock).
+    function appendText(li, kind, content, call) {
+      textBlock(li, kind, call).textContent += content;
+    }
+
+    // Live text of the model call in flight ("live" messages, read from the call's
+    // heartbeat: not part of the stream) is drawn into the call's block as the model
+    // writes it; from is the byte offset of text in the reply. The call's text event then
+    // sets the block to the whole text, so nothing shows twice and nothing is lost.
+    const utf8 = new TextEncoder();
+    const fromUTF8 = new TextDecoder();
+    let liveText = {}; // call → {el, start, end, text}: what its block shows, in bytes from start to end
+
+    function onLive(d) {
+      if (!current || !d.call) return;
+      let s = liveText[d.call];
+      if (s && d.from === s.end) {
+        s.text += d.text;
+      } else if (s && d.from >= s.start && d.from < s.end) {
+        // A retried attempt wrote differently: its text replaces the block's from there.
+        s.text = fromUTF8.decode(utf8.encode(s.text).slice(0, d.from - s.start)) + d.text;
+      } else {
+        // The first text, or text after a part this page never saw.
+        s = s || { el: textBlock(current, "text", d.call) };
+        s.start = d.from;
+        s.text = d.text;
+        liveText[d.call] = s;
+      }
+      s.end = d.from + utf8.encode(d.text).length;
+      s.el.textContent = (s.start > 0 ? "…" : "") + s.text;
     }
 
     function toolCall(li, d) {
@@ -272,6 +305,13 @@
       if (!current) return;
       switch (ev.type) {
         case "text":
+          if (d.call && liveText[d.call]) {
+            liveText[d.call].el.textContent = d.content || "";
+            delete liveText[d.call];
+            break;
+          }
+          appendText(current, ev.type, d.content || "", d.call);
+          break;
         case "thinking":
           appendText(current, ev.type, d.content || "", d.call);
           break;
@@ -287,6 +327,7 @@
         case "turn_end":
           closeTurn(current, d);
           current = null;
+          liveText = {}; // a call that failed has no text event
           break;
       }
     }
@@ -326,6 +367,7 @@
       es = new EventSource(base + "/stream?after=" + encodeURIComponent(last));
       es.onopen = function () { live.textContent = "● live"; live.className = "live"; };
       es.onmessage = function (e) { onEvent(JSON.parse(e.data)); };
+      es.addEventListener("live", function (e) { onLive(JSON.parse(e.data)); });
       es.addEventListener("status", function (e) {
         const st = JSON.parse(e.data);
         setStatus(st.status);
