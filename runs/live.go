@@ -45,9 +45,10 @@ type liveFollow struct {
 
 	wake chan struct{} // a model call may have begun (buffered: one pending wake is enough)
 
-	mu   sync.Mutex
-	tail liveTail
-	seen int64 // seq of the last event checked for a text event
+	mu    sync.Mutex
+	tail  liveTail
+	seen  int64 // seq of the last event checked for a text event
+	ready bool  // a record was delivered: live text before it would come before its turn
 }
 
 func newLiveFollow(c *Client, id string, deliver func(api.LiveText)) *liveFollow {
@@ -73,6 +74,7 @@ func (lf *liveFollow) record(rec api.Record, fn func(api.Record) bool) bool {
 	}
 	lf.mu.Lock()
 	defer lf.mu.Unlock()
+	lf.ready = true
 	for _, ev := range rec.Events {
 		if ev.Seq <= lf.seen {
 			continue
@@ -143,6 +145,9 @@ func (lf *liveFollow) poll(ctx context.Context) (wait time.Duration, more bool) 
 	defer lf.mu.Unlock()
 	if !more {
 		lf.tail.calls = nil // no call in flight: a long session keeps no state of ended ones
+	}
+	if !lf.ready {
+		return wait, more // the next read hands the text on, after the record of its turn
 	}
 	for _, lt := range snaps {
 		if d, ok := lf.tail.next(lt); ok {

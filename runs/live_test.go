@@ -193,6 +193,7 @@ func TestLivePoll(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []api.LiveText
 			lf := newLiveFollow(New(&describer{answers: tc.answers}, "default", "q"), "session:a:b", func(l api.LiveText) { got = append(got, l) })
+			lf.record(api.Record{}, func(api.Record) bool { return false })
 			for i, want := range tc.waits {
 				wait, more := lf.poll(context.Background())
 				if !more {
@@ -244,6 +245,7 @@ func TestLiveRunStopsWhenNoCallIsPending(t *testing.T) {
 	}}
 	delivered := make(chan api.LiveText, 4)
 	lf := newLiveFollow(New(d, "default", "q"), "session:a:b", func(l api.LiveText) { delivered <- l })
+	lf.record(api.Record{}, func(api.Record) bool { return false })
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go lf.run(ctx)
@@ -268,5 +270,22 @@ func TestLiveRunStopsWhenNoCallIsPending(t *testing.T) {
 	time.Sleep(3 * livePollEvery)
 	if m := d.count(); n != 2 || m != n {
 		t.Errorf("reads: %d, then %d after the call ended; want 2 and no more", n, m)
+	}
+}
+
+// Live text waits for the follower's first record, which holds the turn it belongs to.
+func TestLiveWaitsForTheFirstRecord(t *testing.T) {
+	snap := chatPending(t, enumspb.PENDING_ACTIVITY_STATE_STARTED, api.LiveText{Call: "1.1", Text: "Hi"}, t0.Add(time.Second))
+	var got []api.LiveText
+	lf := newLiveFollow(New(&describer{answers: []*workflowservice.DescribeWorkflowExecutionResponse{snap}}, "default", "q"),
+		"session:a:b", func(l api.LiveText) { got = append(got, l) })
+	lf.poll(context.Background())
+	if len(got) != 0 {
+		t.Fatalf("delivered %+v before any record", got)
+	}
+	lf.record(api.Record{}, func(api.Record) bool { return false })
+	lf.poll(context.Background())
+	if len(got) != 1 || got[0].Text != "Hi" {
+		t.Errorf("after the first record: delivered %+v, want Hi", got)
 	}
 }
