@@ -52,9 +52,13 @@ func (g gwClient) openSSE(path string, header map[string]string) *gwStream {
 // turnLog is what a session's activity stream showed, turn by turn.
 type turnLog struct {
 	prompt string
-	text   []string // the text chunks, in order
-	ended  bool
-	err    string
+	text   []string // the text events' contents, in order
+	// live is the live text (the "live" messages, applied at their offsets) before the
+	// turn's text event.
+	live  string
+	lives int
+	ended bool
+	err   string
 }
 
 // streamLog reads a session's activity stream into turns and the seqs it carried.
@@ -66,6 +70,20 @@ type streamLog struct {
 }
 
 func (l *streamLog) add(m sseMessage) {
+	if m.event == "live" && m.id == "" && len(l.turns) > 0 {
+		var lt api.LiveText
+		if err := json.Unmarshal([]byte(m.data), &lt); err != nil {
+			l.t.Fatalf("live message %s: %v", m.data, err)
+		}
+		tl := l.turns[len(l.turns)-1]
+		if lt.From > len(tl.live) {
+			l.t.Errorf("live text %+v leaves a gap after %q", lt, tl.live)
+			return
+		}
+		tl.live = tl.live[:lt.From] + lt.Text
+		tl.lives++
+		return
+	}
 	if m.event != "" {
 		return
 	}
@@ -123,12 +141,13 @@ func (l *streamLog) contiguous() bool {
 
 // TestGatewaySession: a session driven over HTTP only. Two prompts: the second request
 // to the model carries the first turn. The activity stream, followed over SSE, shows each
-// turn's user_input, its text (chunks that add up to the reply) and its turn_end, live;
-// closing the session ends the stream.
+// turn's user_input, its text (one event with the reply; while the model writes, live
+// messages with the text so far) and its turn_end, live; closing the session ends the
+// stream.
 func TestGatewaySession(t *testing.T) {
 	model := fakellm.New(
 		fakellm.Reply{Content: "Nice to meet you, Mac. How can I help today?", ChunkDelayMS: 20},
-		fakellm.Reply{Content: "Your name is Mac."},
+		fakellm.Reply{Content: "Your name is Mac, as you told me.", ChunkDelayMS: 250},
 		fakellm.Reply{Content: "Still Mac."},
 	)
 	p := newPlatform(t)
@@ -155,7 +174,7 @@ func TestGatewaySession(t *testing.T) {
 	log := &streamLog{t: t}
 	stream.until("turn 1's turn_end", func(sseMessage) bool { return log.ended() == 1 }, log.add)
 
-	if r := prompt("What is my name?"); r.Turn != 2 || r.Reply != "Your name is Mac." {
+	if r := prompt("What is my name?"); r.Turn != 2 || r.Reply != "Your name is Mac, as you told me." {
 		t.Fatalf("second prompt: %+v", r)
 	}
 	var second *fakellm.Request
@@ -171,16 +190,20 @@ func TestGatewaySession(t *testing.T) {
 
 	for i, want := range []struct{ prompt, reply string }{
 		{"My name is Mac.", "Nice to meet you, Mac. How can I help today?"},
-		{"What is my name?", "Your name is Mac."},
+		{"What is my name?", "Your name is Mac, as you told me."},
 	} {
 		tl := log.turns[i]
-		if tl.prompt != want.prompt || strings.Join(tl.text, "") != want.reply || tl.err != "" {
-			t.Errorf("turn %d streamed prompt %q, text %q (error %q); want %q and the reply %q",
+		if tl.prompt != want.prompt || len(tl.text) != 1 || tl.text[0] != want.reply || tl.err != "" {
+			t.Errorf("turn %d streamed prompt %q, text events %q (error %q); want %q and the reply once %q",
 				i+1, tl.prompt, tl.text, tl.err, want.prompt, want.reply)
 		}
 	}
-	if len(log.turns[0].text) < 3 {
-		t.Errorf("turn 1's text came in %d chunks, want it streamed as the model wrote it", len(log.turns[0].text))
+	// Turn 2 was written while the stream was open: its live text grew as the model wrote.
+	if tl := log.turns[1]; tl.lives < 2 || tl.live == "" || !strings.HasPrefix(tl.text[0], tl.live) {
+		t.Errorf("turn 2's live text: %d messages, %q; want it growing, a start of the reply", tl.lives, tl.live)
+	}
+	if tl := log.turns[0]; tl.lives != 0 {
+		t.Errorf("turn 1 (replayed) came with %d live messages, want none: live text is not part of the stream", tl.lives)
 	}
 	if !log.contiguous() {
 		t.Errorf("stream seqs %v, want 1, 2, 3, ... (types %v)", log.seqs, log.types)
@@ -188,7 +211,7 @@ func TestGatewaySession(t *testing.T) {
 
 	var view api.SessionView
 	if err := json.Unmarshal(g.must(200, "GET", path, nil), &view); err != nil || len(view.Turns) != 2 ||
-		view.Turns[1].Reply != "Your name is Mac." || view.StreamOffset != log.seqs[len(log.seqs)-1] {
+		view.Turns[1].Reply != "Your name is Mac, as you told me." || view.StreamOffset != log.seqs[len(log.seqs)-1] {
 		t.Errorf("GET %s = %+v (%v)", path, view, err)
 	}
 	if list := string(g.must(200, "GET", "/v1/sessions", nil)); !strings.Contains(list, `"id": "session:assistant:u42"`) {

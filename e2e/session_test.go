@@ -137,8 +137,8 @@ func TestSessionContinueAsNewAndWatch(t *testing.T) {
 		out := buf.String()
 		mu.Unlock()
 		if strings.Count(out, "turn end") >= 3 {
-			// Each turn's text updates, concatenated, are its whole answer: streamed in
-			// chunks, none lost, none doubled.
+			// Each turn's text is its whole answer, on one line (live text flows on its
+			// line and the text event completes it): none lost, none doubled.
 			turns := map[string]string{}
 			cur := ""
 			for _, line := range strings.Split(out, "\n") {
@@ -153,8 +153,8 @@ func TestSessionContinueAsNewAndWatch(t *testing.T) {
 					t.Errorf("turn %q streamed %q, want %q\n%s", prompt, turns[prompt], want, out)
 				}
 			}
-			if n := strings.Count(out, "text: "); n < 4 {
-				t.Errorf("text updates = %d, want the answers in chunks:\n%s", n, out)
+			if n := strings.Count(out, "text: "); n != 3 {
+				t.Errorf("text lines = %d, want one per turn:\n%s", n, out)
 			}
 			break
 		}

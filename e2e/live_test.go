@@ -1,0 +1,122 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+
+	"github.com/nexo-temporal/nexo/api"
+	"github.com/nexo-temporal/nexo/fakellm"
+)
+
+// TestSessionWatchLiveText: while a session's model call streams, `session watch` shows
+// its text growing on one line, read from the call's heartbeat; when the call returns,
+// the line is completed from the call's text event, so the reply shows exactly once; and
+// no chunk reached history (no nexo.stream signal).
+func TestSessionWatchLiveText(t *testing.T) {
+	const reply = "this reply is written slowly, word by word, for the watcher"
+	model := fakellm.New(
+		fakellm.Reply{Content: "hello"},
+		fakellm.Reply{Content: reply, ChunkDelayMS: 250},
+	)
+	p := newPlatform(t)
+	p.writeConfig(sessionConfig(model.Start(t)))
+	p.start()
+	p.ok("session", "prompt", "assistant", "live", "one")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	watch := exec.CommandContext(ctx, bins.starter, "session", "watch", "assistant", "live", "--from", "0")
+	watch.Dir, watch.Env = p.dir, p.env()
+	var mu sync.Mutex
+	var out, errBuf bytes.Buffer
+	watch.Stdout, watch.Stderr = lockedWriter{&mu, &out}, lockedWriter{&mu, &errBuf}
+	if err := watch.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cancel(); _ = watch.Wait() }()
+	printed := func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return out.String()
+	}
+	// The watcher follows once it has replayed the first turn.
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(printed(), "turn end") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the watcher did not replay the first turn within 30 s:\n%s\nwatch stderr: %s", printed(), errBuf.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	prompted := make(chan result, 1)
+	go func() { prompted <- p.starter("session", "prompt", "assistant", "live", "two") }()
+
+	// Live: part of the reply on the watcher's live line while the prompt still waits.
+	var partial string
+	for partial == "" {
+		if time.Now().After(deadline) {
+			t.Fatalf("no live text within 30 s:\n%s\nwatch stderr: %s\nworker:\n%s", printed(), errBuf.String(), p.output())
+		}
+		for _, line := range strings.Split(printed(), "\n") {
+			if _, text, ok := strings.Cut(line, "#live"); ok {
+				if _, text, ok = strings.Cut(text, "text: "); ok && text != "" && text != reply {
+					partial = text
+				}
+			}
+		}
+		select {
+		case r := <-prompted:
+			if partial == "" {
+				t.Fatalf("the prompt returned (%q, exit %d) before the watcher showed any live text:\n%s", r.stdout, r.code, printed())
+			}
+			prompted <- r
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if !strings.HasPrefix(reply, partial) {
+		t.Errorf("live text %q is not the start of the reply %q", partial, reply)
+	}
+	r := <-prompted
+	if r.code != 0 || strings.TrimSpace(r.stdout) != reply {
+		t.Fatalf("prompt: exit %d, %q (stderr %q)", r.code, r.stdout, r.stderr)
+	}
+
+	// Done: the live line completed from the text event, the reply once, then the turn's end.
+	for strings.Count(printed(), "turn end") < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no second turn end within 30 s:\n%s", printed())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	got := printed()
+	if n := strings.Count(got, reply); n != 1 || !strings.Contains(got, "text: "+reply+"\n") {
+		t.Errorf("the reply shows %d times, want once, whole, on its line:\n%s", n, got)
+	}
+	if n := strings.Count(got, "text: "); n != 2 || !strings.Contains(got, "text: hello\n") {
+		t.Errorf("%d text lines, want the first turn's and the second's live line:\n%s", n, got)
+	}
+
+	// Out of history: the session's runs hold no stream signal.
+	signals := 0
+	it := p.dial().GetWorkflowHistory(context.Background(), api.SessionID("assistant", "live"), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED &&
+			ev.GetWorkflowExecutionSignaledEventAttributes().GetSignalName() == api.SignalStream {
+			signals++
+		}
+	}
+	if signals != 0 {
+		t.Errorf("the session's history holds %d %s signals, want none: live text is not history", signals, api.SignalStream)
+	}
+}
