@@ -14,6 +14,7 @@ import (
 	workflowpb "go.temporal.io/api/workflow/v1"
 
 	"github.com/nexo-temporal/nexo/api"
+	"github.com/nexo-temporal/nexo/payloads"
 )
 
 // Live text. A session's model call in flight publishes its reply so far as the heartbeat
@@ -137,7 +138,7 @@ func (lf *liveFollow) poll(ctx context.Context) (wait time.Duration, more bool) 
 		if pa.GetState() == enumspb.PENDING_ACTIVITY_STATE_STARTED {
 			wait = livePollEvery
 		}
-		if lt, ok := lf.liveText(pa); ok {
+		if lt, ok := lf.liveText(ctx, pa); ok {
 			snaps = append(snaps, lt)
 		}
 	}
@@ -160,17 +161,28 @@ func (lf *liveFollow) poll(ctx context.Context) (wait time.Duration, more bool) 
 // liveText decodes a pending model call's heartbeat details. A call without them (it has
 // written nothing yet, or streams by signal: a run recorded before live text) or whose
 // details are from an earlier attempt (the server keeps them until the new attempt beats)
-// has none.
-func (lf *liveFollow) liveText(pa *workflowpb.PendingActivityInfo) (api.LiveText, bool) {
+// has none. Details over the worker's External Storage threshold are a reference, which
+// DescribeWorkflowExecution does not resolve: they are read from the blob store.
+func (lf *liveFollow) liveText(ctx context.Context, pa *workflowpb.PendingActivityInfo) (api.LiveText, bool) {
 	details := pa.GetHeartbeatDetails()
-	if len(details.GetPayloads()) == 0 {
+	if len(details.GetPayloads()) != 1 {
 		return api.LiveText{}, false
 	}
 	if hb, st := pa.GetLastHeartbeatTime(), pa.GetLastStartedTime(); hb == nil || (st != nil && hb.AsTime().Before(st.AsTime())) {
 		return api.LiveText{}, false
 	}
+	p := details.GetPayloads()[0]
+	if payloads.IsReference(p) {
+		if lf.c.Payloads == nil {
+			return api.LiveText{}, false
+		}
+		var err error
+		if p, err = lf.c.Payloads.Resolve(ctx, p); err != nil {
+			return api.LiveText{}, false
+		}
+	}
 	var lt api.LiveText
-	if err := lf.c.DataConverter.FromPayloads(details, &lt); err != nil || lt.Call == "" || lt.From < 0 {
+	if err := lf.c.DataConverter.FromPayload(p, &lt); err != nil || lt.Call == "" || lt.From < 0 {
 		return api.LiveText{}, false
 	}
 	return lt, true

@@ -1,8 +1,11 @@
 package runs
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -15,9 +18,12 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/nexo-temporal/nexo/api"
+	"github.com/nexo-temporal/nexo/artifacts"
+	"github.com/nexo-temporal/nexo/payloads"
 )
 
 func TestLiveTailNext(t *testing.T) {
@@ -287,5 +293,47 @@ func TestLiveWaitsForTheFirstRecord(t *testing.T) {
 	lf.poll(context.Background())
 	if len(got) != 1 || got[0].Text != "Hi" {
 		t.Errorf("after the first record: delivered %+v, want Hi", got)
+	}
+}
+
+// Heartbeat details over the worker's External Storage threshold are a reference, which
+// DescribeWorkflowExecution hands over as is: the live text is read from the blob store.
+func TestLiveOffloadedDetails(t *testing.T) {
+	store, err := artifacts.Open("mem://")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	desc := chatPending(t, enumspb.PENDING_ACTIVITY_STATE_STARTED, api.LiveText{Call: "1.1", Text: "offloaded text"}, t0.Add(time.Second))
+	pa := desc.PendingActivities[1]
+	// Through the SDK's own External Storage path, with a threshold the details pass.
+	h, err := converter.NewPayloadHTTPHandler(converter.PayloadHTTPHandlerOptions{ExternalStorage: payloads.ExternalStorage(store, 16)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := protojson.Marshal(pa.HeartbeatDetails)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/encode", bytes.NewReader(body)))
+	var encoded commonpb.Payloads
+	if err := protojson.Unmarshal(rec.Body.Bytes(), &encoded); err != nil || !payloads.IsReference(encoded.Payloads[0]) {
+		t.Fatalf("encode: %d %s (%v), want a reference", rec.Code, rec.Body, err)
+	}
+	pa.HeartbeatDetails = &encoded
+
+	for _, withStore := range []bool{true, false} {
+		var got []api.LiveText
+		c := New(&describer{answers: []*workflowservice.DescribeWorkflowExecutionResponse{desc}}, "default", "q")
+		if withStore {
+			c.Payloads = payloads.NewDriver(store)
+		}
+		lf := newLiveFollow(c, "session:a:b", func(l api.LiveText) { got = append(got, l) })
+		lf.record(api.Record{}, func(api.Record) bool { return false })
+		lf.poll(context.Background())
+		switch {
+		case withStore && (len(got) != 1 || got[0].Text != "offloaded text"):
+			t.Errorf("with the blob store: delivered %+v, want the offloaded text", got)
+		case !withStore && len(got) != 0:
+			t.Errorf("without the blob store: delivered %+v, want nothing", got)
+		}
 	}
 }
