@@ -34,7 +34,7 @@ const maxModelCallInput = 1_800_000
 // 5xx, network) are retried with backoff, other 4xx are non-retryable at the source.
 var modelCallOptions = workflow.ActivityOptions{
 	StartToCloseTimeout: 10 * time.Minute,
-	// The activity heartbeats every 2s: a call in flight on a killed worker is retried
+	// The activity heartbeats every 5s (half this): a call in flight on a killed worker is retried
 	// elsewhere after this long, not after the start-to-close timeout.
 	HeartbeatTimeout: 10 * time.Second,
 	RetryPolicy: &temporal.RetryPolicy{
