@@ -325,11 +325,11 @@ func TestNewChecksTokens(t *testing.T) {
 	cfg.Gateway.Tokens = []config.GatewayToken{{Name: "ci", TokenEnv: "NEXO_TEST_CI_TOKEN", Scopes: []string{"read"}}}
 	env := map[string]string{}
 	getenv := func(k string) string { return env[k] }
-	if _, err := FromConfig(cfg, &fakeRuns{}, getenv, nil); err == nil || !strings.Contains(err.Error(), "gateway.tokens[ci].token_env: environment variable NEXO_TEST_CI_TOKEN is empty or unset") {
+	if _, err := FromConfig(cfg, &fakeRuns{}, openStore(t, cfg), getenv, nil); err == nil || !strings.Contains(err.Error(), "gateway.tokens[ci].token_env: environment variable NEXO_TEST_CI_TOKEN is empty or unset") {
 		t.Errorf("FromConfig with the variable unset = %v", err)
 	}
 	env["NEXO_TEST_CI_TOKEN"] = allSecret
-	s, err := FromConfig(cfg, &fakeRuns{}, getenv, nil)
+	s, err := FromConfig(cfg, &fakeRuns{}, openStore(t, cfg), getenv, nil)
 	if err != nil || s.Open() || s.tokens[0].Secret != allSecret {
 		t.Errorf("FromConfig = %v; open %v", err, s != nil && s.Open())
 	}

@@ -204,7 +204,7 @@ func TestFromConfigServesCodec(t *testing.T) {
 	cfg := config.Defaults()
 	cfg.Artifacts.URL = t.TempDir()
 	cfg.Gateway.CodecOrigins = []string{"https://ui.example.com"}
-	s, err := FromConfig(cfg, &fakeRuns{}, func(string) string { return "" }, nil)
+	s, err := FromConfig(cfg, &fakeRuns{}, openStore(t, cfg), func(string) string { return "" }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,4 +216,15 @@ func TestFromConfigServesCodec(t *testing.T) {
 	if err := json.Unmarshal([]byte(readBody(t, do(t, s, request{method: "POST", path: "/codec/decode", body: payloadsJSON(t)}))), &p); err != nil {
 		t.Errorf("decode answered no JSON: %v", err)
 	}
+}
+
+// openStore opens cfg's artifact store for the test, as a binary does before FromConfig.
+func openStore(t *testing.T, cfg config.Config) artifacts.Store {
+	t.Helper()
+	st, err := artifacts.Open(cfg.Artifacts.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	return st
 }

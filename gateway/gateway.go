@@ -208,11 +208,11 @@ func New(opts Options) (*Server, error) {
 }
 
 // FromConfig builds a Server from cfg: the tokens of gateway.tokens with their secrets read
-// through getenv (nil: os.Getenv), the artifact store at artifacts.url, which is also where
-// the codec endpoint reads offloaded payloads (payloads.offload_threshold,
-// gateway.codec_origins), and gateway.max_body_bytes. The listen address is the caller's
-// (cfg.Gateway.Addr or a flag).
-func FromConfig(cfg config.Config, rc Runs, getenv func(string) string, logger *slog.Logger) (*Server, error) {
+// through getenv (nil: os.Getenv), store (the caller's handle on artifacts.url, which it
+// closes), which is also where the codec endpoint reads offloaded payloads
+// (payloads.offload_threshold, gateway.codec_origins), and gateway.max_body_bytes. The
+// listen address is the caller's (cfg.Gateway.Addr or a flag).
+func FromConfig(cfg config.Config, rc Runs, store artifacts.Store, getenv func(string) string, logger *slog.Logger) (*Server, error) {
 	var tokens []Token
 	for _, t := range cfg.Gateway.Tokens {
 		secret := t.Secret(getenv)
@@ -220,10 +220,6 @@ func FromConfig(cfg config.Config, rc Runs, getenv func(string) string, logger *
 			return nil, fmt.Errorf("gateway.tokens[%s].token_env: environment variable %s is empty or unset; export the token's secret there", t.Name, t.TokenEnv)
 		}
 		tokens = append(tokens, Token{Name: t.Name, Secret: secret, Scopes: t.Scopes})
-	}
-	store, err := artifacts.Open(cfg.Artifacts.URL)
-	if err != nil {
-		return nil, err
 	}
 	return New(Options{Runs: rc, Artifacts: store, Tokens: tokens, MaxBodyBytes: cfg.Gateway.MaxBodyBytes, Logger: logger,
 		ExternalStorage: payloads.ExternalStorage(store, cfg.Payloads.OffloadThreshold), CodecOrigins: cfg.Gateway.CodecOrigins})

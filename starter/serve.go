@@ -36,7 +36,11 @@ func serveCmd() *command {
 			if err != nil {
 				return err
 			}
-			gw, err := gateway.FromConfig(cfg, rc, os.Getenv, cfg.NewLogger(e.stderr))
+			store, err := e.artifactStore(ctx)
+			if err != nil {
+				return err
+			}
+			gw, err := gateway.FromConfig(cfg, rc, store, os.Getenv, cfg.NewLogger(e.stderr))
 			if err != nil {
 				return err
 			}

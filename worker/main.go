@@ -249,14 +249,15 @@ func checkSearchAttribute(ctx context.Context, tc client.Client, namespace strin
 // until ctx ends. An address already in use (listenErr) is reported, not fatal: the
 // platform works without its page, and a second `worker --dev` must still start. Tokens
 // whose secret is missing stop the worker.
-func serveGateway(ctx context.Context, cfg config.Config, tc client.Client, store artifacts.Blobs, ln net.Listener, listenErr error, stdout io.Writer, logger *slog.Logger) error {
+func serveGateway(ctx context.Context, cfg config.Config, tc client.Client, store artifacts.Store, ln net.Listener, listenErr error, stdout io.Writer, logger *slog.Logger) error {
 	if ln == nil {
 		fmt.Fprintf(stdout, "Nexo HTTP API not started: %v (set gateway.addr or NEXO_GATEWAY_ADDR)\n", listenErr)
 		return nil
 	}
 	rc := runs.New(tc, cfg.Temporal.Namespace, cfg.Temporal.TaskQueue)
 	rc.Payloads = payloads.NewDriver(store)
-	gw, err := gateway.FromConfig(cfg, rc, os.Getenv, logger)
+	// The worker's own store: one cache, and under mem:// the same bytes the worker wrote.
+	gw, err := gateway.FromConfig(cfg, rc, store, os.Getenv, logger)
 	if err != nil {
 		ln.Close()
 		return err
