@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	openai "github.com/sashabaranov/go-openai"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/nexo-temporal/nexo/api"
 )
@@ -30,13 +29,9 @@ const compactMessageBytes = 4 << 10
 // the oldest turns are summarised by the model, and the thread continues, as a new chain,
 // from the summary plus the most recent messages (see api.CompactThreadRequest).
 func (a *Activities) CompactThread(ctx context.Context, req api.CompactThreadRequest) (api.CompactThreadResult, error) {
-	if a.llm == nil {
-		return api.CompactThreadResult{}, temporal.NewNonRetryableApplicationError(
-			"compact thread: this worker has no model configured (set llm.base_url and llm.model)", api.ErrTypeBadInput, nil)
-	}
-	model := req.Model
-	if model == "" {
-		model = a.llm.model
+	model, err := a.model("compact thread", req.Model)
+	if err != nil {
+		return api.CompactThreadResult{}, err
 	}
 	prior, err := a.loadThread(ctx, req.Thread.Head)
 	if err != nil {

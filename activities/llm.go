@@ -48,17 +48,9 @@ func NewLLM(c LLMConfig) *LLM {
 // message is built here for every request (agent instructions, then the sandbox's own
 // instructions, then the agent's skills), so the stored thread never carries it.
 func (a *Activities) CompleteChat(ctx context.Context, req api.CompleteChatRequest) (api.CompleteChatResult, error) {
-	if a.llm == nil {
-		return api.CompleteChatResult{}, temporal.NewNonRetryableApplicationError(
-			"complete chat: this worker has no model configured (set llm.base_url and llm.model)", api.ErrTypeBadInput, nil)
-	}
-	model := req.Model
-	if model == "" {
-		model = a.llm.model
-	}
-	if model == "" {
-		return api.CompleteChatResult{}, temporal.NewNonRetryableApplicationError(
-			"complete chat: no model: set llm.model or the agent's model", api.ErrTypeBadInput, nil)
+	model, err := a.model("complete chat", req.Model)
+	if err != nil {
+		return api.CompleteChatResult{}, err
 	}
 	cc, ctxName, err := a.chatContext(ctx, req)
 	if err != nil {
@@ -152,6 +144,23 @@ func (a *Activities) complete(ctx context.Context, model string, creq openai.Cha
 		out.Message.ToolCalls = append(out.Message.ToolCalls, api.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
 	}
 	return out, nil
+}
+
+// model is the model a call uses (the agent's, else the worker's), or a non-retryable
+// error naming op when this worker has none.
+func (a *Activities) model(op, agentModel string) (string, error) {
+	if a.llm == nil {
+		return "", temporal.NewNonRetryableApplicationError(
+			op+": this worker has no model configured (set llm.base_url and llm.model)", api.ErrTypeBadInput, nil)
+	}
+	model := agentModel
+	if model == "" {
+		model = a.llm.model
+	}
+	if model == "" {
+		return "", temporal.NewNonRetryableApplicationError(op+": no model: set llm.model or the agent's model", api.ErrTypeBadInput, nil)
+	}
+	return model, nil
 }
 
 // SystemPrompt is the system message of a model request: the agent's instructions, the

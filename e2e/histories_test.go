@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -593,18 +592,7 @@ agents:
 // requires probed, the skill recorded and copied into the workspace, its script run
 // (pre-approved), the report collected as artifacts.
 func recordAgentSkills(t *testing.T, r *recorder) {
-	model, err := fakellm.Load(filepath.Join("..", "examples", "skills", "reporter.script.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := os.ReadFile(filepath.Join("..", "examples", "skills", "nexo.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	y := regexp.MustCompile(`(?m)^  base_url: .*$`).ReplaceAllString(string(cfg), "  base_url: "+model.Start(t))
-	y = regexp.MustCompile(`(?m)^skills_path: .*$`).ReplaceAllString(y, "skills_path: "+exampleSkills(t))
-	p := newPlatform(t)
-	p.writeConfig(y)
+	p, _ := skillExample(t)
 	p.start()
 	c := p.dial()
 	id := strings.TrimSpace(p.ok("agent", "reporter", "Report on Q4"))

@@ -50,7 +50,10 @@ func artifactSum(rec api.Record, name string) string {
 // its fake-model script), against the real worker and starter: the skill's text reaches
 // the system prompt once per request, after the instructions and the sandbox's own; its
 // script runs in the workspace and copies the binary logo intact into the report.
-func TestSkillExampleEndToEnd(t *testing.T) {
+// skillExample is a platform (not started) configured as examples/skills says, with the
+// example's scripted model.
+func skillExample(t *testing.T) (*platform, *fakellm.Server) {
+	t.Helper()
 	model, err := fakellm.Load(filepath.Join("..", "examples", "skills", "reporter.script.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -63,6 +66,11 @@ func TestSkillExampleEndToEnd(t *testing.T) {
 	y = regexp.MustCompile(`(?m)^skills_path: .*$`).ReplaceAllString(y, "skills_path: "+exampleSkills(t))
 	p := newPlatform(t)
 	p.writeConfig(y)
+	return p, model
+}
+
+func TestSkillExampleEndToEnd(t *testing.T) {
+	p, model := skillExample(t)
 
 	// What a worker would load, without a worker.
 	if out := p.ok("skill", "list"); !strings.Contains(out, "report-kit") || !strings.Contains(out, "3 files") || !strings.Contains(out, "agents: reporter") {
