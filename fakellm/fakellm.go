@@ -2,21 +2,78 @@
 // the tests' model, and the model of the offline example. No test needs a network or a
 // key.
 //
-// Reply N of the script answers every request whose thread already holds N assistant
-// messages, so a retried request (a worker killed mid-call, a Temporal retry) gets the
-// same reply, exactly as replay expects of a deterministic model.
+// Which reply answers a request is decided, in this order:
+//
+//  1. a standing reply (Reply.Match) whose text occurs in the request's system message or
+//     in its last message answers it; standing replies are not part of the sequence;
+//  2. a compaction request (its system message starts with CompactPrefix, as the worker's
+//     CompactThread sends it) gets a short built-in summary when no standing reply matched;
+//  3. otherwise the script's entries answer in order, picked by the server's Index:
+//     ByAssistantMessages (the default) answers with reply N every request whose thread
+//     already holds N assistant messages; BySequence answers the N-th distinct request
+//     with reply N. Either way a retried request (a worker killed mid-call, a Temporal
+//     retry) gets the same reply, exactly as replay expects of a deterministic model, but
+//     only BySequence survives a thread that shrinks (a compacted thread).
+//
+// A script file is a JSON array of replies; an entry with "repeat": N stands for N
+// entries, "{n}" in its content and tool-call arguments replaced by 1…N:
+//
+//	[{"tool_calls": [{"name": "read_file", "arguments": {"path": "f{n}.txt"}}], "repeat": 59},
+//	 {"content": "I read them all."},
+//	 {"match": "You compact the transcript", "content": "The user asked for 59 files."}]
+//
+// Usage reports prompt_tokens as the sum of the messages' content bytes / 4, the estimate
+// Sizes keeps for every request.
 package fakellm
 
 import (
+	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 )
+
+// CompactPrefix starts the system message of a compaction request (the worker's
+// activities.CompactPromptPrefix; this package stays on the standard library, so a test
+// keeps the two equal).
+const CompactPrefix = "You compact the transcript of a conversation"
+
+// SummaryReply is the built-in answer to a compaction request no standing reply matched;
+// %d is the transcript's size in bytes.
+const SummaryReply = "Summary (fake model): the conversation so far, %d bytes of transcript, compacted."
+
+// Index is how the script's entries are matched to requests.
+type Index int
+
+const (
+	// ByAssistantMessages answers with reply N a request whose thread holds N assistant
+	// messages: a retry, or the same thread sent again, gets the same reply. A compacted
+	// (shorter) thread falls back to an earlier reply.
+	ByAssistantMessages Index = iota
+	// BySequence answers the N-th distinct request (by the sha256 of its body) with reply
+	// N: a byte-identical retry gets the reply it got the first time, whatever came in
+	// between, and a compacted thread simply takes the next reply.
+	BySequence
+)
+
+// ParseIndex reads an Index by name: "assistant" (ByAssistantMessages) or "sequence".
+func ParseIndex(name string) (Index, error) {
+	switch name {
+	case "", "assistant":
+		return ByAssistantMessages, nil
+	case "sequence":
+		return BySequence, nil
+	}
+	return 0, fmt.Errorf("fake model: unknown index %q (assistant or sequence)", name)
+}
 
 // Reply is one scripted answer.
 type Reply struct {
@@ -36,6 +93,13 @@ type Reply struct {
 	// ChunkDelayMS spaces the chunks of a streamed reply (the content is streamed word by
 	// word when the request asks for a stream).
 	ChunkDelayMS int `json:"chunk_delay_ms,omitempty"`
+	// Match makes this a standing reply: it answers every request whose system message or
+	// last message contains Match, before the script is consulted, and takes no place in
+	// the sequence (Repeat is ignored). The first matching standing reply wins.
+	Match string `json:"match,omitempty"`
+	// Repeat stands for this reply Repeat times in a row, with "{n}" in Content and in the
+	// tool calls' arguments replaced by the repetition number, 1…Repeat. 0 and 1: once.
+	Repeat int `json:"repeat,omitempty"`
 }
 
 // Call is a scripted tool call; Arguments is any JSON value (usually an object).
@@ -52,17 +116,69 @@ type Request struct {
 	Auth     string           `json:"-"`
 }
 
-// Server replays a script.
-type Server struct {
-	mu       sync.Mutex
-	script   []Reply
-	requests []Request
-	seen     map[int]int // reply index → requests answered
+// RequestSize is the size of one request received.
+type RequestSize struct {
+	// Bytes is the request body's length.
+	Bytes int
+	// Tokens estimates the request's prompt as the usage reports it: the messages'
+	// content bytes / 4, summed per message.
+	Tokens int
+	// Messages counts the messages, the system message included.
+	Messages int
+	// Compaction is set for a compaction request (system message starts with CompactPrefix).
+	Compaction bool
 }
 
-// New returns a server for script.
+// Server replays a script. Set its exported fields before the first request.
+type Server struct {
+	// Index matches script entries to requests (default ByAssistantMessages).
+	Index Index
+	// SizesOnly keeps only the size of each request (Sizes), not its messages: for long
+	// benchmarks whose requests add up to gigabytes. Requests then returns nothing.
+	SizesOnly bool
+
+	mu       sync.Mutex
+	script   []Reply // the sequence, repeats expanded
+	standing []Reply // replies with Match
+	requests []Request
+	sizes    []RequestSize
+	seen     map[int]int      // reply index (standing reply i: -1-i) → requests answered
+	order    map[[32]byte]int // BySequence: request body's sha256 → reply index
+}
+
+// New returns a server for script: entries with Match are standing replies, the others
+// the sequence, each Repeat times.
 func New(script ...Reply) *Server {
-	return &Server{script: script, seen: map[int]int{}}
+	s := &Server{seen: map[int]int{}, order: map[[32]byte]int{}}
+	for _, r := range script {
+		if r.Match != "" {
+			r.Repeat = 0
+			s.standing = append(s.standing, r)
+			continue
+		}
+		if r.Repeat <= 1 {
+			s.script = append(s.script, r)
+			continue
+		}
+		for n := 1; n <= r.Repeat; n++ {
+			s.script = append(s.script, r.numbered(n))
+		}
+	}
+	return s
+}
+
+// numbered is repetition n of r: "{n}" replaced in the content and the arguments.
+func (r Reply) numbered(n int) Reply {
+	num := strconv.Itoa(n)
+	r.Repeat = 0
+	r.Content = strings.ReplaceAll(r.Content, "{n}", num)
+	calls := make([]Call, len(r.ToolCalls))
+	for i, c := range r.ToolCalls {
+		c.Arguments = json.RawMessage(bytes.ReplaceAll(c.Arguments, []byte("{n}"), []byte(num)))
+		calls[i] = c
+	}
+	r.ToolCalls = calls
+	return r
 }
 
 // Load reads a JSON script file (an array of Reply).
@@ -85,11 +201,31 @@ func (s *Server) Start(t interface{ Cleanup(func()) }) string {
 	return ts.URL + "/v1"
 }
 
-// Requests returns a copy of what was received so far.
+// Requests returns a copy of what was received so far (nothing with SizesOnly).
 func (s *Server) Requests() []Request {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]Request(nil), s.requests...)
+}
+
+// Sizes returns the size of every request received so far, in arrival order.
+func (s *Server) Sizes() []RequestSize {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]RequestSize(nil), s.sizes...)
+}
+
+// MaxTokens is the largest Tokens of the requests received so far, compaction requests
+// apart: the largest agent request and the largest compaction request.
+func (s *Server) MaxTokens() (agent, compaction int) {
+	for _, z := range s.Sizes() {
+		if z.Compaction {
+			compaction = max(compaction, z.Tokens)
+		} else {
+			agent = max(agent, z.Tokens)
+		}
+	}
+	return agent, compaction
 }
 
 type wireReq struct {
@@ -111,26 +247,34 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "fake model serves only POST /v1/chat/completions")
 		return
 	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "fake model: read request body: "+err.Error())
+		return
+	}
 	var req wireReq
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+	if err := json.Unmarshal(body, &req); err != nil {
 		writeError(w, http.StatusBadRequest, "fake model: bad request body: "+err.Error())
 		return
 	}
-	idx := 0
-	for _, m := range req.Messages {
-		if m["role"] == "assistant" {
-			idx++
+	size := RequestSize{Bytes: len(body), Tokens: promptTokens(req.Messages), Messages: len(req.Messages)}
+	system, last := "", ""
+	if len(req.Messages) > 0 {
+		if req.Messages[0]["role"] == "system" {
+			system, _ = req.Messages[0]["content"].(string)
 		}
+		last, _ = req.Messages[len(req.Messages)-1]["content"].(string)
 	}
+	size.Compaction = strings.HasPrefix(system, CompactPrefix)
+
 	s.mu.Lock()
-	s.requests = append(s.requests, Request{Model: req.Model, Messages: req.Messages, Tools: req.Tools, Auth: r.Header.Get("Authorization")})
+	if !s.SizesOnly {
+		s.requests = append(s.requests, Request{Model: req.Model, Messages: req.Messages, Tools: req.Tools, Auth: r.Header.Get("Authorization")})
+	}
+	s.sizes = append(s.sizes, size)
+	reply, idx, ok := s.pick(body, req.Messages, system, last, size.Compaction)
 	n := s.seen[idx]
 	s.seen[idx]++
-	var reply Reply
-	ok := idx < len(s.script)
-	if ok {
-		reply = s.script[idx]
-	}
 	s.mu.Unlock()
 	if !ok {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("fake model: the script has no reply %d (it has %d)", idx+1, len(s.script)))
@@ -163,15 +307,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		finish = "tool_calls"
 	}
 	if req.Stream {
-		s.stream(w, r, req, reply, idx, msg)
+		s.stream(w, r, req, reply, idx, msg, size.Tokens)
 		return
 	}
-	prompt := 0
-	for _, m := range req.Messages {
-		if c, ok := m["content"].(string); ok {
-			prompt += len(c) / 4
-		}
-	}
+	prompt := size.Tokens
 	completion := len(reply.Content)/4 + 10*len(reply.ToolCalls)
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{
@@ -182,9 +321,54 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
+// pick chooses the reply to a request (see the package doc) and returns its key in seen:
+// the script index, or -1-i for standing reply i; ok is false when the script has no
+// entry for the request (idx is then the entry it would need). Called with s.mu held.
+func (s *Server) pick(body []byte, msgs []map[string]any, system, last string, compaction bool) (reply Reply, idx int, ok bool) {
+	for i, r := range s.standing {
+		if strings.Contains(system, r.Match) || strings.Contains(last, r.Match) {
+			return r, -1 - i, true
+		}
+	}
+	if compaction {
+		return Reply{Content: fmt.Sprintf(SummaryReply, len(last))}, -1 - len(s.standing), true
+	}
+	switch s.Index {
+	case BySequence:
+		sum := sha256.Sum256(body)
+		i, seen := s.order[sum]
+		if !seen {
+			i = len(s.order)
+			s.order[sum] = i
+		}
+		idx = i
+	default:
+		for _, m := range msgs {
+			if m["role"] == "assistant" {
+				idx++
+			}
+		}
+	}
+	if idx >= len(s.script) {
+		return Reply{}, idx, false
+	}
+	return s.script[idx], idx, true
+}
+
+// promptTokens estimates a request's prompt: each message's content bytes / 4.
+func promptTokens(msgs []map[string]any) int {
+	n := 0
+	for _, m := range msgs {
+		if c, ok := m["content"].(string); ok {
+			n += len(c) / 4
+		}
+	}
+	return n
+}
+
 // stream answers as an OpenAI stream: the content word by word, then the tool calls, then
 // the finish reason, the usage, and [DONE].
-func (s *Server) stream(w http.ResponseWriter, r *http.Request, req wireReq, reply Reply, idx int, msg map[string]any) {
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, req wireReq, reply Reply, idx int, msg map[string]any, prompt int) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	fl, _ := w.(http.Flusher)
 	send := func(v any) {
@@ -224,7 +408,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req wireReq, rep
 	send(chunk(map[string]any{}, finish))
 	completion := len(reply.Content)/4 + 10*len(reply.ToolCalls)
 	send(map[string]any{"id": fmt.Sprintf("chatcmpl-fake-%d", idx), "object": "chat.completion.chunk", "model": req.Model,
-		"choices": []any{}, "usage": map[string]int{"prompt_tokens": 10, "completion_tokens": completion, "total_tokens": 10 + completion}})
+		"choices": []any{}, "usage": map[string]int{"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}})
 	fmt.Fprint(w, "data: [DONE]\n\n")
 	if fl != nil {
 		fl.Flush()

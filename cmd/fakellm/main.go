@@ -1,7 +1,12 @@
 // Command fakellm serves an OpenAI-compatible chat completions API that replays a JSON
 // script of replies: run agents offline, with no key and no network.
 //
-//	go run ./cmd/fakellm --script examples/scribe.script.json --addr 127.0.0.1:8799
+//	go run ./cmd/fakellm --script examples/agents/scribe.script.json --addr 127.0.0.1:8799
+//
+// --index sequence answers the N-th distinct request with reply N (for agents whose thread
+// is compacted); the default answers by the number of assistant messages in the thread.
+// The script format (standing replies with "match", "repeat" with "{n}") is described in
+// package fakellm.
 package main
 
 import (
@@ -16,6 +21,7 @@ import (
 func main() {
 	addr := flag.String("addr", "127.0.0.1:8799", "listen address")
 	script := flag.String("script", "", "JSON file: an array of replies")
+	index := flag.String("index", "assistant", "which reply answers a request: assistant (by the thread's assistant messages) or sequence (the N-th distinct request)")
 	flag.Parse()
 	if *script == "" {
 		fmt.Fprintln(os.Stderr, "fakellm: --script is required")
@@ -25,6 +31,10 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fakellm:", err)
 		os.Exit(1)
+	}
+	if srv.Index, err = fakellm.ParseIndex(*index); err != nil {
+		fmt.Fprintln(os.Stderr, "fakellm:", err)
+		os.Exit(2)
 	}
 	fmt.Printf("fake model at http://%s/v1 replaying %s\n", *addr, *script)
 	if err := http.ListenAndServe(*addr, srv); err != nil {
