@@ -45,7 +45,8 @@ type runHistory struct {
 	events []*historypb.HistoryEvent
 	sizes  []int // proto.Size of each event
 	total  int
-	// maxPayload is the largest single Payload in any event, and the event type holding it.
+	// maxPayload is the largest single Payload in any event, and the event type holding it
+	// (with the activity type of an ActivityTaskScheduled).
 	maxPayload   int
 	maxPayloadIn string
 }
@@ -64,6 +65,9 @@ func readHistory(b *testing.B, tc client.Client, id, runID string) runHistory {
 		h.events, h.sizes, h.total = append(h.events, ev), append(h.sizes, n), h.total+n
 		if p := largestPayload(ev.ProtoReflect()); p > h.maxPayload {
 			h.maxPayload, h.maxPayloadIn = p, ev.GetEventType().String()
+			if a := activityType(ev); a != "" {
+				h.maxPayloadIn += " (" + a + ")"
+			}
 		}
 	}
 	return h
@@ -328,8 +332,8 @@ func BenchmarkLongSession(b *testing.B) {
 			if want := fmt.Sprintf("Noted, reply number %d.", i); rep.Reply != want {
 				b.Fatalf("prompt %d: reply %q, want %q", i, rep.Reply, want)
 			}
-			if i%1000 == 0 {
-				b.Logf("%d prompts, %v", i, time.Since(began).Round(time.Second))
+			if i%1000 == 0 { // progress on stderr: a benchmark's log keeps ten lines
+				fmt.Fprintf(os.Stderr, "BenchmarkLongSession: %d prompts, %v\n", i, time.Since(began).Round(time.Second))
 			}
 		}
 		total := time.Since(began)
