@@ -15,13 +15,11 @@ import (
 	"testing"
 	"time"
 
-	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/nexo-temporal/nexo/activities"
 	"github.com/nexo-temporal/nexo/agents"
@@ -63,7 +61,7 @@ func readHistory(b *testing.B, tc client.Client, id, runID string) runHistory {
 		}
 		n := proto.Size(ev)
 		h.events, h.sizes, h.total = append(h.events, ev), append(h.sizes, n), h.total+n
-		if p := largestPayload(ev.ProtoReflect()); p > h.maxPayload {
+		if p := largestPayload(ev); p > h.maxPayload { // longrun_test.go
 			h.maxPayload, h.maxPayloadIn = p, ev.GetEventType().String()
 			if a := activityType(ev); a != "" {
 				h.maxPayloadIn += " (" + a + ")"
@@ -71,38 +69,6 @@ func readHistory(b *testing.B, tc client.Client, id, runID string) runHistory {
 		}
 	}
 	return h
-}
-
-var payloadType = (&commonpb.Payload{}).ProtoReflect().Descriptor().FullName()
-
-// largestPayload is the proto size of the largest temporal.api.common.v1.Payload inside m
-// (activity inputs and results, signal and update arguments, memo, search attributes...).
-func largestPayload(m protoreflect.Message) int {
-	if m.Descriptor().FullName() == payloadType {
-		return proto.Size(m.Interface())
-	}
-	best := 0
-	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-		switch {
-		case fd.IsMap():
-			if fd.MapValue().Message() != nil {
-				v.Map().Range(func(_ protoreflect.MapKey, mv protoreflect.Value) bool {
-					best = max(best, largestPayload(mv.Message()))
-					return true
-				})
-			}
-		case fd.IsList():
-			if fd.Message() != nil {
-				for i := range v.List().Len() {
-					best = max(best, largestPayload(v.List().Get(i).Message()))
-				}
-			}
-		case fd.Message() != nil:
-			best = max(best, largestPayload(v.Message()))
-		}
-		return true
-	})
-	return best
 }
 
 func activityType(ev *historypb.HistoryEvent) string {
