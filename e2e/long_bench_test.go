@@ -15,8 +15,10 @@ import (
 	"testing"
 	"time"
 
+	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/proxy"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/proto"
@@ -25,14 +27,16 @@ import (
 	"github.com/nexo-temporal/nexo/agents"
 	"github.com/nexo-temporal/nexo/api"
 	"github.com/nexo-temporal/nexo/fakellm"
+	"github.com/nexo-temporal/nexo/payloads"
 	"github.com/nexo-temporal/nexo/permissions"
 	"github.com/nexo-temporal/nexo/runs"
 )
 
 // The long-run benchmarks of issue 13 (ARCHITECTURE §10): history that stays flat per
 // turn, no payload near Temporal's limits, and model requests that fit the context. Each
-// runs its scenario once per iteration; run them with -benchtime 1x. The platform has no
-// External Storage here: what these measure is what the workflows themselves write.
+// runs its scenario once per iteration; run them with -benchtime 1x. The platform carries
+// External Storage, as the worker does; each bench counts the payloads it offloaded (the
+// workflows themselves should write none that large) beside the largest one left inline.
 
 // maxPayloadBytes is the size no payload in history may reach (External Storage's
 // default threshold; Temporal refuses 2 MB).
@@ -47,6 +51,9 @@ type runHistory struct {
 	// (with the activity type of an ActivityTaskScheduled).
 	maxPayload   int
 	maxPayloadIn string
+	// offloaded counts External Storage references: payloads over its threshold that the
+	// bench's client and worker stored outside history (the workflows should leave none).
+	offloaded int
 }
 
 // readHistory reads and measures the history of run runID of workflow id ("": the latest).
@@ -61,11 +68,24 @@ func readHistory(b *testing.B, tc client.Client, id, runID string) runHistory {
 		}
 		n := proto.Size(ev)
 		h.events, h.sizes, h.total = append(h.events, ev), append(h.sizes, n), h.total+n
-		if p := largestPayload(ev); p > h.maxPayload { // longrun_test.go
-			h.maxPayload, h.maxPayloadIn = p, ev.GetEventType().String()
-			if a := activityType(ev); a != "" {
-				h.maxPayloadIn += " (" + a + ")"
-			}
+		err = proxy.VisitPayloads(context.Background(), ev, proxy.VisitPayloadsOptions{
+			Visitor: func(_ *proxy.VisitPayloadsContext, ps []*commonpb.Payload) ([]*commonpb.Payload, error) {
+				for _, pl := range ps {
+					if payloads.IsReference(pl) {
+						h.offloaded++
+					}
+					if size := proto.Size(pl); size > h.maxPayload {
+						h.maxPayload, h.maxPayloadIn = size, ev.GetEventType().String()
+						if a := activityType(ev); a != "" {
+							h.maxPayloadIn += " (" + a + ")"
+						}
+					}
+				}
+				return ps, nil
+			},
+		})
+		if err != nil {
+			b.Fatalf("payloads of %s/%s event %d: %v", id, runID, ev.GetEventId(), err)
 		}
 	}
 	return h
@@ -188,8 +208,8 @@ func BenchmarkWallCase(b *testing.B) {
 		b.ReportMetric(ratio, "turn60/turn10")
 		b.ReportMetric(0, "ns/op")
 		b.Logf("%d model calls in %v; largest model request %d tokens (%.1f MB of content): every file reached the model", calls, took.Round(time.Millisecond), agentMax, float64(agentMax)*4/1e6)
-		b.Logf("history: %d events, %.0f KiB in all (target < 1.5 MB: %s); largest payload %.1f KiB in %s (target < 256 KiB: %s)",
-			len(h.events), kib(h.total), verdict(h.total < 1_500_000), kib(h.maxPayload), h.maxPayloadIn, verdict(h.maxPayload < maxPayloadBytes))
+		b.Logf("history: %d events, %.0f KiB in all (target < 1.5 MB: %s); largest payload %.1f KiB in %s (target < 256 KiB: %s); offloaded by External Storage: %d",
+			len(h.events), kib(h.total), verdict(h.total < 1_500_000), kib(h.maxPayload), h.maxPayloadIn, verdict(h.maxPayload < maxPayloadBytes), h.offloaded)
 		b.Logf("history per turn: turn 10 %d B, turn 59 %d B, turn 60 (the answer and the run's end) %d B; turn 60 / turn 10 = %.2f (target ≤ 1.5: %s); turn 59 / turn 10 = %.2f",
 			turns[10], turns[59], turns[60], ratio, verdict(ratio <= 1.5), float64(turns[59])/float64(turns[10]))
 	}
@@ -250,9 +270,9 @@ func BenchmarkCompactedRun(b *testing.B) {
 			res.Turns, calls, fileBytes>>10, took.Round(time.Millisecond), compactions, events)
 		b.Logf("model requests: %d in all (%d compactions); largest agent request %d tokens, largest compaction request %d tokens, max_tokens %d; requests at or over max_tokens: %d (target 0: %s)",
 			len(sizes), compactions, agentMax, compactMax, maxTokens, over, verdict(over == 0))
-		b.Logf("history: %d events, %.0f KiB (%.1f KiB per model call); largest payload %.1f KiB in %s (< 256 KiB: %s); turn 10 %d B, turn 100 %d B, turn 500 %d B",
+		b.Logf("history: %d events, %.0f KiB (%.1f KiB per model call); largest payload %.1f KiB in %s (< 256 KiB: %s), %d offloaded; turn 10 %d B, turn 100 %d B, turn 500 %d B",
 			len(h.events), kib(h.total), kib(h.total)/float64(res.Turns), kib(h.maxPayload), h.maxPayloadIn, verdict(h.maxPayload < maxPayloadBytes),
-			turns[10], turns[100], turns[500])
+			h.offloaded, turns[10], turns[100], turns[500])
 	}
 }
 
@@ -320,7 +340,7 @@ func BenchmarkLongSession(b *testing.B) {
 			}
 		}
 		perPrompt := make([]int, prompts+1)
-		var sum, maxRun, maxRunEvents, maxPayload, compactions, nruns int
+		var sum, maxRun, maxRunEvents, maxPayload, compactions, nruns, offloaded int
 		maxPayloadIn := ""
 		for _, resp := range execs {
 			for _, ex := range resp.GetExecutions() {
@@ -334,6 +354,7 @@ func BenchmarkLongSession(b *testing.B) {
 					maxPayload, maxPayloadIn = h.maxPayload, h.maxPayloadIn
 				}
 				compactions += countActivities(h, api.ActivityCompactThread)
+				offloaded += h.offloaded
 				cur := 0
 				for j, ev := range h.events {
 					if a := ev.GetWorkflowExecutionUpdateAcceptedEventAttributes(); a != nil {
@@ -367,8 +388,8 @@ func BenchmarkLongSession(b *testing.B) {
 		b.Logf("%d prompts in %v (context.max_tokens %d): median %.1f ms per prompt, p90 %.1f, p99 %.1f, max %.1f; %d compactions; largest model request %d tokens",
 			prompts, total.Round(time.Millisecond), maxTokens, ms(median(round)), ms(pct(round, 0.9)), ms(pct(round, 0.99)), ms(sorted[len(sorted)-1]),
 			compactions, agentMax)
-		b.Logf("%d runs (continue-as-new); largest history %d events / %.0f KiB (target < 10 MB: %s); largest payload %.1f KiB in %s; %.0f B of history per prompt over the session (%.0f KiB in all)",
-			nruns, maxRunEvents, kib(maxRun), verdict(maxRun < 10_000_000), kib(maxPayload), maxPayloadIn, float64(sum)/float64(prompts), kib(sum))
+		b.Logf("%d runs (continue-as-new); largest history %d events / %.0f KiB (target < 10 MB: %s); largest payload %.1f KiB in %s, %d offloaded; %.0f B of history per prompt over the session (%.0f KiB in all)",
+			nruns, maxRunEvents, kib(maxRun), verdict(maxRun < 10_000_000), kib(maxPayload), maxPayloadIn, offloaded, float64(sum)/float64(prompts), kib(sum))
 		for _, k := range []int{10, 100, 1_000, 10_000, 100_000} {
 			if k <= prompts {
 				b.Logf("history of prompt %d: %d B (mean of prompts %d-%d: %.0f B)", k, perPrompt[k], max(1, k-9), k, mean(max(1, k-9), k))
