@@ -48,7 +48,7 @@ func TestRecordHistories(t *testing.T) {
 	}
 	for _, sc := range historyScenarios {
 		t.Run(sc.name, func(t *testing.T) {
-			r := &recorder{t: t, dir: dir}
+			r := &recorder{t: t, dir: dir, prefix: sc.prefix}
 			var missing []string
 			for _, f := range sc.files {
 				if r.exists(f) {
@@ -62,7 +62,7 @@ func TestRecordHistories(t *testing.T) {
 			}
 			sc.record(t, r)
 			for _, f := range missing {
-				if !r.saved[f] {
+				if !r.saved[r.prefix+f] {
 					t.Errorf("scenario %s did not record %s", sc.name, f)
 				}
 			}
@@ -71,36 +71,56 @@ func TestRecordHistories(t *testing.T) {
 }
 
 // historyScenarios are the recorded scenarios, each with the fixtures it writes. Add new
-// scenarios (and new file names) here; never rename a file that is committed.
+// scenarios (and new file names) here; never rename a file that is committed. A scenario
+// whose workflow code changed shape is recorded again under a new prefix, so the histories
+// from before the change stay (and keep replaying) beside those from after.
 var historyScenarios = []struct {
 	name   string
+	prefix string
 	files  []string
 	record func(t *testing.T, r *recorder)
 }{
-	{"DocumentApproval and BuildDashboard", []string{
+	{"DocumentApproval and BuildDashboard", "", []string{
 		"document_approval_approved.json", "document_approval_denied.json", "build_dashboard.json",
 	}, recordExamples},
-	{"agent approved", []string{"agent_approved.json"}, recordAgentApproved},
-	{"agent denied and always", []string{"agent_denied.json", "agent_always.json"}, recordAgentDeniedAndAlways},
-	{"agent suspended", []string{"agent_suspended_on_approval.json"}, recordAgentSuspended},
-	{"agent large output", []string{"agent_large_tool_output.json"}, recordAgentLargeOutput},
-	{"session", []string{
+	{"agent approved", "", []string{"agent_approved.json"}, recordAgentApproved},
+	{"agent denied and always", "", []string{"agent_denied.json", "agent_always.json"}, recordAgentDeniedAndAlways},
+	{"agent suspended", "", []string{"agent_suspended_on_approval.json"}, recordAgentSuspended},
+	{"agent large output", "", []string{"agent_large_tool_output.json"}, recordAgentLargeOutput},
+	{"session", "", []string{
 		"session_first_run_continued_as_new.json", "session_continued_run_closed.json",
 		"session_reopened_suspended_on_approval.json", "session_reopened_idle.json",
 	}, recordSession},
-	{"agent MCP", []string{"agent_mcp_stdio.json"}, recordAgentMCP},
-	{"agent skills", []string{"agent_skills.json"}, recordAgentSkills},
+	{"agent MCP", "", []string{"agent_mcp_stdio.json"}, recordAgentMCP},
+	{"agent skills", "", []string{"agent_skills.json"}, recordAgentSkills},
+	// Threads by reference (workflows/thread.go, version 1 of "thread-by-reference"): the
+	// agent and session scenarios again, on the new shape.
+	{"agent approved, threads by reference", threadRefPrefix, []string{"agent_approved.json"}, recordAgentApproved},
+	{"agent denied and always, threads by reference", threadRefPrefix, []string{"agent_denied.json", "agent_always.json"}, recordAgentDeniedAndAlways},
+	{"agent suspended, threads by reference", threadRefPrefix, []string{"agent_suspended_on_approval.json"}, recordAgentSuspended},
+	{"agent large output, threads by reference", threadRefPrefix, []string{"agent_large_tool_output.json"}, recordAgentLargeOutput},
+	{"session, threads by reference", threadRefPrefix, []string{
+		"session_first_run_continued_as_new.json", "session_continued_run_closed.json",
+		"session_reopened_suspended_on_approval.json", "session_reopened_idle.json",
+	}, recordSession},
+	{"agent MCP, threads by reference", threadRefPrefix, []string{"agent_mcp_stdio.json"}, recordAgentMCP},
+	{"agent skills, threads by reference", threadRefPrefix, []string{"agent_skills.json"}, recordAgentSkills},
 }
+
+// threadRefPrefix names the fixtures recorded with threads by reference.
+const threadRefPrefix = "threadref_"
 
 // recorder writes fixtures into dir.
 type recorder struct {
 	t     *testing.T
 	dir   string
 	saved map[string]bool
+	// prefix starts the names of the files this scenario writes.
+	prefix string
 }
 
 func (r *recorder) exists(name string) bool {
-	_, err := os.Stat(filepath.Join(r.dir, name))
+	_, err := os.Stat(filepath.Join(r.dir, r.prefix+name))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		r.t.Fatal(err)
 	}
@@ -112,9 +132,10 @@ func (r *recorder) exists(name string) bool {
 func (r *recorder) save(c client.Client, name, id, runID string) {
 	r.t.Helper()
 	if r.exists(name) {
-		r.t.Logf("%s exists: kept", name)
+		r.t.Logf("%s exists: kept", r.prefix+name)
 		return
 	}
+	name = r.prefix + name
 	var h historypb.History
 	it := c.GetWorkflowHistory(context.Background(), id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {
@@ -523,8 +544,12 @@ agents:
 	if len(view.Turns) != 4 || view.Runs != 3 {
 		t.Fatalf("session view: %d turns, %d runs; want 4 and 3", len(view.Turns), view.Runs)
 	}
-	if n := streamSignals(t, c, id, first); n < 2 {
+	// Before threads by reference, streamed text reached the session as signals; since,
+	// live text is the model call's heartbeat and never history.
+	if n := streamSignals(t, c, id, first); r.prefix == "" && n < 2 {
 		t.Fatalf("first run received %d %s signals, want streamed chunks in its history", n, api.SignalStream)
+	} else if r.prefix != "" && n != 0 {
+		t.Fatalf("first run received %d %s signals, want none (live text is not history)", n, api.SignalStream)
 	}
 	r.save(c, "session_first_run_continued_as_new.json", id, first)
 	r.save(c, "session_continued_run_closed.json", id, second)
