@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -102,4 +105,86 @@ func BenchmarkSessionPrompts(b *testing.B) {
 	b.Logf("%d prompts in %v: median %.1f ms per prompt (p90 %.1f), median prompt-to-first-text %.1f ms (n=%d); %d runs, largest history %d events / %.0f KiB, %.1f KiB history per turn",
 		b.N, total.Round(time.Millisecond), ms(median(round)), ms(pct(round, 0.9)), ms(median(firstText)), len(firstText),
 		len(resp.GetExecutions()), maxEvents, float64(maxBytes)/1024, float64(sumBytes)/float64(b.N)/1024)
+}
+
+// BenchmarkSessionLiveText measures how soon a viewer sees a reply being written: b.N
+// prompts whose replies the fake model streams over about 600 ms (a word every 20 ms), each
+// followed by FollowSessionLive (what `session watch` and the gateway's stream use). It
+// reports the median time from sending the prompt to the first live text, and to the
+// durable text event. Live text is read from the model call's heartbeat (throttled to
+// 200 ms on the worker) by polling the pending activity, so it trades some latency for
+// history that holds no chunks:
+//
+//	GOTOOLCHAIN=go1.27.3 go test ./e2e -run '^$' -bench SessionLiveText -benchtime 20x
+func BenchmarkSessionLiveText(b *testing.B) {
+	words := strings.Repeat("word ", 30)
+	script := make([]fakellm.Reply, b.N+1)
+	for i := range script {
+		script[i] = fakellm.Reply{Content: words, ChunkDelayMS: 20}
+	}
+	llm := activities.NewLLM(activities.LLMConfig{BaseURL: fakellm.New(script...).Start(b), Model: "fake"})
+	spec := agents.Spec{Name: "assistant", Instructions: "Be brief.", Sandbox: api.SandboxSpec{Type: api.SandboxVirtual}}
+	tc, _ := benchPlatform(b, activities.Deps{LLM: llm, Agents: []agents.Spec{spec}}, nil)
+	rc := runs.New(tc, api.DefaultNamespace, benchTaskQueue)
+	ctx := context.Background()
+	if _, err := rc.Prompt(ctx, "assistant", "live", "warm up", runs.PromptOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	var firstLive, durable []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		fctx, cancel := context.WithCancel(ctx)
+		var mu sync.Mutex
+		var t0, live time.Time
+		turn := i + 2
+		done := make(chan error, 1)
+		go func() {
+			done <- rc.FollowSessionLive(fctx, "assistant", "live", func(rec api.Record) bool {
+				for _, e := range rec.Events {
+					if e.Type == api.StreamText && strings.HasPrefix(string(e.Data), `{"call":"`+strconv.Itoa(turn)+`.`) {
+						mu.Lock()
+						durable = append(durable, time.Since(t0))
+						mu.Unlock()
+						return true
+					}
+				}
+				return false
+			}, func(api.LiveText) {
+				mu.Lock()
+				if live.IsZero() {
+					live = time.Now()
+				}
+				mu.Unlock()
+			})
+		}()
+		mu.Lock()
+		t0 = time.Now()
+		mu.Unlock()
+		if _, err := rc.Prompt(ctx, "assistant", "live", fmt.Sprintf("Say something %d.", i), runs.PromptOptions{}); err != nil {
+			b.Fatalf("prompt %d: %v", i, err)
+		}
+		select {
+		case err := <-done:
+			if err != nil {
+				b.Fatalf("follow: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			b.Fatalf("prompt %d: no durable text event for turn %d", i, turn)
+		}
+		cancel()
+		mu.Lock()
+		if !live.IsZero() {
+			firstLive = append(firstLive, live.Sub(t0))
+		}
+		mu.Unlock()
+	}
+	b.StopTimer()
+	if len(firstLive) == 0 || len(durable) == 0 {
+		b.Fatalf("of %d prompts, %d showed live text and %d a text event; want every one to", b.N, len(firstLive), len(durable))
+	}
+	b.ReportMetric(ms(median(firstLive)), "ms-to-first-live-text")
+	b.ReportMetric(ms(median(durable)), "ms-to-text-event")
+	b.ReportMetric(0, "ns/op")
+	b.Logf("%d prompts: first live text after a median %.0f ms (p90 %.0f; %d of %d prompts showed live text), the durable text event after %.0f ms (the model writes for about 600 ms, its first word 20 ms after the call starts)",
+		b.N, ms(median(firstLive)), ms(pct(firstLive, 0.9)), len(firstLive), b.N, ms(median(durable)))
 }

@@ -31,6 +31,11 @@ const (
 	// liveWaitEvery paces them while the call waits for a worker or for its next attempt,
 	// or after a read failed.
 	liveWaitEvery = time.Second
+	// liveFirstEvery paces the reads of a call that has no text yet, for its first
+	// liveFirstFor: the model's first words are what a viewer waits for, and a call that
+	// just began publishes them at once (the first heartbeat is not throttled).
+	liveFirstEvery = 40 * time.Millisecond
+	liveFirstFor   = 2 * time.Second
 	// liveDoneKept is how many calls with a delivered text event are remembered, to drop a
 	// read that was answered before the call ended but handled after its event.
 	liveDoneKept = 16
@@ -135,8 +140,13 @@ func (lf *liveFollow) poll(ctx context.Context) (wait time.Duration, more bool) 
 			continue
 		}
 		more = true
+		since := pa.GetScheduledTime()
 		if pa.GetState() == enumspb.PENDING_ACTIVITY_STATE_STARTED {
-			wait = livePollEvery
+			wait = min(wait, livePollEvery)
+			since = pa.GetLastStartedTime()
+		}
+		if pa.GetHeartbeatDetails() == nil && since != nil && time.Since(since.AsTime()) < liveFirstFor {
+			wait = min(wait, liveFirstEvery)
 		}
 		if lt, ok := lf.liveText(ctx, pa); ok {
 			snaps = append(snaps, lt)
