@@ -23,17 +23,22 @@ import (
 // from the messages with a preview, and put back in full only in the request the model
 // receives. So neither history nor the stored thread grows with what the tools read.
 
-// threadCacheEntries bounds the rebuilt threads a worker keeps in memory. A run's next
-// call continues the head its last call stored, so a hit is the common case; a miss (a
-// run that moved to this worker) walks the chain through the store's own cache.
-const threadCacheEntries = 256
+// threadCacheEntries and threadCacheMessages bound the rebuilt threads a worker keeps in
+// memory (each entry is its own slice, so a long thread costs its length per entry). A
+// run's next call continues the head its last call stored, so a hit is the common case; a
+// miss (a run that moved to this worker) walks the chain through the store's own cache.
+const (
+	threadCacheEntries  = 256
+	threadCacheMessages = 200_000
+)
 
 // threadCache keeps rebuilt threads (messages as stored, previews and references) by
 // head. The slices are never appended to in place: a new head gets a copy.
 type threadCache struct {
-	mu    sync.Mutex
-	ll    *list.List
-	items map[string]*list.Element
+	mu       sync.Mutex
+	ll       *list.List
+	items    map[string]*list.Element
+	messages int // held by all entries
 }
 
 type threadEntry struct {
@@ -63,10 +68,13 @@ func (c *threadCache) put(head string, msgs []api.ChatMessage) {
 		return
 	}
 	c.items[head] = c.ll.PushFront(&threadEntry{head: head, msgs: msgs})
-	for c.ll.Len() > threadCacheEntries {
+	c.messages += len(msgs)
+	for c.ll.Len() > 1 && (c.ll.Len() > threadCacheEntries || c.messages > threadCacheMessages) {
 		last := c.ll.Back()
 		c.ll.Remove(last)
-		delete(c.items, last.Value.(*threadEntry).head)
+		e := last.Value.(*threadEntry)
+		delete(c.items, e.head)
+		c.messages -= len(e.msgs)
 	}
 }
 
