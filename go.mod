@@ -4,6 +4,8 @@
 // imports float to the newest otel breaks the server build (otel/log v1.x removed log.KeyValue).
 // gocloud.dev (the artifact store) is held at v0.46.0 for the same reason: v0.47.0 requires
 // otel v1.46, v0.48+ otel v1.47 and grpc v1.84.
+// The official MCP Go SDK (go-sdk v1.8.0) is only the interop tests' peer
+// (internal/mcptest/officialsdk); adding it moved jsonschema-go v0.4.2 → v0.4.3 and nothing else.
 module github.com/nexo-temporal/nexo
 
 go 1.26.10
@@ -15,6 +17,7 @@ require (
 	github.com/google/uuid v1.6.0
 	github.com/hashicorp/golang-lru/v2 v2.0.7
 	github.com/mark3labs/mcp-go v1.2.1
+	github.com/modelcontextprotocol/go-sdk v1.8.0
 	github.com/opencontainers/image-spec v1.1.1
 	github.com/sashabaranov/go-openai v1.43.0
 	github.com/spf13/pflag v1.0.10
@@ -39,6 +42,8 @@ require (
 	github.com/google/wire v0.7.0 // indirect
 	github.com/kylelemons/godebug v1.1.0 // indirect
 	github.com/pkg/browser v0.0.0-20240102092130-5ac0b6a4141c // indirect
+	github.com/segmentio/asm v1.1.3 // indirect
+	github.com/segmentio/encoding v0.5.4 // indirect
 	golang.org/x/xerrors v0.0.0-20240903120638-7835f813f4da // indirect
 )
 
@@ -142,7 +147,7 @@ require (
 	github.com/golang/snappy v1.0.0 // indirect
 	github.com/gomarkdown/markdown v0.0.0-20260724235538-61af6e1e6971 // indirect
 	github.com/google/gnostic-models v0.7.1 // indirect
-	github.com/google/jsonschema-go v0.4.2 // indirect
+	github.com/google/jsonschema-go v0.4.3 // indirect
 	github.com/google/s2a-go v0.1.9 // indirect
 	github.com/googleapis/enterprise-certificate-proxy v0.3.15 // indirect
 	github.com/googleapis/gax-go/v2 v2.22.0 // indirect

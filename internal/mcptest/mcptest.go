@@ -5,9 +5,12 @@
 package mcptest
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -151,7 +154,51 @@ type HTTPServer struct {
 
 	mu    sync.Mutex
 	auth  []string
+	reqs  []Request
 	calls []Call
+}
+
+// Request is what a test HTTP server saw of one request.
+type Request struct {
+	// Method is the JSON-RPC method of a POSTed request ("" for a GET, a DELETE, or a
+	// POSTed notification's or response's lack of one).
+	Method string
+	// ProtocolVersion is the MCP-Protocol-Version header.
+	ProtocolVersion string
+	// Authorization is the Authorization header.
+	Authorization string
+}
+
+// ReadRequest reads what r says of itself, leaving its body for the next handler.
+func ReadRequest(r *http.Request) Request {
+	req := Request{ProtocolVersion: r.Header.Get("MCP-Protocol-Version"), Authorization: r.Header.Get("Authorization")}
+	if r.Method != http.MethodPost || r.Body == nil {
+		return req
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, 8<<20))
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if err != nil {
+		return req
+	}
+	var msg struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+	}
+	if json.Unmarshal(body, &msg) == nil && len(msg.ID) > 0 {
+		req.Method = msg.Method
+	}
+	return req
+}
+
+// RequestsOf returns the requests among reqs for JSON-RPC method.
+func RequestsOf(reqs []Request, method string) []Request {
+	var out []Request
+	for _, r := range reqs {
+		if r.Method == method {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // StartHTTP serves the test tools over streamable HTTP until the test ends. A request
@@ -186,9 +233,11 @@ func StartSSE(t testing.TB, token string) *HTTPServer {
 
 func (h *HTTPServer) guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got := r.Header.Get("Authorization")
+		seen := ReadRequest(r)
+		got := seen.Authorization
 		h.mu.Lock()
 		h.auth = append(h.auth, got)
+		h.reqs = append(h.reqs, seen)
 		h.mu.Unlock()
 		if h.token != "" && got != "Bearer "+h.token {
 			http.Error(w, "unauthorized", http.StatusUnauthorized)
@@ -209,6 +258,13 @@ func (h *HTTPServer) Calls() []Call {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return append([]Call(nil), h.calls...)
+}
+
+// Requests returns what the server saw of every request, in order.
+func (h *HTTPServer) Requests() []Request {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]Request(nil), h.reqs...)
 }
 
 // AuthHeaders returns the Authorization header of every request, in order.
