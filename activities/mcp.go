@@ -47,6 +47,8 @@ var (
 	// ErrMCPDeclaration: a server declaration that cannot work (agents.Spec.Validate
 	// catches these at start; this is the backstop for specs built in Go).
 	ErrMCPDeclaration = errors.New("bad MCP server declaration")
+	// ErrMCPProtocolVersion: the server and this client share no MCP protocol version.
+	ErrMCPProtocolVersion = errors.New("no MCP protocol version in common")
 )
 
 // redacted replaces a secret in anything the activities return.
@@ -115,6 +117,12 @@ func (a *Activities) CallMCPTool(ctx context.Context, req api.CallMCPToolRequest
 			pool.drop(c)
 			return api.RunToolResult{}, classifyMCP(c.errorf(err, "call %s: the connection broke (it is reopened on retry)", req.Tool))
 		}
+		if staleVersion(err) {
+			// Refused before the tool ran, so the retry cannot run it twice.
+			pool.drop(c)
+			return api.RunToolResult{}, classifyMCP(c.errorf(err, "call %s: the server no longer accepts protocol %s (the retry negotiates again)",
+				req.Tool, c.client.ProtocolVersion()))
+		}
 		return toolError("%s", c.redact(fmt.Sprintf("MCP server %s: %s: %v", name, req.Tool, err))), nil
 	}
 	res := toolResult(out)
@@ -154,6 +162,23 @@ func (a *Activities) setMCPIdleTimeout(d time.Duration) {
 	p.mu.Lock()
 	p.idle = d
 	p.mu.Unlock()
+}
+
+// mcpProtocolVersion is the protocol version the run's open client for spec speaks, or
+// "" when none is open (tests).
+func (a *Activities) mcpProtocolVersion(run string, spec api.MCPServerSpec) string {
+	p := a.mcpPool()
+	p.mu.Lock()
+	c, ok := p.conns[keyOf(run, spec)]
+	p.mu.Unlock()
+	if !ok {
+		return ""
+	}
+	<-c.ready
+	if c.client == nil {
+		return ""
+	}
+	return c.client.ProtocolVersion()
 }
 
 // mcpPool is a worker's MCP clients, one per run and server declaration, created on first
@@ -313,7 +338,7 @@ func (p *mcpPool) listTools(ctx context.Context, run string, spec api.MCPServerS
 	defer p.release(c)
 	list, err := c.client.ListTools(ctx, mcp.ListToolsRequest{})
 	if err != nil {
-		if brokenTransport(err) {
+		if brokenTransport(err) || staleVersion(err) {
 			p.drop(c)
 		}
 		return nil, c.errorf(err, "list tools")
@@ -370,6 +395,47 @@ func (c *mcpConn) open(ctx context.Context, life context.Context, spec api.MCPSe
 	}
 	c.secret = token
 	logger := slog.New(redactHandler{Handler: slog.Default().Handler(), secret: token}).With("mcp_server", spec.Name)
+	cl, err := c.connect(ctx, life, spec, token, logger, "")
+	if err != nil {
+		return err
+	}
+	// mcp-go settles on 2026-07-28 whenever server/discover answers, without looking at
+	// the versions the answer lists; a server that lists only older ones (the official
+	// SDK's stateful streamable HTTP handler does: that transport cannot serve
+	// 2026-07-28) then refuses every later request. The spec has the client choose one of
+	// the listed versions, so ask again and, when ours is not among them, reconnect on the
+	// newest version both sides know (through initialize, for a pre-2026 one).
+	if v := cl.ProtocolVersion(); mcp.IsModernProtocol(v) {
+		disc, err := cl.Discover(ctx, mcp.DiscoverRequest{})
+		if err != nil {
+			c.shut(cl)
+			return c.errorf(err, "discover the protocol versions at %s", v)
+		}
+		if !slices.Contains(disc.SupportedVersions, v) {
+			c.shut(cl)
+			both := mcp.NegotiateMutuallySupportedVersion(disc.SupportedVersions)
+			if both == "" {
+				return c.errorf(ErrMCPProtocolVersion, "negotiate a protocol version (the server supports %v over %s, this client %v)",
+					disc.SupportedVersions, spec.Transport, mcp.ValidProtocolVersions)
+			}
+			if cl, err = c.connect(ctx, life, spec, token, logger, both); err != nil {
+				return err
+			}
+		}
+	}
+	c.client = cl
+	return nil
+}
+
+// connect starts a client on spec's transport and performs the MCP handshake within
+// ctx. An empty version lets mcp-go prefer the newest it knows (server/discover first,
+// initialize if the server predates it); a version pins it.
+func (c *mcpConn) connect(ctx context.Context, life context.Context, spec api.MCPServerSpec, token string, logger *slog.Logger, version string) (*client.Client, error) {
+	c.cmd = nil
+	var opts []client.ClientOption
+	if version != "" {
+		opts = append(opts, client.WithProtocolVersion(version))
+	}
 	var cl *client.Client
 	switch spec.Transport {
 	case api.MCPStdio:
@@ -391,22 +457,22 @@ func (c *mcpConn) open(ctx context.Context, life context.Context, spec api.MCPSe
 				return cmd, nil
 			}),
 			transport.WithCommandLogger(logger))
-		cl = client.NewClient(tr)
+		cl = client.NewClient(tr, opts...)
 	case api.MCPHTTP:
 		tr, err := transport.NewStreamableHTTP(spec.URL, transport.WithHTTPHeaders(httpHeaders(spec, token)), transport.WithHTTPLogger(logger))
 		if err != nil {
-			return c.errorf(err, "open %s", spec.URL)
+			return nil, c.errorf(err, "open %s", spec.URL)
 		}
-		cl = client.NewClient(tr)
+		cl = client.NewClient(tr, opts...)
 	case api.MCPSSE:
 		tr, err := transport.NewSSE(spec.URL, transport.WithHeaders(httpHeaders(spec, token)), transport.WithSSELogger(logger),
 			transport.WithEndpointTimeout(mcpConnectTimeout))
 		if err != nil {
-			return c.errorf(err, "open %s", spec.URL)
+			return nil, c.errorf(err, "open %s", spec.URL)
 		}
-		cl = client.NewClient(tr)
+		cl = client.NewClient(tr, opts...)
 	default:
-		return fmt.Errorf("MCP server %s: %w: transport %q is not one of stdio, sse, http", spec.Name, ErrMCPDeclaration, spec.Transport)
+		return nil, fmt.Errorf("MCP server %s: %w: transport %q is not one of stdio, sse, http", spec.Name, ErrMCPDeclaration, spec.Transport)
 	}
 	// Start with the connection's lifetime, not the activity's (which ends first); give
 	// up waiting when the activity's time is out.
@@ -415,21 +481,29 @@ func (c *mcpConn) open(ctx context.Context, life context.Context, spec api.MCPSe
 	select {
 	case err := <-started:
 		if err != nil {
-			_ = cl.Close()
-			return c.errorf(err, "start")
+			c.shut(cl)
+			return nil, c.errorf(err, "start")
 		}
 	case <-ctx.Done():
-		go func() { <-started; _ = cl.Close() }()
-		return c.errorf(ctx.Err(), "start")
+		go func() { <-started; c.shut(cl) }()
+		return nil, c.errorf(ctx.Err(), "start")
 	}
 	init := mcp.InitializeRequest{}
 	init.Params.ClientInfo = mcp.Implementation{Name: "nexo", Version: "1"}
 	if _, err := cl.Initialize(ctx, init); err != nil {
-		_ = cl.Close()
-		return c.errorf(err, "initialize")
+		c.shut(cl)
+		return nil, c.errorf(err, "initialize")
 	}
-	c.client = cl
-	return nil
+	return cl, nil
+}
+
+// shut closes a client open did not keep, and kills what is left of its stdio server's
+// process group (c.cmd is that server's until the next connect starts another).
+func (c *mcpConn) shut(cl *client.Client) {
+	_ = cl.Close()
+	if c.cmd != nil && c.cmd.Process != nil {
+		killGroup(c.cmd.Process.Pid)
+	}
 }
 
 // close stops the client once; a stdio server is reaped, and whatever it started in its
@@ -458,6 +532,14 @@ func (c *mcpConn) close() error {
 func brokenTransport(err error) bool {
 	var te *transport.Error
 	return errors.As(err, &te) || errors.Is(err, transport.ErrTransportClosed)
+}
+
+// staleVersion tells a refusal of the connection's protocol version after the handshake
+// agreed on it: the server changed since (redeployed with other versions or another
+// transport mode, or moved behind a proxy). Only a new handshake helps, so the client is
+// dropped like a broken one.
+func staleVersion(err error) bool {
+	return mcp.IsUnsupportedProtocolVersion(err)
 }
 
 // errorf wraps err as "MCP server <name>: <what>: <err>", quoting the end of a stdio
@@ -504,6 +586,8 @@ func classifyMCP(err error) error {
 		return err
 	case errors.Is(err, ErrMCPToken), errors.Is(err, ErrMCPDeclaration):
 		return temporal.NewNonRetryableApplicationError(err.Error(), api.ErrTypeBadInput, nil)
+	case errors.Is(err, ErrMCPProtocolVersion):
+		return temporal.NewNonRetryableApplicationError(err.Error()+" (upgrade the server or Nexo)", api.ErrTypeBadInput, nil)
 	case errors.Is(err, transport.ErrAuthorizationRequired):
 		return temporal.NewNonRetryableApplicationError(err.Error()+" (check the token its token_env names)", api.ErrTypeBadInput, nil)
 	case errors.Is(err, transport.ErrLegacySSEServer):

@@ -162,9 +162,10 @@ type HTTPServer struct {
 	// URL is the address to give a client.
 	URL string
 
-	mu    sync.Mutex
-	calls []mcptest.Call
-	reqs  []mcptest.Request
+	mu      sync.Mutex
+	calls   []mcptest.Call
+	reqs    []mcptest.Request
+	handler http.Handler // streamable HTTP: the server deployed now
 }
 
 // StartHTTP serves the test tools with mcp.NewStreamableHTTPHandler until the test ends.
@@ -172,13 +173,27 @@ type HTTPServer struct {
 // "Authorization: Bearer <token>".
 func StartHTTP(t testing.TB, token string, o Options) *HTTPServer {
 	h := &HTTPServer{}
-	o.OnCall = h.record
-	srv := NewServer(o)
-	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: o.Stateless})
-	ts := httptest.NewServer(h.guard(token, handler))
+	h.Redeploy(o)
+	ts := httptest.NewServer(h.guard(token, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.mu.Lock()
+		next := h.handler
+		h.mu.Unlock()
+		next.ServeHTTP(w, r)
+	})))
 	t.Cleanup(ts.Close)
 	h.URL = ts.URL + "/mcp"
 	return h
+}
+
+// Redeploy replaces a streamable HTTP server by a new one with options o at the same
+// address, as an operator's upgrade does: the sessions of the old one are gone.
+func (h *HTTPServer) Redeploy(o Options) {
+	o.OnCall = h.record
+	srv := NewServer(o)
+	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: o.Stateless})
+	h.mu.Lock()
+	h.handler = handler
+	h.mu.Unlock()
 }
 
 // StartSSE serves the test tools with mcp.NewSSEHandler (the older HTTP+SSE transport).
