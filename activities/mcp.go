@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
 	"slices"
@@ -459,13 +460,13 @@ func (c *mcpConn) connect(ctx context.Context, life context.Context, spec api.MC
 			transport.WithCommandLogger(logger))
 		cl = client.NewClient(tr, opts...)
 	case api.MCPHTTP:
-		tr, err := transport.NewStreamableHTTP(spec.URL, transport.WithHTTPHeaders(httpHeaders(spec, token)), transport.WithHTTPLogger(logger))
+		tr, err := transport.NewStreamableHTTP(spec.URL, transport.WithHTTPBasicClient(headerClient(httpHeaders(spec, token))), transport.WithHTTPLogger(logger))
 		if err != nil {
 			return nil, c.errorf(err, "open %s", spec.URL)
 		}
 		cl = client.NewClient(tr, opts...)
 	case api.MCPSSE:
-		tr, err := transport.NewSSE(spec.URL, transport.WithHeaders(httpHeaders(spec, token)), transport.WithSSELogger(logger),
+		tr, err := transport.NewSSE(spec.URL, transport.WithHTTPClient(headerClient(httpHeaders(spec, token))), transport.WithSSELogger(logger),
 			transport.WithEndpointTimeout(mcpConnectTimeout))
 		if err != nil {
 			return nil, c.errorf(err, "open %s", spec.URL)
@@ -639,6 +640,27 @@ func httpHeaders(spec api.MCPServerSpec, token string) map[string]string {
 		h["Authorization"] = "Bearer " + token
 	}
 	return h
+}
+
+// headerClient is the HTTP client of a remote server's transport: it puts the headers on
+// every request the transport sends. mcp-go's own header options miss the DELETE that ends
+// a streamable HTTP session, which then reached the server without the token, was refused,
+// and left the session open there.
+func headerClient(headers map[string]string) *http.Client {
+	return &http.Client{Transport: headerTransport{base: http.DefaultTransport, headers: headers}}
+}
+
+type headerTransport struct {
+	base    http.RoundTripper
+	headers map[string]string
+}
+
+func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range t.headers {
+		r.Header.Set(k, v)
+	}
+	return t.base.RoundTrip(r)
 }
 
 // toolResult renders a tool's answer for the model: text parts joined, other content

@@ -1,7 +1,9 @@
 package activities_test
 
 import (
+	"context"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -134,13 +136,25 @@ func TestMCPInterop(t *testing.T) {
 			if requests == nil {
 				return
 			}
-			// Over HTTP: the bearer token on every request, and the negotiated version
-			// in the MCP-Protocol-Version header of every request after the handshake.
+			// Over HTTP: the bearer token on every request, the end of the run's session
+			// included, and the negotiated version in the MCP-Protocol-Version header of
+			// every request after the handshake.
+			if err := a.CloseMCP(context.Background(), api.CloseMCPRequest{RunID: mcpRun}); err != nil {
+				t.Errorf("CloseMCP: %v", err)
+			}
 			reqs := requests()
+			deletes := 0
 			for i, r := range reqs {
 				if r.Authorization != "Bearer "+interopToken {
-					t.Fatalf("request %d (%s): Authorization %q, want the bearer token", i, r.Method, r.Authorization)
+					t.Errorf("request %d (%s %s): Authorization %q, want the bearer token", i, r.HTTPMethod, r.Method, r.Authorization)
 				}
+				if r.HTTPMethod == http.MethodDelete {
+					deletes++
+				}
+			}
+			// A session (streamable HTTP before 2026-07-28) is ended by a DELETE.
+			if wantDelete := srv.Transport == api.MCPHTTP && peer.version < "2026-07-28"; wantDelete != (deletes > 0) {
+				t.Errorf("%d DELETE requests; want one: %v", deletes, wantDelete)
 			}
 			for _, method := range []string{"tools/list", "tools/call"} {
 				seen := mcptest.RequestsOf(reqs, method)

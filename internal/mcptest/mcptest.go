@@ -160,6 +160,8 @@ type HTTPServer struct {
 
 // Request is what a test HTTP server saw of one request.
 type Request struct {
+	// HTTPMethod is GET, POST or DELETE.
+	HTTPMethod string
 	// Method is the JSON-RPC method of a POSTed request ("" for a GET, a DELETE, or a
 	// POSTed notification's or response's lack of one).
 	Method string
@@ -171,7 +173,7 @@ type Request struct {
 
 // ReadRequest reads what r says of itself, leaving its body for the next handler.
 func ReadRequest(r *http.Request) Request {
-	req := Request{ProtocolVersion: r.Header.Get("MCP-Protocol-Version"), Authorization: r.Header.Get("Authorization")}
+	req := Request{HTTPMethod: r.Method, ProtocolVersion: r.Header.Get("MCP-Protocol-Version"), Authorization: r.Header.Get("Authorization")}
 	if r.Method != http.MethodPost || r.Body == nil {
 		return req
 	}
