@@ -21,6 +21,7 @@ import (
 	"github.com/nexo-temporal/nexo/api"
 	"github.com/nexo-temporal/nexo/fakellm"
 	"github.com/nexo-temporal/nexo/internal/mcptest"
+	"github.com/nexo-temporal/nexo/internal/mcptest/officialsdk"
 )
 
 // mcpToken is the remote server's bearer token: the worker reads it from its environment,
@@ -183,6 +184,49 @@ func TestAgentMCPTools(t *testing.T) {
 	}
 	if strings.Contains(p.output(), mcpToken) {
 		t.Error("the token is in the worker's output")
+	}
+}
+
+// TestAgentMCPOfficialSDK: an agent on a real worker uses servers built on the official MCP
+// Go SDK, over stdio and over streamable HTTP (mcp.NewStreamableHTTPHandler with sessions,
+// behind the SDK's bearer-token middleware): both list their tools and answer, and the
+// HTTP one is spoken to at a version it lists (issue 16: every run failed there).
+func TestAgentMCPOfficialSDK(t *testing.T) {
+	model := fakellm.New(
+		fakellm.Reply{ToolCalls: []fakellm.Call{
+			mcpCall("local__echo", `{"text":"from the official stdio server"}`),
+			mcpCall("remote__add", `{"a":40,"b":2}`),
+		}},
+		fakellm.Reply{Content: "All done."},
+	)
+	hs := officialsdk.StartHTTP(t, mcpToken, officialsdk.Options{})
+	p := newPlatform(t)
+	p.writeConfig(strings.Replace(mcpConfig(model.Start(t), officialsdk.BuildServer(t), hs.URL),
+		"mcp_allow: [local__echo, local__crash, local__pid]", "mcp_allow: [local__echo, remote__add]", 1))
+	p.extraEnv = []string{"NEXO_TEST_MCP_TOKEN=" + mcpToken}
+	p.start()
+
+	id := strings.TrimSpace(p.ok("agent", "mcper", "Use your tools."))
+	rec := p.waitStatus(id, api.StatusDone)
+	res := toolResults(t, rec)
+	if res["local__echo"] != "from the official stdio server" || res["remote__add"] != "42" {
+		t.Errorf("tool results = %v", res)
+	}
+	for _, e := range rec.Events {
+		if e.Type == "mcp_server_error" {
+			t.Errorf("mcp_server_error: %s", e.Data)
+		}
+	}
+	if calls := hs.Calls(); len(calls) != 1 || calls[0].Tool != "add" {
+		t.Errorf("server calls = %v, want the add", calls)
+	}
+	for _, r := range hs.Requests() {
+		if r.Authorization != "Bearer "+mcpToken {
+			t.Fatalf("a %q request reached the server with Authorization %q", r.Method, r.Authorization)
+		}
+		if (r.Method == "tools/list" || r.Method == "tools/call") && r.ProtocolVersion != "2025-11-25" {
+			t.Errorf("%s with MCP-Protocol-Version %q, want 2025-11-25 (what the server lists)", r.Method, r.ProtocolVersion)
+		}
 	}
 }
 
