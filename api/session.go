@@ -37,12 +37,12 @@ const (
 
 // SessionID is the workflow id of the session of (agent, instance).
 func SessionID(agent, instance string) string {
-	return "session:" + agent + ":" + instance
+	return SessionIDPrefix + agent + ":" + instance
 }
 
 // ParseSessionID splits a session workflow id.
 func ParseSessionID(id string) (agent, instance string, ok bool) {
-	rest, found := strings.CutPrefix(id, "session:")
+	rest, found := strings.CutPrefix(id, SessionIDPrefix)
 	if !found {
 		return "", "", false
 	}

@@ -73,8 +73,9 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
 		req.StartDelay = d
 	}
 	if b.ID != "" {
-		if err := plainName("id", b.ID); err != nil {
-			s.fail(w, r, err)
+		// The rule every entry point shares (runs.Start applies it too).
+		if err := api.ValidateRunID(b.ID); err != nil {
+			s.fail(w, r, badInput("id: %v", err))
 			return
 		}
 	}
@@ -85,14 +86,6 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Location", runPath(id))
 	s.writeJSON(w, r, http.StatusCreated, Created{ID: id})
-}
-
-// plainName refuses ids that could not be put in a URL path segment unambiguously.
-func plainName(field, v string) error {
-	if len(v) > 200 || strings.ContainsAny(v, "/\\?#%") || strings.IndexFunc(v, unicode.IsControl) >= 0 || strings.TrimSpace(v) != v {
-		return badInput("%s %q: want at most 200 characters without '/', '\\', '?', '#', '%%', spaces at the ends or control characters", field, v)
-	}
-	return nil
 }
 
 func runPath(id string) string { return "/v1/runs/" + url.PathEscape(id) }

@@ -25,7 +25,7 @@ func TestStartRun(t *testing.T) {
 	f := &fakeRuns{start: func(_ context.Context, req runs.StartRequest) (string, error) {
 		got = req
 		if req.ID == "taken" {
-			return "", &runs.BadRequestError{Msg: "run id taken is already taken; choose another --id"}
+			return "", &runs.ExistsError{ID: "taken", Workflow: "DocumentApproval", Status: api.StatusSuspended}
 		}
 		return "run-1", nil
 	}}
@@ -54,8 +54,12 @@ func TestStartRun(t *testing.T) {
 		{"not JSON", `workflow=X`, 400, "request body"},
 		{"two values", `{"workflow":"X"} {}`, 400, "more than one JSON value"},
 		{"empty", ``, 400, "empty"},
-		{"id with a slash", `{"workflow":"X","id":"a/b"}`, 400, `id "a/b"`},
-		{"id taken (runs.BadRequestError)", `{"workflow":"X","id":"taken"}`, 400, "already taken"},
+		{"id with a slash", `{"workflow":"X","id":"a/b"}`, 400, `run id "a/b"`},
+		{"id ..", `{"workflow":"X","id":".."}`, 400, `run id ".."`},
+		{"id of blanks", `{"workflow":"X","id":"   "}`, 400, `is empty`},
+		{"id too long", `{"workflow":"X","id":"` + strings.Repeat("x", 300) + `"}`, 400, `300 bytes`},
+		{"id of a session", `{"workflow":"X","id":"session:agent:victim"}`, 400, `reserved for sessions`},
+		{"id taken", `{"workflow":"X","id":"taken"}`, 409, "run taken already exists (DocumentApproval, suspended)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resp := do(t, s, request{method: "POST", path: "/v1/runs", body: tc.body})
@@ -144,6 +148,7 @@ func TestErrorsMapToStatuses(t *testing.T) {
 	}{
 		{&runs.NotFoundError{ID: "x"}, 404},
 		{&runs.StateError{ID: "x", Status: api.StatusDone, Want: "suspended"}, 409},
+		{&runs.ExistsError{ID: "x", Workflow: "DocumentApproval", Status: api.StatusDone}, 409},
 		{&runs.BadRequestError{Msg: "bad"}, 400},
 		{&runs.NoWorkerError{ID: "x", TaskQueue: "nexo", Err: errors.New("deadline")}, 503},
 		{fmt.Errorf("wrapped: %w", &runs.StateError{ID: "x", Status: api.StatusRunning, Want: "suspended"}), 409},

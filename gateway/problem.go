@@ -55,6 +55,7 @@ func statusOf(err error) int {
 	var (
 		nf  *runs.NotFoundError
 		st  *runs.StateError
+		ex  *runs.ExistsError
 		br  *runs.BadRequestError
 		nw  *runs.NoWorkerError
 		mb  *http.MaxBytesError
@@ -64,7 +65,7 @@ func statusOf(err error) int {
 	switch {
 	case errors.As(err, &nf), errors.Is(err, artifacts.ErrNotFound):
 		return http.StatusNotFound
-	case errors.As(err, &st):
+	case errors.As(err, &st), errors.As(err, &ex):
 		return http.StatusConflict
 	case errors.As(err, &mb):
 		return http.StatusRequestEntityTooLarge
@@ -87,6 +88,10 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var st *runs.StateError
 	if errors.As(err, &st) {
 		p.RunID, p.RunStatus = st.ID, string(st.Status)
+	}
+	var ex *runs.ExistsError
+	if errors.As(err, &ex) {
+		p.RunID, p.RunStatus = ex.ID, string(ex.Status)
 	}
 	var mb *http.MaxBytesError
 	if errors.As(err, &mb) {

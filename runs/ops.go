@@ -13,7 +13,6 @@ import (
 	"go.temporal.io/api/serviceerror"
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
-	"go.temporal.io/sdk/converter"
 
 	"github.com/nexo-temporal/nexo/api"
 )
@@ -237,20 +236,8 @@ func (c *Client) List(ctx context.Context, req ListRequest) ([]Summary, []byte, 
 	now := time.Now()
 	for _, e := range resp.GetExecutions() {
 		s := Summary{ID: e.GetExecution().GetWorkflowId(), Workflow: e.GetType().GetName(),
-			CreatedAt: e.GetStartTime().AsTime().UTC()}
-		if e.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-			s.Status = api.StatusPending
-			if et := e.GetExecutionTime(); et != nil && et.AsTime().After(now) {
-				s.Status = api.StatusQueued
-			}
-			if p := e.GetSearchAttributes().GetIndexedFields()[api.SearchAttributeStatus]; p != nil {
-				var v string
-				if converter.GetDefaultDataConverter().FromPayload(p, &v) == nil && v != "" {
-					s.Status = api.Status(v)
-				}
-			}
-		} else {
-			s.Status = closedStatus(e.GetStatus())
+			CreatedAt: e.GetStartTime().AsTime().UTC(), Status: summaryStatus(e, now)}
+		if e.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 			t := e.GetCloseTime().AsTime().UTC()
 			s.ClosedAt = &t
 		}
