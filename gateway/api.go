@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"crypto/sha256"
 	_ "embed"
 	"encoding/base64"
 	"encoding/json"
@@ -114,13 +115,36 @@ func listRequest(q url.Values) (runs.ListRequest, error) {
 	}
 	req.Limit = limit
 	if v := q.Get("page_token"); v != "" {
-		tok, err := base64.RawURLEncoding.DecodeString(v)
+		tok, err := decodePageToken(v)
 		if err != nil {
-			return req, badInput("page_token: not a token this API returned")
+			return req, err
 		}
 		req.PageToken = tok
 	}
 	return req, nil
+}
+
+// pageTokenSum is how many bytes of a page token's sha256 lead the token.
+const pageTokenSum = 4
+
+// encodePageToken wraps Temporal's next-page token for a URL, behind a short checksum:
+// Temporal takes seconds to refuse a token it cannot read (and calls it an internal
+// error), so one that was not issued here is refused before it is sent.
+func encodePageToken(tok []byte) string {
+	sum := sha256.Sum256(tok)
+	return base64.RawURLEncoding.EncodeToString(append(sum[:pageTokenSum:pageTokenSum], tok...))
+}
+
+// decodePageToken is encodePageToken's inverse; anything else is a 400.
+func decodePageToken(v string) ([]byte, error) {
+	b, err := base64.RawURLEncoding.DecodeString(v)
+	if err == nil && len(b) > pageTokenSum {
+		tok := b[pageTokenSum:]
+		if sum := sha256.Sum256(tok); bytes.Equal(sum[:pageTokenSum], b[:pageTokenSum]) {
+			return tok, nil
+		}
+	}
+	return nil, badInput("page_token %.40q is not a token this API returned; pass next_page_token as it came, or leave it out for the first page", v)
 }
 
 func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
@@ -139,7 +163,7 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 	}
 	out := RunList{Runs: rows}
 	if len(next) > 0 {
-		out.NextPageToken = base64.RawURLEncoding.EncodeToString(next)
+		out.NextPageToken = encodePageToken(next)
 	}
 	s.writeJSON(w, r, http.StatusOK, out)
 }

@@ -97,7 +97,7 @@ func TestListRuns(t *testing.T) {
 		return []runs.Summary{{ID: "a", Workflow: "DocumentApproval", Status: api.StatusDone, CreatedAt: t0, ClosedAt: &closed}}, []byte{0xff, 1}, nil
 	}}
 	s := newServer(t, f, Options{})
-	resp := do(t, s, request{method: "GET", path: "/v1/runs?status=suspended&workflow=DocumentApproval&limit=5&page_token=" + base64.RawURLEncoding.EncodeToString([]byte("tok"))})
+	resp := do(t, s, request{method: "GET", path: "/v1/runs?status=suspended&workflow=DocumentApproval&limit=5&page_token=" + encodePageToken([]byte("tok"))})
 	body := readBody(t, resp)
 	if resp.StatusCode != 200 {
 		t.Fatalf("status %d: %s", resp.StatusCode, body)
@@ -107,10 +107,11 @@ func TestListRuns(t *testing.T) {
 		t.Errorf("List got %+v, want %+v", got, want)
 	}
 	var l RunList
-	if err := json.Unmarshal([]byte(body), &l); err != nil || len(l.Runs) != 1 || l.Runs[0].ID != "a" || l.NextPageToken != base64.RawURLEncoding.EncodeToString([]byte{0xff, 1}) {
+	if err := json.Unmarshal([]byte(body), &l); err != nil || len(l.Runs) != 1 || l.Runs[0].ID != "a" || l.NextPageToken != encodePageToken([]byte{0xff, 1}) {
 		t.Errorf("body = %s", body)
 	}
-	for _, q := range []string{"status=finished", "limit=0", "limit=5000", "page_token=***"} {
+	for _, q := range []string{"status=finished", "limit=0", "limit=5000", "page_token=***", "page_token=garbage",
+		"page_token=" + base64.RawURLEncoding.EncodeToString([]byte("a token from elsewhere"))} {
 		wantProblem(t, do(t, s, request{method: "GET", path: "/v1/runs?" + q}), 400, strings.Split(q, "=")[0])
 	}
 }

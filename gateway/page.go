@@ -3,7 +3,6 @@ package gateway
 import (
 	"bytes"
 	"embed"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -146,7 +145,7 @@ func (s *Server) runsPage(w http.ResponseWriter, r *http.Request) {
 		var next []byte
 		v.Runs, next, err = s.runs.List(r.Context(), req)
 		if len(next) > 0 {
-			q.Set("page_token", base64.RawURLEncoding.EncodeToString(next)) // q is this request's own copy
+			q.Set("page_token", encodePageToken(next)) // q is this request's own copy
 			v.Next = template.URL("/?" + q.Encode())
 		}
 	}

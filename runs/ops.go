@@ -229,6 +229,10 @@ func (c *Client) List(ctx context.Context, req ListRequest) ([]Summary, []byte, 
 	resp, err := c.tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
 		Namespace: c.namespace, PageSize: int32(limit), NextPageToken: req.PageToken, Query: q,
 	})
+	var ia *serviceerror.InvalidArgument
+	if errors.As(err, &ia) {
+		return nil, nil, &BadRequestError{Msg: fmt.Sprintf("list runs: %s", ia.Message)}
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("list runs (query %q): %w", q, err)
 	}
