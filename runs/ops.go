@@ -28,12 +28,21 @@ type ResumeRequest struct {
 // Resume sends nexo.resume after checking the run is suspended by Suspend (not waiting
 // for a tool-call approval) and the key fits.
 func (c *Client) Resume(ctx context.Context, id string, req ResumeRequest) error {
-	rec, err := c.current(ctx, id)
+	rec, queried, err := c.current(ctx, id)
 	if err != nil {
 		return err
 	}
 	si, err := suspension(rec)
 	if err != nil {
+		if queried {
+			// The query answers from the run's memory, also for a closed run (a run
+			// terminated while suspended still says suspended): read its real status.
+			if rec, gerr := c.Get(ctx, id); gerr == nil {
+				if _, err2 := suspension(rec); err2 != nil {
+					return err2
+				}
+			}
+		}
 		return err
 	}
 	if si.ResumeKey != "" && req.Key != si.ResumeKey {
@@ -81,11 +90,20 @@ type Decision struct {
 // paused by Suspend is resumed with {"approved": bool, "reason"?, "approver"?}. It reads
 // the run's record first and returns a description of what was decided and that record.
 func (c *Client) Decide(ctx context.Context, id string, d Decision) (string, api.Record, error) {
-	rec, err := c.current(ctx, id)
+	rec, queried, err := c.current(ctx, id)
 	if err != nil {
 		return "", api.Record{}, err
 	}
 	what, err := c.DecideRecord(ctx, rec, d)
+	var se *StateError
+	if queried && errors.As(err, &se) {
+		// The query answers from the run's memory, also for a closed run (a run
+		// terminated while suspended still says suspended): refuse with its real status.
+		if real, gerr := c.Get(ctx, id); gerr == nil && real.Status != rec.Status {
+			what, err = c.DecideRecord(ctx, real, d)
+			return what, real, err
+		}
+	}
 	return what, rec, err
 }
 
@@ -119,6 +137,9 @@ func (c *Client) DecideRecord(ctx context.Context, rec api.Record, d Decision) (
 	if err != nil {
 		return "", err
 	}
+	if d.Always {
+		return "", &BadRequestError{Msg: fmt.Sprintf("run %s is paused by the workflow (%s), not by a tool call: --always (always) applies to tool calls only; approve without it", id, si.Reason)}
+	}
 	input := map[string]any{"approved": d.Approved}
 	if d.Reason != "" {
 		input["reason"] = d.Reason
@@ -135,14 +156,19 @@ func (c *Client) DecideRecord(ctx context.Context, rec api.Record, d Decision) (
 // current is the record of a run about to receive a decision. An open run answers the
 // query directly; anything else (closed, not started, unknown) goes through Get, which
 // describes the run first. Deciding is on every approval's path, so it skips a round trip.
-func (c *Client) current(ctx context.Context, id string) (api.Record, error) {
+//
+// queried says the record came from the query alone, whose status is the run's memory:
+// a closed run still answers it when a worker replays it, so a refusal built on it must
+// be checked against the run's real status (Get) first.
+func (c *Client) current(ctx context.Context, id string) (rec api.Record, queried bool, err error) {
 	if id == "" {
-		return api.Record{}, &BadRequestError{Msg: "run id is empty"}
+		return api.Record{}, false, &BadRequestError{Msg: "run id is empty"}
 	}
 	if rec, err := c.query(ctx, id); err == nil && (rec.Status == api.StatusSuspended || rec.Status == api.StatusRunning) {
-		return rec, nil
+		return rec, true, nil
 	}
-	return c.Get(ctx, id)
+	rec, err = c.Get(ctx, id)
+	return rec, false, err
 }
 
 func (c *Client) signal(ctx context.Context, id, name string, arg any) error {

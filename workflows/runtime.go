@@ -237,6 +237,10 @@ func (rt *runtime) finish(ctx workflow.Context, result json.RawMessage) {
 	rt.setStatus(ctx, api.StatusDone)
 }
 
+// changeCancelOutcome: a canceled run returns a CanceledError whatever its step made of the
+// cancellation (runs canceled before it could close failed).
+const changeCancelOutcome = "cancel-outcome"
+
 // fail records err as the run's outcome and returns it for the workflow to return.
 func (rt *runtime) fail(ctx workflow.Context, err error) error {
 	msg := errorMessage(err)
@@ -247,6 +251,11 @@ func (rt *runtime) fail(ctx workflow.Context, err error) error {
 		rt.release(dctx)
 		rt.emit(dctx, "canceled", nil)
 		rt.setStatus(dctx, api.StatusCanceled)
+		// Temporal closes a run canceled only when it returns a CanceledError; a step that
+		// rewrapped its cancellation (a tool call's "canceled") would close it failed.
+		if !errors.As(err, &canceled) && workflow.GetVersion(dctx, changeCancelOutcome, workflow.DefaultVersion, 1) >= 1 {
+			return temporal.NewCanceledError(msg)
+		}
 		return err
 	}
 	rt.release(ctx)
