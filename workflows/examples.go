@@ -3,6 +3,7 @@ package workflows
 import (
 	_ "embed"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"go.temporal.io/sdk/workflow"
@@ -38,6 +39,27 @@ type DocumentApprovalResult struct {
 	Approver  string `json:"approver,omitempty"`
 }
 
+// DocumentApprovalDecision is the resume input DocumentApproval waits for: what `starter
+// approve` / `starter deny` (and the API's approvals/suspend) send. Anything else is
+// ignored and the run keeps waiting.
+type DocumentApprovalDecision struct {
+	Approved *bool  `json:"approved"`
+	Reason   string `json:"reason,omitempty"`
+	Approver string `json:"approver,omitempty"`
+}
+
+// Validate requires the decision itself.
+func (d DocumentApprovalDecision) Validate() error {
+	if d.Approved == nil {
+		return errors.New(`"approved" (true or false) is required`)
+	}
+	return nil
+}
+
+// changeStrictResume: DocumentApproval ignores a resume input that is not a decision
+// (DocumentApprovalDecision) instead of taking it as a denial.
+const changeStrictResume = "strict-resume-input"
+
 // DocumentApproval fetches a document (checkpoint "fetch", which emits "fetching" each
 // time it really runs), waits for a human unless the payload says it is pre-approved,
 // then publishes it (checkpoint "publish"). A denial ends the run done, unpublished.
@@ -54,7 +76,21 @@ func DocumentApproval(ctx workflow.Context, in DocumentApprovalInput) (DocumentA
 		return DocumentApprovalResult{}, err
 	}
 	approver := ""
-	if !in.Approved {
+	if !in.Approved && workflow.GetVersion(ctx, changeStrictResume, workflow.DefaultVersion, 1) >= 1 {
+		d, err := SuspendFor[DocumentApprovalDecision](ctx, "awaiting approval", "")
+		if err != nil {
+			return DocumentApprovalResult{}, err
+		}
+		if !*d.Approved {
+			if err := Emit(ctx, "rejected", map[string]string{"doc_id": in.DocID, "reason": d.Reason}); err != nil {
+				return DocumentApprovalResult{}, err
+			}
+			return DocumentApprovalResult{Done: true}, nil
+		}
+		approver = d.Approver
+	} else if !in.Approved {
+		// Runs that suspended before changeStrictResume: any input that is not
+		// {"approved": true} denies, as it did then.
 		input, err := Suspend(ctx, "awaiting approval", "")
 		if err != nil {
 			return DocumentApprovalResult{}, err

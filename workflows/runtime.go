@@ -85,12 +85,14 @@ type runtime struct {
 	sandboxUsed bool
 
 	// suspension bookkeeping, see suspend.go.
-	suspendGen  int
-	suspendKey  string
-	suspended   bool
-	resumeInput map[string]any
-	resumeReady bool
-	pending     *approvalWaiter
+	suspendGen int
+	suspendKey string
+	// suspendCheck, when set, refuses a resume input that does not fit (SuspendFor).
+	suspendCheck func(map[string]any) error
+	suspended    bool
+	resumeInput  map[string]any
+	resumeReady  bool
+	pending      *approvalWaiter
 
 	// agent state: human decisions remembered for the run, and the file versions the
 	// agent has read (for the read-before-write guard).

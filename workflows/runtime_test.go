@@ -461,3 +461,45 @@ func TestSanitize(t *testing.T) {
 		})
 	}
 }
+
+// TestDocumentApprovalIgnoresMisfitResumeInput: a raw nexo.resume whose input is not a
+// decision (a misspelled field, a wrong type, no "approved") is recorded as ignored and
+// the run keeps waiting; the real decision that follows is the one taken.
+func TestDocumentApprovalIgnoresMisfitResumeInput(t *testing.T) {
+	env := newEnv(t)
+	acts := &fakeActs{}
+	acts.register(env)
+	misfits := []map[string]any{
+		{"aproved": true},
+		{"approved": "true"},
+		{"approved": 1},
+		{},
+	}
+	for i, in := range misfits {
+		env.RegisterDelayedCallback(func() {
+			env.SignalWorkflow(api.SignalResume, api.ResumeSignal{Input: in})
+		}, time.Duration(i+1)*time.Minute)
+	}
+	var waiting api.Record
+	env.RegisterDelayedCallback(func() {
+		waiting = queryRecord(t, env)
+		env.SignalWorkflow(api.SignalResume, api.ResumeSignal{Input: map[string]any{"approved": true, "approver": "ada"}})
+	}, time.Hour)
+	env.ExecuteWorkflow(DocumentApprovalName, payload(t, DocumentApprovalInput{DocID: "7"}))
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if waiting.Status != api.StatusSuspended {
+		t.Errorf("status after %d misfit signals = %s, want still suspended", len(misfits), waiting.Status)
+	}
+	if n := countEvents(waiting, "signal_ignored"); n != len(misfits) {
+		t.Errorf("signal_ignored events = %d, want %d: %+v", n, len(misfits), waiting.Events)
+	}
+	var res DocumentApprovalResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Published != "published/7" || res.Approver != "ada" || acts.publishes != 1 {
+		t.Errorf("result = %+v after %d publishes, want published by ada", res, acts.publishes)
+	}
+}

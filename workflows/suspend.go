@@ -20,21 +20,71 @@ import (
 //
 // This is a true continuation: code before Suspend does not run again.
 func Suspend(ctx workflow.Context, reason, resumeKey string) (map[string]any, error) {
+	return suspend(ctx, reason, resumeKey, nil)
+}
+
+// ResumeInput is what a resume input type may implement to refuse a value that decodes
+// but does not fit (a required field left out).
+type ResumeInput interface{ Validate() error }
+
+// SuspendFor is Suspend for a workflow that knows the shape of its resume input: a signal
+// whose input does not decode strictly into T (an unknown field such as "aproved", a
+// wrong type such as "approved": "true") or whose T.Validate fails is recorded as
+// "signal_ignored" with the reason and the run keeps waiting, so a typo never reads as a
+// decision.
+func SuspendFor[T any](ctx workflow.Context, reason, resumeKey string) (T, error) {
+	var zero T
+	input, err := suspend(ctx, reason, resumeKey, func(in map[string]any) error {
+		_, err := decodeResumeInput[T](in)
+		return err
+	})
+	if err != nil {
+		return zero, err
+	}
+	return decodeResumeInput[T](input)
+}
+
+// decodeResumeInput decodes in strictly into T and validates it.
+func decodeResumeInput[T any](in map[string]any) (T, error) {
+	var v T
+	raw, err := json.Marshal(in)
+	if err != nil {
+		return v, fmt.Errorf("resume input: %v", err)
+	}
+	if in == nil {
+		raw = []byte("{}")
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&v); err != nil {
+		return v, fmt.Errorf("resume input does not fit: %v", err)
+	}
+	if val, ok := any(v).(ResumeInput); ok {
+		if err := val.Validate(); err != nil {
+			return v, fmt.Errorf("resume input does not fit: %v", err)
+		}
+	}
+	return v, nil
+}
+
+func suspend(ctx workflow.Context, reason, resumeKey string, check func(map[string]any) error) (map[string]any, error) {
 	rt := runtimeOf(ctx)
 	rt.suspendGen++
 	rt.suspended = true
 	rt.suspendKey = resumeKey
+	rt.suspendCheck = check
 	rt.resumeReady = false
 	rt.resumeInput = nil
 	rt.setState(ctx, api.StateSuspend, api.SuspendInfo{Reason: reason, ResumeKey: resumeKey, At: workflow.Now(ctx).UTC()})
 	rt.emit(ctx, "suspended", map[string]string{"reason": reason, "resume_key": resumeKey})
 	rt.setStatus(ctx, api.StatusSuspended)
 
-	if err := rt.waitForHuman(ctx, func() bool { return rt.resumeReady }); err != nil {
-		rt.suspended = false
+	err := rt.waitForHuman(ctx, func() bool { return rt.resumeReady })
+	rt.suspended = false
+	rt.suspendCheck = nil
+	if err != nil {
 		return nil, err
 	}
-	rt.suspended = false
 	input := rt.resumeInput
 	if input == nil {
 		input = map[string]any{}
@@ -98,6 +148,12 @@ func (rt *runtime) onResume(ctx workflow.Context, raw json.RawMessage) {
 	if rt.suspendKey != "" && sig.ResumeKey != rt.suspendKey {
 		rt.ignore(ctx, api.SignalResume, fmt.Sprintf("resume key %q does not match the run's key", sig.ResumeKey))
 		return
+	}
+	if rt.suspendCheck != nil {
+		if err := rt.suspendCheck(sig.Input); err != nil {
+			rt.ignore(ctx, api.SignalResume, err.Error())
+			return
+		}
 	}
 	now := workflow.Now(ctx)
 	if sig.At != nil && sig.At.After(now) {
