@@ -81,8 +81,10 @@ type Registry interface {
 	RegisterActivityWithOptions(a any, options activity.RegisterOptions)
 }
 
-// Register registers every activity under its api name.
+// Register registers every activity under its api name, each kept alive by heartbeats
+// while it runs (keepAliveRegistry).
 func (a *Activities) Register(r Registry) {
+	r = keepAliveRegistry{r}
 	for name, fn := range map[string]any{
 		api.ActivityWriteArtifact:    a.WriteArtifact,
 		api.ActivityStageFiles:       a.StageFiles,

@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"reflect"
 	"sync"
 	"time"
 
@@ -110,4 +111,35 @@ func publishHeartbeat(ctx context.Context, details any) {
 		return
 	}
 	recordHeartbeat(ctx, details) // no keep-alive runs that could clear them
+}
+
+// keepAliveRegistry registers every activity wrapped in keepAlive, so each one heartbeats
+// while it runs, whatever it does: the workflows give every activity a heartbeat timeout,
+// and an attempt in flight on a worker that was killed is then retried elsewhere within
+// seconds, not after its start-to-close timeout (minutes). An activity that keeps its own
+// keep-alive (a model call publishing details) shares this one.
+type keepAliveRegistry struct{ r Registry }
+
+var contextType = reflect.TypeFor[context.Context]()
+
+func (k keepAliveRegistry) RegisterActivityWithOptions(fn any, o activity.RegisterOptions) {
+	k.r.RegisterActivityWithOptions(withKeepAlive(fn), o)
+}
+
+// withKeepAlive wraps an activity function whose first argument is its context.
+func withKeepAlive(fn any) any {
+	v := reflect.ValueOf(fn)
+	t := v.Type()
+	if t.Kind() != reflect.Func || t.NumIn() == 0 || t.In(0) != contextType {
+		return fn
+	}
+	return reflect.MakeFunc(t, func(args []reflect.Value) []reflect.Value {
+		if ctx, ok := args[0].Interface().(context.Context); ok && ctx != nil {
+			defer keepAlive(ctx)()
+		}
+		if t.IsVariadic() {
+			return v.CallSlice(args)
+		}
+		return v.Call(args)
+	}).Interface()
 }

@@ -291,7 +291,7 @@ func (rt *runtime) toolset(ctx workflow.Context, spec agents.Spec) (toolset, err
 
 func (rt *runtime) closeMCP(ctx workflow.Context) {
 	cctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: time.Minute, RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 2}})
+		StartToCloseTimeout: time.Minute, HeartbeatTimeout: ActivityHeartbeatTimeout, RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 2}})
 	if err := workflow.ExecuteActivity(cctx, api.ActivityCloseMCP, api.CloseMCPRequest{RunID: rt.rec.ID}).Get(ctx, nil); err != nil {
 		rt.emit(ctx, "mcp_close_failed", map[string]string{"error": errorMessage(err)})
 	}

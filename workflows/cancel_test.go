@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
 
 	"github.com/nexo-temporal/nexo/agents"
 	"github.com/nexo-temporal/nexo/api"
@@ -37,4 +39,42 @@ func TestCancelAgentInAToolEndsCanceled(t *testing.T) {
 	if rec := queryRecord(t, env); rec.Status != api.StatusCanceled {
 		t.Errorf("record status = %s, want canceled", rec.Status)
 	}
+}
+
+// TestEveryActivityHasAHeartbeatTimeout: each activity the shipped workflows schedule has
+// a heartbeat timeout, so one in flight on a killed worker is retried within seconds
+// instead of waiting out its start-to-close timeout (FetchMetric waited 5 minutes).
+func TestEveryActivityHasAHeartbeatTimeout(t *testing.T) {
+	run := func(t *testing.T, setup func(env *testsuite.TestWorkflowEnvironment), workflow string, in any) {
+		env := newEnv(t)
+		setup(env)
+		seen := map[string]bool{}
+		env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
+			seen[info.ActivityType.Name] = true
+			if info.HeartbeatTimeout <= 0 || info.HeartbeatTimeout > 30*time.Second {
+				t.Errorf("%s runs with heartbeat timeout %v, want one of at most 30s", info.ActivityType.Name, info.HeartbeatTimeout)
+			}
+		})
+		env.ExecuteWorkflow(workflow, payload(t, in))
+		if err := env.GetWorkflowError(); err != nil {
+			t.Fatal(err)
+		}
+		if len(seen) == 0 {
+			t.Fatal("no activity ran")
+		}
+	}
+	t.Run("DocumentApproval", func(t *testing.T) {
+		run(t, func(env *testsuite.TestWorkflowEnvironment) { (&fakeActs{}).register(env) },
+			DocumentApprovalName, DocumentApprovalInput{DocID: "1", Approved: true})
+	})
+	t.Run("BuildDashboard", func(t *testing.T) {
+		run(t, func(env *testsuite.TestWorkflowEnvironment) { (&fakeActs{}).register(env) },
+			BuildDashboardName, BuildDashboardInput{Title: "Q4"})
+	})
+	t.Run("AgentRun", func(t *testing.T) {
+		f := &agentFakes{spec: agents.Spec{Name: "scribe", Permissions: permissions.Policy{Mode: permissions.ModeAuto}, Produces: []string{"notes.md"}},
+			script: []api.ChatMessage{toolReply(call("write_file", `{"path":"notes.md","content":"hi"}`)), text("done")},
+			outputs: []string{"notes.md"}}
+		run(t, f.register, api.WorkflowAgentRun, api.AgentRunInput{Agent: "scribe", Prompt: "write notes.md"})
+	})
 }

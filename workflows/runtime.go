@@ -167,11 +167,20 @@ func start(ctx workflow.Context, name string, payload json.RawMessage, ro *api.R
 	return rt, ctx
 }
 
+// ActivityHeartbeatTimeout is the heartbeat timeout of every activity a Nexo workflow runs:
+// a worker silent this long is taken as lost and the attempt is retried.
+const ActivityHeartbeatTimeout = 10 * time.Second
+
 // DefaultActivityOptions apply to every activity a Nexo workflow runs unless the workflow
 // sets its own with workflow.WithActivityOptions. Retries are bounded so a step that keeps
 // failing fails the run (which can then be re-run) instead of retrying forever.
+//
+// Every activity heartbeats while it runs (the worker keeps each one alive, see
+// activities.Register), so an attempt on a worker that was killed is retried elsewhere
+// after ActivityHeartbeatTimeout, not after its start-to-close timeout.
 var DefaultActivityOptions = workflow.ActivityOptions{
 	StartToCloseTimeout: 5 * time.Minute,
+	HeartbeatTimeout:    ActivityHeartbeatTimeout,
 	RetryPolicy: &temporal.RetryPolicy{
 		InitialInterval:    time.Second,
 		BackoffCoefficient: 2,
@@ -288,6 +297,7 @@ func innerMessage(err error) string {
 // releaseOptions: removing a sandbox is quick; a few attempts, then an event.
 var releaseOptions = workflow.ActivityOptions{
 	StartToCloseTimeout: time.Minute,
+	HeartbeatTimeout:    ActivityHeartbeatTimeout,
 	RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
 }
 

@@ -34,6 +34,7 @@ import (
 // session prepares its agent inside an update handler, whose context has no options.
 var setupOptions = workflow.ActivityOptions{
 	StartToCloseTimeout: 5 * time.Minute,
+	HeartbeatTimeout:    ActivityHeartbeatTimeout,
 	RetryPolicy:         DefaultActivityOptions.RetryPolicy,
 }
 
