@@ -17,6 +17,7 @@ import (
 
 	"github.com/nexo-temporal/nexo/api"
 	"github.com/nexo-temporal/nexo/artifacts"
+	"github.com/nexo-temporal/nexo/config"
 	"github.com/nexo-temporal/nexo/runs"
 )
 
@@ -27,6 +28,11 @@ func needArgs(args []string, n int, what string) error {
 	return nil
 }
 
+// maxInputBytes bounds --input: the largest body the HTTP API can be set to take
+// (gateway.max_body_bytes). Reading stops there, so `@/dev/zero` is an error, not a
+// starter that eats its memory.
+const maxInputBytes = config.MaxBodyBytes
+
 // readInput returns JSON given inline, as @file, or as @- (standard input).
 func readInput(s string) (json.RawMessage, error) {
 	if s == "" {
@@ -36,9 +42,13 @@ func readInput(s string) (json.RawMessage, error) {
 	if strings.HasPrefix(s, "@") {
 		var err error
 		if s == "@-" {
-			b, err = io.ReadAll(os.Stdin)
+			b, err = readBounded(os.Stdin, s)
 		} else {
-			b, err = os.ReadFile(s[1:])
+			var f *os.File
+			if f, err = os.Open(s[1:]); err == nil {
+				b, err = readBounded(f, s)
+				f.Close()
+			}
 		}
 		if err != nil {
 			return nil, fmt.Errorf("read --input %s: %w", s, err)
@@ -46,6 +56,18 @@ func readInput(s string) (json.RawMessage, error) {
 	}
 	if !json.Valid(b) {
 		return nil, usagef("--input is not valid JSON: %.80s", strings.TrimSpace(string(b)))
+	}
+	return b, nil
+}
+
+// readBounded reads r to its end, or fails once it passes maxInputBytes.
+func readBounded(r io.Reader, name string) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, maxInputBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxInputBytes {
+		return nil, usagef("--input %s is larger than %d MiB; pass a reference to the data (a path, a URL) instead", name, maxInputBytes>>20)
 	}
 	return b, nil
 }
