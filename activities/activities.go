@@ -110,7 +110,7 @@ func (a *Activities) Register(r Registry) {
 }
 
 // MaxArtifactBytes bounds an artifact read from a sandbox file (it is held in memory).
-const MaxArtifactBytes = 256 << 20
+const MaxArtifactBytes = api.MaxArtifactBytes
 
 // WriteArtifact stores an artifact's bytes and returns its metadata, with the content
 // inline when it is at most the inline limit (base64 when it is not UTF-8).
@@ -203,7 +203,7 @@ var KnownMetrics = []string{"sales", "signups", "traffic"}
 func (a *Activities) FetchMetric(_ context.Context, name string) (api.Metric, error) {
 	if !slices.Contains(KnownMetrics, name) {
 		return api.Metric{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("fetch metric: unknown metric %q (known: %v)", name, KnownMetrics), api.ErrTypeNotFound, nil)
+			fmt.Sprintf("fetch metric: unknown metric %.80q (known: %v)", name, KnownMetrics), api.ErrTypeNotFound, nil)
 	}
 	h := fnv.New32a()
 	h.Write([]byte(name))

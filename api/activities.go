@@ -53,3 +53,14 @@ type Metric struct {
 	Name  string  `json:"name"`
 	Value float64 `json:"value"`
 }
+
+// MaxArtifactBytes bounds one artifact (and one staged file): the worker holds it whole in
+// memory, and a workflow that renders more is failed with ErrTypeTooLarge before it sends
+// the bytes anywhere.
+const MaxArtifactBytes = 256 << 20
+
+// MaxFailureMessage bounds the message a run fails with. A failure message is not a
+// payload (External Storage never offloads it), so an unbounded one (an error quoting a
+// huge input) would make the closing command too large for Temporal and the workflow
+// task would fail forever.
+const MaxFailureMessage = 8 << 10

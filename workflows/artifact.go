@@ -60,6 +60,11 @@ func (rt *runtime) artifact(ctx workflow.Context, name string, src ArtifactSourc
 		return api.Artifact{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("artifact %s needs Content, Template or Path", name), api.ErrTypeBadInput, nil)
 	}
+	if len(req.Content) > api.MaxArtifactBytes {
+		return api.Artifact{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("artifact %s is %d bytes, over the %d an artifact may hold", name, len(req.Content), api.MaxArtifactBytes),
+			api.ErrTypeTooLarge, nil)
+	}
 	var meta api.Artifact
 	if err := rt.onSandbox(ctx, nil, api.ActivityWriteArtifact, req, &meta); err != nil {
 		return api.Artifact{}, fmt.Errorf("artifact %s: %s", name, errorMessage(err))
@@ -118,6 +123,11 @@ func Stage(ctx workflow.Context, files map[string][]byte) (int, error) {
 	rt := runtimeOf(ctx)
 	req := api.StageFilesRequest{RunID: rt.rec.ID, Sandbox: rt.sandbox}
 	for _, p := range sortedKeys(files) {
+		if len(files[p]) > api.MaxArtifactBytes {
+			return 0, temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("stage %s: %d bytes, over the %d a staged file may hold", p, len(files[p]), api.MaxArtifactBytes),
+				api.ErrTypeTooLarge, nil)
+		}
 		req.Files = append(req.Files, api.StagedFile{Path: p, Content: files[p]})
 	}
 	rt.sandboxUsed = true

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -268,6 +269,12 @@ func (rt *runtime) fail(ctx workflow.Context, err error) error {
 			return temporal.NewCanceledError(msg)
 		}
 		return err
+	}
+	if len(msg) > api.MaxFailureMessage {
+		// The SDK would send the whole message, and every cause's, in the closing command.
+		msg = fmt.Sprintf("%s… (%d bytes of the message cut)", strings.ToValidUTF8(msg[:api.MaxFailureMessage], ""), len(msg)-api.MaxFailureMessage)
+		rt.rec.Error = &msg
+		err = temporal.NewNonRetryableApplicationError(msg, api.ErrTypeTooLarge, nil)
 	}
 	rt.release(ctx)
 	rt.emit(ctx, "failed", map[string]any{"error": msg})

@@ -3,6 +3,7 @@ package workflows
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -77,4 +78,34 @@ func TestEveryActivityHasAHeartbeatTimeout(t *testing.T) {
 			outputs: []string{"notes.md"}}
 		run(t, f.register, api.WorkflowAgentRun, api.AgentRunInput{Agent: "scribe", Prompt: "write notes.md"})
 	})
+}
+
+// TestFailureMessageIsBounded: a run that fails with an error quoting a huge input (an
+// unknown metric named with 3 MB) fails with a bounded message: a failure message is
+// never offloaded, and an oversized one would wedge the closing workflow task.
+func TestFailureMessageIsBounded(t *testing.T) {
+	env := newEnv(t)
+	(&fakeActs{}).register(env)
+	huge := strings.Repeat("m", 3<<20)
+	env.RegisterActivityWithOptions(func(_ context.Context, name string) (api.Metric, error) {
+		return api.Metric{}, temporal.NewNonRetryableApplicationError("unknown metric "+name, api.ErrTypeNotFound, nil)
+	}, activity.RegisterOptions{Name: api.ActivityFetchMetric})
+	env.ExecuteWorkflow(BuildDashboardName, payload(t, BuildDashboardInput{Metrics: []string{huge}}))
+	err := env.GetWorkflowError()
+	if err == nil {
+		t.Fatal("the run did not fail")
+	}
+	if size := len(err.Error()); size > api.MaxFailureMessage+1024 {
+		t.Errorf("the run fails with a message of %d bytes, want at most about %d", size, api.MaxFailureMessage)
+	}
+	if rec := queryRecord(t, env); rec.Status != api.StatusFailed || rec.Error == nil || len(*rec.Error) > api.MaxFailureMessage+100 {
+		t.Errorf("record: status %s, error of %d bytes", rec.Status, len(deref(rec.Error)))
+	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
