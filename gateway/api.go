@@ -365,11 +365,12 @@ func (s *Server) decideSuspend(r *http.Request, id string, d runs.Decision) (str
 
 func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if err := s.runs.Cancel(r.Context(), id); err != nil {
+	what, err := s.runs.Cancel(r.Context(), id)
+	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	s.writeJSON(w, r, http.StatusAccepted, Accepted{ID: id, Message: "cancel requested for run " + id})
+	s.writeJSON(w, r, http.StatusAccepted, Accepted{ID: id, Message: what})
 }
 
 func (s *Server) rerunRun(w http.ResponseWriter, r *http.Request) {

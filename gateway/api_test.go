@@ -275,11 +275,11 @@ func TestResumeCancelRerun(t *testing.T) {
 			resumed = req
 			return nil
 		},
-		cancel: func(_ context.Context, id string) error {
+		cancel: func(_ context.Context, id string) (string, error) {
 			if id == "closed" {
-				return &runs.StateError{ID: id, Status: api.StatusDone, Want: "open"}
+				return "", &runs.StateError{ID: id, Status: api.StatusDone, Want: "open"}
 			}
-			return nil
+			return "cancel requested for run " + id, nil
 		},
 		rerun: func(_ context.Context, id string) (string, error) { return "run-2", nil },
 	}

@@ -54,7 +54,7 @@ func everythingWorks(decided *[]runs.Decision) *fakeRuns {
 			}
 			return "decided", nil
 		},
-		cancel: func(context.Context, string) error { return nil },
+		cancel: func(_ context.Context, id string) (string, error) { return "cancel requested for run " + id, nil },
 		rerun:  func(context.Context, string) (string, error) { return "run-new", nil },
 		prompt: func(context.Context, string, string, string, runs.PromptOptions) (api.PromptReply, error) {
 			return api.PromptReply{Turn: 1, Reply: "hello"}, nil

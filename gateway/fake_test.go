@@ -26,7 +26,7 @@ type fakeRuns struct {
 	resume       func(ctx context.Context, id string, req runs.ResumeRequest) error
 	decide       func(ctx context.Context, id string, d runs.Decision) (string, api.Record, error)
 	decideRecord func(ctx context.Context, rec api.Record, d runs.Decision) (string, error)
-	cancel       func(ctx context.Context, id string) error
+	cancel       func(ctx context.Context, id string) (string, error)
 	rerun        func(ctx context.Context, id string) (string, error)
 
 	prompt        func(ctx context.Context, agent, instance, text string, o runs.PromptOptions) (api.PromptReply, error)
@@ -89,9 +89,9 @@ func (f *fakeRuns) DecideRecord(ctx context.Context, rec api.Record, d runs.Deci
 	return f.decideRecord(ctx, rec, d)
 }
 
-func (f *fakeRuns) Cancel(ctx context.Context, id string) error {
+func (f *fakeRuns) Cancel(ctx context.Context, id string) (string, error) {
 	if f.cancel == nil {
-		return unexpected("Cancel")
+		return "", unexpected("Cancel")
 	}
 	return f.cancel(ctx, id)
 }

@@ -57,7 +57,7 @@ type Runs interface {
 	Resume(ctx context.Context, id string, req runs.ResumeRequest) error
 	Decide(ctx context.Context, id string, d runs.Decision) (string, api.Record, error)
 	DecideRecord(ctx context.Context, rec api.Record, d runs.Decision) (string, error)
-	Cancel(ctx context.Context, id string) error
+	Cancel(ctx context.Context, id string) (string, error)
 	Rerun(ctx context.Context, id string) (string, error)
 
 	Prompt(ctx context.Context, agent, instance, text string, o runs.PromptOptions) (api.PromptReply, error)

@@ -187,19 +187,84 @@ func (c *Client) signal(ctx context.Context, id, name string, arg any) error {
 	return nil
 }
 
-// Cancel requests cancellation of an open run.
-func (c *Client) Cancel(ctx context.Context, id string) error {
+// Cancel requests cancellation of an open run and says what it did. A run that never
+// started because no worker has its workflow type (every first workflow task failed) would
+// never see a cancel request: it is terminated instead, which loses nothing, since none of
+// its code ever ran.
+func (c *Client) Cancel(ctx context.Context, id string) (string, error) {
 	desc, err := c.describe(ctx, id)
 	if err != nil {
-		return err
+		return "", err
 	}
-	if st := desc.GetWorkflowExecutionInfo().GetStatus(); st != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-		return &StateError{ID: id, Status: closedStatus(st), Want: "open"}
+	info := desc.GetWorkflowExecutionInfo()
+	if st := info.GetStatus(); st != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return "", &StateError{ID: id, Status: closedStatus(st), Want: "open"}
+	}
+	if uw := c.neverStarted(ctx, id, info.GetType().GetName()); uw != nil {
+		reason := fmt.Sprintf("canceled before it started: no worker offers workflow type %q", uw.Workflow)
+		if err := c.tc.TerminateWorkflow(ctx, id, "", reason); err != nil {
+			return "", fmt.Errorf("terminate run %s: %w", id, err)
+		}
+		return fmt.Sprintf("run %s never started (no worker offers workflow type %q): terminated it", id, uw.Workflow), nil
 	}
 	if err := c.tc.CancelWorkflow(ctx, id, ""); err != nil {
-		return fmt.Errorf("cancel run %s: %w", id, err)
+		return "", fmt.Errorf("cancel run %s: %w", id, err)
 	}
-	return nil
+	return "cancel requested for run " + id, nil
+}
+
+// UnknownWorkflowError: a run's workflow type is registered on no worker of its task
+// queue, so its first workflow task fails on every attempt and the run never starts.
+type UnknownWorkflowError struct {
+	ID       string
+	Workflow string
+	// Supported is what the worker that failed the task offers, as it said.
+	Supported string
+}
+
+func (e *UnknownWorkflowError) Error() string {
+	msg := fmt.Sprintf("run %s cannot start: no worker offers workflow type %q", e.ID, e.Workflow)
+	if e.Supported != "" {
+		msg += fmt.Sprintf(" (the worker has: %s)", e.Supported)
+	}
+	return msg + fmt.Sprintf("; check the name, or end the run with: starter cancel %s", e.ID)
+}
+
+// sdkUnknownType is how the Go SDK's worker fails a workflow task of a type it does not
+// have: "unable to find workflow type: X. Supported types: [A, B]".
+const sdkUnknownType = "unable to find workflow type: "
+
+func unknownWorkflow(id, workflow, failure string) *UnknownWorkflowError {
+	rest, ok := strings.CutPrefix(failure, sdkUnknownType)
+	if !ok {
+		return nil
+	}
+	e := &UnknownWorkflowError{ID: id, Workflow: workflow}
+	if name, supported, ok := strings.Cut(rest, ". Supported types: "); ok {
+		e.Workflow = name
+		e.Supported = strings.TrimSuffix(strings.TrimPrefix(supported, "["), "]")
+	}
+	return e
+}
+
+// neverStarted reports a run none of whose workflow tasks completed and whose last one
+// failed for want of its workflow type.
+func (c *Client) neverStarted(ctx context.Context, id, workflow string) *UnknownWorkflowError {
+	var last *UnknownWorkflowError
+	it := c.tc.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			return nil
+		}
+		switch ev.GetEventType() {
+		case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+			return nil
+		case enumspb.EVENT_TYPE_WORKFLOW_TASK_FAILED:
+			last = unknownWorkflow(id, workflow, ev.GetWorkflowTaskFailedEventAttributes().GetFailure().GetMessage())
+		}
+	}
+	return last
 }
 
 // Rerun starts a failed, interrupted or canceled run again as a new run with the same
@@ -364,6 +429,18 @@ func (c *Client) follow(ctx context.Context, id string, fn func(rec api.Record) 
 			enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED,
 			enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TIMED_OUT, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
 			next, err = c.Get(ctx, id)
+		case enumspb.EVENT_TYPE_WORKFLOW_TASK_FAILED:
+			// The one task failure that retrying cannot end: no worker on the queue has the
+			// workflow type. Say so instead of following a run that never starts.
+			if uw := unknownWorkflow(id, rec.Workflow, ev.GetWorkflowTaskFailedEventAttributes().GetFailure().GetMessage()); uw != nil {
+				if uw.Workflow == "" {
+					if r, gerr := c.Get(ctx, id); gerr == nil {
+						uw.Workflow = r.Workflow
+					}
+				}
+				return rec, uw
+			}
+			continue
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
 			if ev.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName() == api.ActivityCompleteChat {
 				lf.poke() // its live text is in its heartbeat, not in history

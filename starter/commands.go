@@ -613,10 +613,11 @@ func cancelCmd() *command {
 			if err != nil {
 				return err
 			}
-			if err := rc.Cancel(ctx, args[0]); err != nil {
+			what, err := rc.Cancel(ctx, args[0])
+			if err != nil {
 				return err
 			}
-			fmt.Fprintf(e.stdout, "cancel requested for run %s\n", args[0])
+			fmt.Fprintln(e.stdout, what)
 			return nil
 		},
 	}
