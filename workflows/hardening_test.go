@@ -74,7 +74,7 @@ func TestEveryActivityHasAHeartbeatTimeout(t *testing.T) {
 	})
 	t.Run("AgentRun", func(t *testing.T) {
 		f := &agentFakes{spec: agents.Spec{Name: "scribe", Permissions: permissions.Policy{Mode: permissions.ModeAuto}, Produces: []string{"notes.md"}},
-			script: []api.ChatMessage{toolReply(call("write_file", `{"path":"notes.md","content":"hi"}`)), text("done")},
+			script:  []api.ChatMessage{toolReply(call("write_file", `{"path":"notes.md","content":"hi"}`)), text("done")},
 			outputs: []string{"notes.md"}}
 		run(t, f.register, api.WorkflowAgentRun, api.AgentRunInput{Agent: "scribe", Prompt: "write notes.md"})
 	})
