@@ -105,6 +105,12 @@ var historyScenarios = []struct {
 	}, recordSession},
 	{"agent MCP, threads by reference", threadRefPrefix, []string{"agent_mcp_stdio.json"}, recordAgentMCP},
 	{"agent skills, threads by reference", threadRefPrefix, []string{"agent_skills.json"}, recordAgentSkills},
+	// DocumentApproval reads its resume input strictly (version 1 of "strict-resume-input").
+	{"DocumentApproval and BuildDashboard, strict resume input", "strictresume_", []string{
+		"document_approval_approved.json", "document_approval_denied.json", "build_dashboard.json",
+	}, recordExamples},
+	// A run canceled during a tool call closes canceled (version 1 of "cancel-outcome").
+	{"agent canceled in a tool call", "", []string{"agent_canceled_in_tool_call.json"}, recordAgentCanceledInTool},
 }
 
 // threadRefPrefix names the fixtures recorded with threads by reference.
@@ -320,6 +326,38 @@ func wantPending(t *testing.T, p *platform, id, callID string) {
 	if a, ok := rec.Approval(); !ok || a.CallID != callID {
 		t.Fatalf("run %s waits for %+v, want the approval of call %s", id, a, callID)
 	}
+}
+
+// recordAgentCanceledInTool: an approved shell command is running when the run is
+// canceled; the run closes canceled.
+func recordAgentCanceledInTool(t *testing.T, r *recorder) {
+	model := fakellm.New(
+		fakellm.Reply{ToolCalls: []fakellm.Call{toolCall("shell", map[string]any{"command": "sleep 30"})}},
+		fakellm.Reply{Content: "unreachable"},
+	)
+	p, c := agentPlatform(t, model, historyBrief)
+	id := p.startAgent("Wait a while.")
+	wantPending(t, p, id, "1.1")
+	p.ok("approve", id, "--by", "ada")
+	deadline := time.Now().Add(30 * time.Second)
+	for running := false; !running; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the shell call of %s never started", id)
+		}
+		desc, err := c.DescribeWorkflowExecution(context.Background(), id, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, pa := range desc.GetPendingActivities() {
+			running = running || (pa.GetActivityType().GetName() == api.ActivityRunTool && pa.GetState() == enumspb.PENDING_ACTIVITY_STATE_STARTED)
+		}
+		time.Sleep(20 * time.Millisecond) // polling the server; no event to wait on from outside
+	}
+	p.ok("cancel", id)
+	if rec := p.waitStatus(id, api.StatusCanceled); rec.Status != api.StatusCanceled {
+		t.Fatalf("status %s, want canceled", rec.Status)
+	}
+	r.save(c, "agent_canceled_in_tool_call.json", id, "")
 }
 
 func recordExamples(t *testing.T, r *recorder) {
