@@ -70,6 +70,34 @@ func TestRunsAndInputsHardening(t *testing.T) {
 		}
 	})
 
+	// The follower may begin after the task already failed (under load it often does): the
+	// failure is then behind the history it waits on, and it must still say so.
+	t.Run("following a run whose task already failed for its type says so", func(t *testing.T) {
+		p.ok("run", "NoSuchWorkflow", "--id", "nosuch-late")
+		tc := p.dial()
+		deadline := time.Now().Add(30 * time.Second)
+		for failed := false; !failed; {
+			if time.Now().After(deadline) {
+				t.Fatal("the first workflow task of nosuch-late never failed")
+			}
+			it := tc.GetWorkflowHistory(context.Background(), "nosuch-late", "", false, 0)
+			for it.HasNext() {
+				ev, err := it.Next()
+				if err != nil {
+					t.Fatal(err)
+				}
+				failed = failed || ev.GetWorkflowTaskFailedEventAttributes() != nil
+			}
+			time.Sleep(20 * time.Millisecond) // polling the server's history: there is no event to wait on from outside
+		}
+		start := time.Now()
+		r := p.starter("logs", "nosuch-late", "--follow")
+		if r.code != 1 || !strings.Contains(r.stderr, `no worker offers workflow type "NoSuchWorkflow"`) || time.Since(start) > 20*time.Second {
+			t.Errorf("logs --follow after the failure: exit %d after %v, stderr %q", r.code, time.Since(start), r.stderr)
+		}
+		p.ok("cancel", "nosuch-late")
+	})
+
 	t.Run("a large artifact rendered in the workflow does not wedge the run", func(t *testing.T) {
 		title := strings.Repeat("<&>", 350_000) // 1 MB, escaped to about 2.7 MB of HTML
 		in := filepath.Join(t.TempDir(), "in.json")

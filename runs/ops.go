@@ -398,6 +398,14 @@ func (c *Client) follow(ctx context.Context, id string, fn func(rec api.Record) 
 	if fresh {
 		seen = 0
 	} else {
+		// A task that failed for want of its workflow type before this follow began is
+		// behind seen: look for it, or the follow would wait for a run that never starts.
+		// (Such a run's history is a handful of events; a longer one has started.)
+		if info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING && seen < 20 {
+			if uw := c.neverStarted(ctx, id, info.GetType().GetName()); uw != nil {
+				return api.Record{}, uw
+			}
+		}
 		if rec, err = c.getDescribed(ctx, id, desc); err != nil {
 			return api.Record{}, err
 		}
