@@ -1,13 +1,10 @@
 package mcpauth
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -19,57 +16,13 @@ import (
 	"github.com/nexo-temporal/nexo/internal/mcptest/oauthtest"
 )
 
-// syncBuffer is a bytes.Buffer Login writes to while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-var authURL = regexp.MustCompile(`(?m)^  (http://\S+/authorize\?\S+)$`)
-
-// Approve waits for the authorization URL in out and opens it as a browser would; the
-// test server approves at once and redirects to the login's loopback listener.
-func Approve(t *testing.T, out interface{ String() string }) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if m := authURL.FindStringSubmatch(out.String()); m != nil {
-			resp, err := http.Get(m[1])
-			if err != nil {
-				t.Fatalf("open the authorization URL: %v", err)
-			}
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				t.Fatalf("the redirect answered %s", resp.Status)
-			}
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no authorization URL printed; output:\n%s", out.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func oauthSpec(as *oauthtest.Server, clientID string) api.MCPServerSpec {
 	return api.MCPServerSpec{Name: "docs", Transport: api.MCPHTTP, URL: as.MCPURL, OAuth: &api.MCPOAuth{ClientID: clientID, Scopes: []string{"read"}}}
 }
 
 func login(t *testing.T, f File, spec api.MCPServerSpec, o LoginOptions) (Entry, string) {
 	t.Helper()
-	var out syncBuffer
+	var out oauthtest.Buffer
 	o.Out = &out
 	done := make(chan error, 1)
 	var e Entry
@@ -78,7 +31,7 @@ func login(t *testing.T, f File, spec api.MCPServerSpec, o LoginOptions) (Entry,
 		e, err = Login(context.Background(), f, spec, o)
 		done <- err
 	}()
-	Approve(t, &out)
+	oauthtest.Approve(t, &out)
 	if err := <-done; err != nil {
 		t.Fatalf("Login: %v\noutput:\n%s", err, out.String())
 	}

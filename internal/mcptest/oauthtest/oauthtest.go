@@ -7,13 +7,16 @@
 package oauthtest
 
 import (
+	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -224,4 +227,49 @@ func random() string {
 	b := make([]byte, 18)
 	_, _ = rand.Read(b)
 	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// Buffer is an io.Writer a login prints to while the test reads it.
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *Buffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *Buffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+var authURL = regexp.MustCompile(`(?m)^\s+(http://\S+/authorize\?\S+)\s*$`)
+
+// Approve waits for a login to print this server's authorization URL in out and opens it
+// as a browser would: the server approves at once and redirects to the login's loopback
+// listener, whose answer must be 200.
+func Approve(t testing.TB, out fmt.Stringer) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if m := authURL.FindStringSubmatch(out.String()); m != nil {
+			resp, err := http.Get(m[1])
+			if err != nil {
+				t.Fatalf("open the authorization URL: %v", err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("the redirect answered %s", resp.Status)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no authorization URL printed; output:\n%s", out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
