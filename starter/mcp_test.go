@@ -56,7 +56,9 @@ agents:
 	var out oauthtest.Buffer
 	var errOut bytes.Buffer
 	done := make(chan int, 1)
-	go func() { done <- run(context.Background(), []string{"mcp", "login", "reader", "docs", "--timeout", "30s"}, &out, &errOut) }()
+	go func() {
+		done <- run(context.Background(), []string{"mcp", "login", "reader", "docs", "--timeout", "30s"}, &out, &errOut)
+	}()
 	oauthtest.Approve(t, &out)
 	if code := <-done; code != 0 {
 		t.Fatalf("login: exit %d\n%s%s", code, out.String(), errOut.String())
