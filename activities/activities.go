@@ -34,6 +34,8 @@ type Activities struct {
 	shellTimeout time.Duration
 	skillsPath   string
 	threads      *threadCache
+	// mcpCredentials is the path of the OAuth credential file of MCP servers.
+	mcpCredentials string
 }
 
 // Deps are what the activities work with.
@@ -54,13 +56,16 @@ type Deps struct {
 	ShellTimeout time.Duration
 	// SkillsPath is the folder of the skills agents name (default "skills").
 	SkillsPath string
+	// MCPCredentialsFile holds the OAuth tokens of MCP servers declared with oauth:
+	// (config mcp.credentials_file; written by `starter mcp login`, refreshed here).
+	MCPCredentialsFile string
 }
 
 // New returns the activities.
 func New(d Deps) *Activities {
 	a := &Activities{store: d.Store, sandboxes: d.Sandboxes, inlineLimit: d.InlineLimit, llm: d.LLM,
 		agents: map[string]agents.Spec{}, fetcher: d.Fetcher, searcher: d.Searcher, shellTimeout: d.ShellTimeout, skillsPath: d.SkillsPath,
-		threads: newThreadCache()}
+		threads: newThreadCache(), mcpCredentials: d.MCPCredentialsFile}
 	for _, s := range d.Agents {
 		a.agents[s.Name] = s
 	}

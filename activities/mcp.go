@@ -23,6 +23,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/nexo-temporal/nexo/api"
+	"github.com/nexo-temporal/nexo/mcpauth"
 )
 
 // MCP limits.
@@ -114,6 +115,10 @@ func (a *Activities) CallMCPTool(ctx context.Context, req api.CallMCPToolRequest
 		if ctx.Err() != nil {
 			return api.RunToolResult{}, fmt.Errorf("MCP server %s: call %s: %w", name, req.Tool, ctx.Err())
 		}
+		if c.oauth != nil && loginNeeded(err) {
+			pool.drop(c)
+			return api.RunToolResult{}, classifyMCP(pool.oauthError(c, req.Server, err, "call %s", req.Tool))
+		}
 		if brokenTransport(err) {
 			pool.drop(c)
 			return api.RunToolResult{}, classifyMCP(c.errorf(err, "call %s: the connection broke (it is reopened on retry)", req.Tool))
@@ -153,7 +158,10 @@ func (a *Activities) mcpPool() *mcpPool {
 	if p, ok := mcpPools.Load(a); ok {
 		return p.(*mcpPool)
 	}
-	p, _ := mcpPools.LoadOrStore(a, newMCPPool(DefaultMCPIdleTimeout))
+	np := newMCPPool(DefaultMCPIdleTimeout)
+	np.creds = mcpauth.File{Path: a.mcpCredentials}
+	np.loginHint = a.mcpLoginHint
+	p, _ := mcpPools.LoadOrStore(a, np)
 	return p.(*mcpPool)
 }
 
@@ -197,6 +205,9 @@ type mcpPool struct {
 	// activity that opened them, until they are closed or the pool is.
 	life context.Context
 	end  context.CancelFunc
+	// creds is the OAuth credential file; loginHint names the login command of a server.
+	creds     mcpauth.File
+	loginHint func(api.MCPServerSpec) string
 }
 
 // mcpKey names a client: the run, the server, and a digest of the server's declaration,
@@ -242,7 +253,7 @@ func (p *mcpPool) acquire(ctx context.Context, run string, spec api.MCPServerSpe
 	}
 	p.mu.Unlock()
 	if !ok {
-		c.err = c.open(ctx, p.life, spec)
+		c.err = c.open(ctx, p, spec)
 		close(c.ready)
 		if c.err != nil {
 			p.drop(c)
@@ -339,10 +350,10 @@ func (p *mcpPool) listTools(ctx context.Context, run string, spec api.MCPServerS
 	defer p.release(c)
 	list, err := c.client.ListTools(ctx, mcp.ListToolsRequest{})
 	if err != nil {
-		if brokenTransport(err) || staleVersion(err) {
+		if brokenTransport(err) || staleVersion(err) || (c.oauth != nil && loginNeeded(err)) {
 			p.drop(c)
 		}
-		return nil, c.errorf(err, "list tools")
+		return nil, p.oauthError(c, spec, err, "list tools")
 	}
 	tools := make([]api.MCPTool, 0, len(list.Tools))
 	for _, t := range list.Tools {
@@ -368,6 +379,10 @@ type mcpConn struct {
 	err    error
 	// secret is the token this client was given, kept out of everything it returns.
 	secret string
+	// oauth is the token store of a server declared with oauth (nil otherwise), and
+	// oauthCfg mcp-go's OAuth configuration over it.
+	oauth    *mcpauth.Store
+	oauthCfg transport.OAuthConfig
 	// stdio: the server's process (its group id is its pid) and the end of its stderr.
 	cmd    *exec.Cmd
 	stderr *tailWriter
@@ -382,9 +397,15 @@ type mcpConn struct {
 
 // open starts the server (stdio) or prepares the connection, then performs the MCP
 // initialize handshake, all within mcpConnectTimeout.
-func (c *mcpConn) open(ctx context.Context, life context.Context, spec api.MCPServerSpec) error {
+func (c *mcpConn) open(ctx context.Context, p *mcpPool, spec api.MCPServerSpec) error {
 	ctx, cancel := context.WithTimeout(ctx, mcpConnectTimeout)
 	defer cancel()
+	life := p.life
+	if spec.OAuth != nil {
+		if err := c.openOAuth(ctx, p, spec); err != nil {
+			return err
+		}
+	}
 	var token string
 	if spec.TokenEnv != "" {
 		v, ok := os.LookupEnv(spec.TokenEnv)
@@ -395,7 +416,7 @@ func (c *mcpConn) open(ctx context.Context, life context.Context, spec api.MCPSe
 		token = v
 	}
 	c.secret = token
-	logger := slog.New(redactHandler{Handler: slog.Default().Handler(), secret: token}).With("mcp_server", spec.Name)
+	logger := slog.New(redactHandler{Handler: slog.Default().Handler(), secrets: c.secrets}).With("mcp_server", spec.Name)
 	cl, err := c.connect(ctx, life, spec, token, logger, "")
 	if err != nil {
 		return err
@@ -460,14 +481,22 @@ func (c *mcpConn) connect(ctx context.Context, life context.Context, spec api.MC
 			transport.WithCommandLogger(logger))
 		cl = client.NewClient(tr, opts...)
 	case api.MCPHTTP:
-		tr, err := transport.NewStreamableHTTP(spec.URL, transport.WithHTTPBasicClient(headerClient(httpHeaders(spec, token))), transport.WithHTTPLogger(logger))
+		hopts := []transport.StreamableHTTPCOption{transport.WithHTTPBasicClient(c.headerClient(httpHeaders(spec, token))), transport.WithHTTPLogger(logger)}
+		if c.oauth != nil {
+			hopts = append(hopts, transport.WithHTTPOAuth(c.oauthCfg))
+		}
+		tr, err := transport.NewStreamableHTTP(spec.URL, hopts...)
 		if err != nil {
 			return nil, c.errorf(err, "open %s", spec.URL)
 		}
 		cl = client.NewClient(tr, opts...)
 	case api.MCPSSE:
-		tr, err := transport.NewSSE(spec.URL, transport.WithHTTPClient(headerClient(httpHeaders(spec, token))), transport.WithSSELogger(logger),
-			transport.WithEndpointTimeout(mcpConnectTimeout))
+		sopts := []transport.ClientOption{transport.WithHTTPClient(c.headerClient(httpHeaders(spec, token))), transport.WithSSELogger(logger),
+			transport.WithEndpointTimeout(mcpConnectTimeout)}
+		if c.oauth != nil {
+			sopts = append(sopts, transport.WithOAuth(c.oauthCfg))
+		}
+		tr, err := transport.NewSSE(spec.URL, sopts...)
 		if err != nil {
 			return nil, c.errorf(err, "open %s", spec.URL)
 		}
@@ -557,7 +586,19 @@ func (c *mcpConn) errorf(err error, format string, args ...any) error {
 }
 
 func (c *mcpConn) redact(s string) string {
-	return redact(s, c.secret)
+	for _, secret := range c.secrets() {
+		s = redact(s, secret)
+	}
+	return s
+}
+
+// secrets are the token_env token and the OAuth tokens and client secret of the client.
+func (c *mcpConn) secrets() []string {
+	out := []string{c.secret}
+	if c.oauth != nil {
+		out = append(out, c.oauth.Secrets()...)
+	}
+	return out
 }
 
 func redact(s, secret string) string {
@@ -585,6 +626,8 @@ func classifyMCP(err error) error {
 	switch {
 	case errors.As(err, &app):
 		return err
+	case loginNeeded(err), errors.Is(err, mcpauth.ErrClientSecret):
+		return temporal.NewNonRetryableApplicationError(err.Error(), api.ErrTypeBadInput, nil)
 	case errors.Is(err, ErrMCPToken), errors.Is(err, ErrMCPDeclaration):
 		return temporal.NewNonRetryableApplicationError(err.Error(), api.ErrTypeBadInput, nil)
 	case errors.Is(err, ErrMCPProtocolVersion):
@@ -646,19 +689,34 @@ func httpHeaders(spec api.MCPServerSpec, token string) map[string]string {
 // every request the transport sends. mcp-go's own header options miss the DELETE that ends
 // a streamable HTTP session, which then reached the server without the token, was refused,
 // and left the session open there.
-func headerClient(headers map[string]string) *http.Client {
-	return &http.Client{Transport: headerTransport{base: http.DefaultTransport, headers: headers}}
+//
+// With OAuth, mcp-go's handler authorizes its requests; the client fills in the token on
+// the ones it leaves without (that DELETE again).
+func (c *mcpConn) headerClient(headers map[string]string) *http.Client {
+	t := headerTransport{base: http.DefaultTransport, headers: headers}
+	if c.oauth != nil {
+		t.auth = c.oauth
+	}
+	return &http.Client{Transport: t}
 }
 
 type headerTransport struct {
 	base    http.RoundTripper
 	headers map[string]string
+	auth    transport.TokenStore // nil: no OAuth
 }
 
 func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	for k, v := range t.headers {
 		r.Header.Set(k, v)
+	}
+	if t.auth != nil && r.Header.Get("Authorization") == "" {
+		tok, err := t.auth.GetToken(r.Context())
+		if err != nil {
+			return nil, err
+		}
+		r.Header.Set("Authorization", "Bearer "+tok.AccessToken)
 	}
 	return t.base.RoundTrip(r)
 }
@@ -758,17 +816,22 @@ func (w *tailWriter) String() string {
 	return strings.ToValidUTF8(string(w.buf), "")
 }
 
-// redactHandler keeps a secret out of the log lines of the MCP library.
+// redactHandler keeps the client's secrets (which an OAuth refresh adds to) out of the log
+// lines of the MCP library.
 type redactHandler struct {
 	slog.Handler
-	secret string
+	secrets func() []string
+}
+
+func (h redactHandler) redact(s string) string {
+	for _, secret := range h.secrets() {
+		s = redact(s, secret)
+	}
+	return s
 }
 
 func (h redactHandler) Handle(ctx context.Context, r slog.Record) error {
-	if h.secret == "" {
-		return h.Handler.Handle(ctx, r)
-	}
-	out := slog.NewRecord(r.Time, r.Level, redact(r.Message, h.secret), r.PC)
+	out := slog.NewRecord(r.Time, r.Level, h.redact(r.Message), r.PC)
 	r.Attrs(func(a slog.Attr) bool {
 		out.AddAttrs(h.attr(a))
 		return true
@@ -777,10 +840,7 @@ func (h redactHandler) Handle(ctx context.Context, r slog.Record) error {
 }
 
 func (h redactHandler) attr(a slog.Attr) slog.Attr {
-	if h.secret == "" {
-		return a
-	}
-	return slog.String(a.Key, redact(a.Value.Resolve().String(), h.secret))
+	return slog.String(a.Key, h.redact(a.Value.Resolve().String()))
 }
 
 func (h redactHandler) WithAttrs(as []slog.Attr) slog.Handler {
@@ -788,9 +848,9 @@ func (h redactHandler) WithAttrs(as []slog.Attr) slog.Handler {
 	for i, a := range as {
 		out[i] = h.attr(a)
 	}
-	return redactHandler{Handler: h.Handler.WithAttrs(out), secret: h.secret}
+	return redactHandler{Handler: h.Handler.WithAttrs(out), secrets: h.secrets}
 }
 
 func (h redactHandler) WithGroup(name string) slog.Handler {
-	return redactHandler{Handler: h.Handler.WithGroup(name), secret: h.secret}
+	return redactHandler{Handler: h.Handler.WithGroup(name), secrets: h.secrets}
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/url"
 	"path"
+	"regexp"
 	"strings"
 
 	"github.com/nexo-temporal/nexo/api"
@@ -138,6 +139,9 @@ func (s Spec) Validate() error {
 				bad(field+".headers", "do not put credentials in headers (they would be stored in workflow history); name the variable holding the token in token_env")
 			}
 		}
+		if m.OAuth != nil {
+			validateOAuth(field+".oauth", m, bad)
+		}
 	}
 	seenSkill := map[string]bool{}
 	for i, name := range s.Skills {
@@ -172,4 +176,34 @@ func (s Spec) Validate() error {
 		bad("context.keep_recent", "is set but context.max_tokens is not")
 	}
 	return errors.Join(errs...)
+}
+
+// envName is what an environment variable's name may be.
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// validateOAuth checks a server's oauth: block (field is "mcp[i].oauth").
+func validateOAuth(field string, m api.MCPServerSpec, bad func(field, format string, a ...any)) {
+	o := m.OAuth
+	if m.Transport != api.MCPHTTP && m.Transport != api.MCPSSE {
+		bad(field, "only for transport http or sse")
+	}
+	if m.TokenEnv != "" {
+		bad(field, "token_env and oauth are exclusive (oauth tokens come from the worker's credential file)")
+	}
+	if strings.TrimSpace(o.ClientID) == "" {
+		bad(field+".client_id", "is empty (want the client id registered with the authorization server)")
+	}
+	for i, sc := range o.Scopes {
+		if sc == "" || strings.ContainsAny(sc, " \t\"\\") {
+			bad(fmt.Sprintf("%s.scopes[%d]", field, i), "%q is not a scope (no spaces or quotes)", sc)
+		}
+	}
+	if o.AuthorizationServer != "" {
+		if u, err := url.Parse(o.AuthorizationServer); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+			bad(field+".authorization_server", "want the issuer URL of the authorization server (http(s), no query or fragment)")
+		}
+	}
+	if o.ClientSecretEnv != "" && !envName.MatchString(o.ClientSecretEnv) {
+		bad(field+".client_secret_env", "want the name of an environment variable (the secret itself never goes in config)")
+	}
 }

@@ -18,8 +18,9 @@ const (
 
 // MCPServerSpec declares an MCP server an agent may use. It travels in workflow history,
 // so it holds no secret: a bearer token is read by the worker from the environment variable
-// TokenEnv names and sent as "Authorization: Bearer ...". Do not put secrets in Headers or
-// Env; name them in TokenEnv.
+// TokenEnv names and sent as "Authorization: Bearer ...", or, with OAuth, taken from the
+// worker's credential file (written by `starter mcp login`). Do not put secrets in Headers
+// or Env; name them in TokenEnv.
 type MCPServerSpec struct {
 	// Name prefixes the server's tools as the model sees them: <name>__<tool>.
 	Name string `json:"name" mapstructure:"name" yaml:"name"`
@@ -35,6 +36,26 @@ type MCPServerSpec struct {
 	Headers map[string]string `json:"headers,omitempty" mapstructure:"headers" yaml:"headers"`
 	// TokenEnv names the environment variable holding a bearer token.
 	TokenEnv string `json:"token_env,omitempty" mapstructure:"token_env" yaml:"token_env"`
+	// OAuth has the worker authenticate with OAuth 2.1 tokens (sse and http only; not
+	// with TokenEnv).
+	OAuth *MCPOAuth `json:"oauth,omitempty" mapstructure:"oauth" yaml:"oauth"`
+}
+
+// MCPOAuth declares how a remote MCP server is authorized with OAuth 2.1: `starter mcp
+// login` runs the authorization code flow with PKCE once and stores the tokens in the
+// worker's credential file, and the worker refreshes them. Only names travel here: the
+// tokens stay in that file and the client secret, if any, in an environment variable.
+type MCPOAuth struct {
+	// ClientID is the client registered with the authorization server.
+	ClientID string `json:"client_id" mapstructure:"client_id" yaml:"client_id"`
+	// Scopes are requested at login.
+	Scopes []string `json:"scopes,omitempty" mapstructure:"scopes" yaml:"scopes"`
+	// AuthorizationServer is the issuer URL of the authorization server; empty: the one
+	// the MCP server's protected-resource metadata names.
+	AuthorizationServer string `json:"authorization_server,omitempty" mapstructure:"authorization_server" yaml:"authorization_server"`
+	// ClientSecretEnv names the environment variable holding the client secret of a
+	// confidential client; empty for a public client.
+	ClientSecretEnv string `json:"client_secret_env,omitempty" mapstructure:"client_secret_env" yaml:"client_secret_env"`
 }
 
 // MCPToolSeparator joins a server's name and its tool's name into the name the model sees.

@@ -109,3 +109,63 @@ agents:
 		t.Errorf("NEXO_SKILLS_PATH: %q, %v", cfg.SkillsPath, err)
 	}
 }
+
+// An MCP server's oauth: block reaches the agent, its typos are errors, and the
+// credential file has a default, a file key, an environment override and validation.
+func TestLoadMCPOAuth(t *testing.T) {
+	const y = `
+llm: {base_url: http://127.0.0.1:11434/v1, model: m}
+mcp:
+  credentials_file: /srv/nexo/creds.json
+agents:
+  - name: a
+    instructions: x
+    mcp:
+      - name: docs
+        transport: http
+        url: https://mcp.example.com/mcp
+        oauth:
+          client_id: nexo-cli
+          scopes: [read, write]
+          authorization_server: https://auth.example.com
+          client_secret_env: DOCS_CLIENT_SECRET
+`
+	dir := t.TempDir()
+	t.Chdir(dir)
+	write := func(s string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, DefaultFile), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(y)
+	cfg, err := Load(LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := cfg.Agents[0].MCP[0].OAuth
+	if o == nil || o.ClientID != "nexo-cli" || strings.Join(o.Scopes, ",") != "read,write" || o.AuthorizationServer != "https://auth.example.com" ||
+		o.ClientSecretEnv != "DOCS_CLIENT_SECRET" {
+		t.Errorf("oauth = %+v", o)
+	}
+	if cfg.MCP.CredentialsFile != "/srv/nexo/creds.json" {
+		t.Errorf("mcp.credentials_file = %q", cfg.MCP.CredentialsFile)
+	}
+	cfg, err = Load(LoadOptions{Env: []string{"NEXO_MCP_CREDENTIALS_FILE=/run/creds.json"}})
+	if err != nil || cfg.MCP.CredentialsFile != "/run/creds.json" {
+		t.Errorf("NEXO_MCP_CREDENTIALS_FILE: %q, %v", cfg.MCP.CredentialsFile, err)
+	}
+	write(strings.Replace(y, "client_id:", "clientid:", 1))
+	if _, err := Load(LoadOptions{}); err == nil || !strings.Contains(err.Error(), "clientid") {
+		t.Errorf("a misspelled oauth key: %v", err)
+	}
+	write(strings.Replace(y, "mcp:\n  credentials_file: /srv/nexo/creds.json\n", "", 1))
+	cfg, err = Load(LoadOptions{})
+	if err != nil || cfg.MCP.CredentialsFile != ".nexo/mcp-credentials.json" {
+		t.Errorf("default credentials file: %q, %v", cfg.MCP.CredentialsFile, err)
+	}
+	cfg.MCP.CredentialsFile = " "
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "mcp.credentials_file") {
+		t.Errorf("Validate with an empty credentials file: %v", err)
+	}
+}

@@ -35,6 +35,7 @@
 //	llm.timeout              NEXO_LLM_TIMEOUT                 5m
 //	agents                   NEXO_AGENTS                      none (a list; set it in the file)
 //	skills_path              NEXO_SKILLS_PATH                 skills
+//	mcp.credentials_file     NEXO_MCP_CREDENTIALS_FILE        .nexo/mcp-credentials.json
 //	search.url               NEXO_SEARCH_URL                  "" (no web_search backend)
 //	search.api_key_env       NEXO_SEARCH_API_KEY_ENV          ""
 //	gateway.addr             NEXO_GATEWAY_ADDR                127.0.0.1:8234
@@ -121,6 +122,7 @@ func Defaults() Config {
 			MaxBodyBytes: 1 << 20,
 		},
 		SkillsPath: "skills",
+		MCP:        MCP{CredentialsFile: ".nexo/mcp-credentials.json"},
 	}
 }
 
@@ -144,6 +146,16 @@ type Config struct {
 	SkillsPath string `mapstructure:"skills_path"`
 	// Search is the web_search tool's backend.
 	Search Search `mapstructure:"search"`
+	// MCP holds what the worker and the starter share about MCP servers.
+	MCP MCP `mapstructure:"mcp"`
+}
+
+// MCP configures what is common to the agents' MCP servers.
+type MCP struct {
+	// CredentialsFile holds the OAuth tokens of remote MCP servers: written by `starter
+	// mcp login`, read and refreshed by the worker, mode 0600, never in history. Workers
+	// on other machines need the same file (shared or copied).
+	CredentialsFile string `mapstructure:"credentials_file"`
 }
 
 // Search configures the web_search backend: a search service with a SearXNG-style JSON

@@ -56,6 +56,7 @@ func TestDefaults(t *testing.T) {
 		LLM:        LLM{APIKeyEnv: "OPENAI_API_KEY", Timeout: 5 * time.Minute},
 		Gateway:    Gateway{Addr: "127.0.0.1:8234", MaxBodyBytes: 1 << 20},
 		SkillsPath: "skills",
+		MCP:        MCP{CredentialsFile: ".nexo/mcp-credentials.json"},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Load() =\n%+v\nwant\n%+v", got, want)

@@ -188,6 +188,9 @@ func (c Config) Validate() error {
 	if strings.TrimSpace(c.SkillsPath) == "" {
 		bad("skills_path", c.SkillsPath, "must not be empty (default: skills)")
 	}
+	if strings.TrimSpace(c.MCP.CredentialsFile) == "" {
+		bad("mcp.credentials_file", c.MCP.CredentialsFile, "must not be empty (default: .nexo/mcp-credentials.json)")
+	}
 	if c.Search.URL != "" {
 		if u, err := url.Parse(c.Search.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			bad("search.url", c.Search.URL, "want an http(s) URL such as http://127.0.0.1:8888/search")

@@ -36,7 +36,7 @@ func commands() []*command {
 	return []*command{
 		runCmd(), agentCmd(), sessionCmd(), showCmd(), listCmd(), logsCmd(), resumeCmd(), approveCmd(), denyCmd(),
 		artifactsCmd(), artifactCmd(), cancelCmd(), rerunCmd(),
-		sandboxCmd(), skillCmd(), serveCmd(),
+		sandboxCmd(), skillCmd(), mcpCmd(), serveCmd(),
 	}
 }
 

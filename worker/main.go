@@ -163,7 +163,7 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) error {
 	})
 	workflows.RegisterAll(w)
 	deps := activities.Deps{Store: store, Sandboxes: sandboxes, InlineLimit: cfg.Artifacts.InlineLimit,
-		Agents: cfg.Agents, ShellTimeout: cfg.Sandbox.ShellTimeout, SkillsPath: cfg.SkillsPath}
+		Agents: cfg.Agents, ShellTimeout: cfg.Sandbox.ShellTimeout, SkillsPath: cfg.SkillsPath, MCPCredentialsFile: cfg.MCP.CredentialsFile}
 	if cfg.Search.URL != "" {
 		key := ""
 		if cfg.Search.APIKeyEnv != "" {
