@@ -25,7 +25,9 @@ const drainGrace = time.Second
 // and its own process group. When it finishes, times out (timeout <= 0 means
 // DefaultShellTimeout), or ctx ends, the whole group is killed with SIGKILL, so children
 // and background jobs (`sleep 100 & wait`) die with it and nothing it started outlives the
-// call. On timeout the result has TimedOut set and ExitCode 137 (128+SIGKILL), and the
+// call. The group's leader is a guard process that kills the group when the worker dies,
+// even by SIGKILL, so a command never outlives its worker either (Temporal retries the
+// call elsewhere; the orphan would run beside the retry). On timeout the result has TimedOut set and ExitCode 137 (128+SIGKILL), and the
 // error is nil; when ctx itself ended the same result comes with an error wrapping the
 // context's cause. Stdout and stderr are captured separately, each capped at MaxOutput
 // bytes (the tail is kept).
@@ -56,7 +58,6 @@ func (l *Local) Shell(ctx context.Context, command string, timeout time.Duration
 	cmd.Dir = l.realRoot
 	cmd.Env = l.env
 	cmd.Stdout, cmd.Stderr = outW, errW // *os.File: the child writes to the pipes directly
-	setProcessGroup(cmd)
 
 	l.mu.Lock()
 	if l.closed.Load() {
@@ -64,9 +65,16 @@ func (l *Local) Shell(ctx context.Context, command string, timeout time.Duration
 		closeAll(outR, outW, errR, errW)
 		return ShellResult{}, fmt.Errorf("run shell: %w", ErrClosed)
 	}
-	err = cmd.Start()
+	// The group's leader is a guard that kills the group if the worker dies, so no command
+	// outlives the worker (see guardScript); the command joins the guard's group.
+	g, err := startGuard()
 	if err == nil {
-		l.groups[cmd.Process.Pid] = struct{}{}
+		joinGroup(cmd, g)
+		if err = cmd.Start(); err != nil {
+			g.stop()
+		} else {
+			l.groups[g.pgid()] = struct{}{}
+		}
 	}
 	l.mu.Unlock()
 	closeAll(outW, errW) // the child holds its own copies
@@ -74,7 +82,7 @@ func (l *Local) Shell(ctx context.Context, command string, timeout time.Duration
 		closeAll(outR, errR)
 		return ShellResult{}, fmt.Errorf("run shell: start sh: %w", err)
 	}
-	pgid := cmd.Process.Pid
+	pgid := g.pgid()
 
 	stdout, stderr := NewTailBuffer(l.maxOutput), NewTailBuffer(l.maxOutput)
 	var readers sync.WaitGroup
@@ -82,38 +90,23 @@ func (l *Local) Shell(ctx context.Context, command string, timeout time.Duration
 	go drain(&readers, stdout, outR)
 	go drain(&readers, stderr, errR)
 
-	// Wait for the leader to exit without reaping it where the OS allows (Linux): while it
-	// is an unreaped zombie its pid, which is the group id, cannot be reused, so killing
-	// the group afterwards cannot hit an unrelated process.
-	type exit struct {
-		reaped bool
-		err    error
-	}
-	exited := make(chan exit, 1)
-	go func() {
-		if waitExited(pgid) != nil {
-			exited <- exit{reaped: true, err: cmd.Wait()}
-			return
-		}
-		exited <- exit{}
-	}()
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
 	killed := false
-	var ex exit
+	var waitErr error
 	select {
-	case ex = <-exited:
+	case waitErr = <-exited:
 	case <-runCtx.Done():
 		killGroup(pgid)
-		_ = cmd.Process.Kill() // in case the group is gone; the unreaped leader is still ours
 		killed = true
-		ex = <-exited
+		waitErr = <-exited
 	}
-	killGroup(pgid) // background jobs the command left behind
+	// Background jobs the command left behind die with the group; the guard, unreaped
+	// until now, keeps the group id from being reused by an unrelated process.
+	g.stop()
 	l.mu.Lock()
 	delete(l.groups, pgid)
 	l.mu.Unlock()
-	if !ex.reaped {
-		ex.err = cmd.Wait()
-	}
 
 	drained := make(chan struct{})
 	go func() { readers.Wait(); close(drained) }()
@@ -129,8 +122,8 @@ func (l *Local) Shell(ctx context.Context, command string, timeout time.Duration
 		res.ExitCode = exitCode(cmd.ProcessState)
 	}
 	var exitErr *exec.ExitError
-	if ex.err != nil && !errors.As(ex.err, &exitErr) {
-		return res, fmt.Errorf("run shell: wait: %w", ex.err)
+	if waitErr != nil && !errors.As(waitErr, &exitErr) {
+		return res, fmt.Errorf("run shell: wait: %w", waitErr)
 	}
 	if killed && ctx.Err() != nil {
 		return res, fmt.Errorf("run shell: %w", context.Cause(ctx))

@@ -3,7 +3,6 @@
 package sandbox
 
 import (
-	"errors"
 	"os"
 	"os/exec"
 )
@@ -11,7 +10,11 @@ import (
 // shellSupported: Local.Shell needs /bin/sh and process groups, so a unix host.
 const shellSupported = false
 
-func setProcessGroup(cmd *exec.Cmd)    {}
-func killGroup(pgid int)               {}
-func exitCode(ps *os.ProcessState) int { return ps.ExitCode() }
-func waitExited(pid int) error         { return errors.ErrUnsupported }
+type guard struct{}
+
+func startGuard() (*guard, error)       { return nil, ErrNoShell }
+func (g *guard) pgid() int              { return 0 }
+func (g *guard) stop()                  {}
+func joinGroup(cmd *exec.Cmd, g *guard) {}
+func killGroup(pgid int)                {}
+func exitCode(ps *os.ProcessState) int  { return ps.ExitCode() }

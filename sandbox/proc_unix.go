@@ -3,6 +3,7 @@
 package sandbox
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"syscall"
@@ -11,10 +12,56 @@ import (
 // shellSupported: commands run with /bin/sh in their own process group.
 const shellSupported = true
 
-// setProcessGroup puts the command in a new process group whose id is its pid, so the
-// command and everything it starts can be killed together.
-func setProcessGroup(cmd *exec.Cmd) {
+// guardScript is the process-group leader of every command. It blocks reading its stdin,
+// a pipe whose only write end the worker holds; when the worker dies — even by SIGKILL,
+// which nothing can trap — the kernel closes that end, read returns, and the guard kills
+// its whole group: the command and everything it started. Without it a killed worker
+// leaves its commands running while Temporal retries the call on another worker, so the
+// orphan and the retry both run. A pipe, unlike PR_SET_PDEATHSIG, is tied to the process
+// (not to the thread that forked) and reaches every process of the group, not only the
+// one it was set on, and works on every unix.
+const guardScript = "read _; kill -9 0"
+
+// guard is a running group leader (see guardScript).
+type guard struct {
+	cmd  *exec.Cmd
+	keep *os.File // the write end: closing it (or dying) kills the group
+}
+
+// startGuard starts a guard as the leader of a new process group, whose id is its pid.
+func startGuard() (*guard, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("start process guard: %w", err)
+	}
+	cmd := exec.Command("/bin/sh", "-c", guardScript)
+	cmd.Stdin = r // *os.File: no copying goroutine, the guard reads the pipe itself
+	cmd.Env = []string{"PATH=" + shellPath}
+	cmd.Dir = "/"
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	err = cmd.Start()
+	r.Close()
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("start process guard: %w", err)
+	}
+	return &guard{cmd: cmd, keep: w}, nil
+}
+
+// pgid is the id of the guarded group.
+func (g *guard) pgid() int { return g.cmd.Process.Pid }
+
+// stop kills the group and reaps the guard. Until it is reaped the guard's pid, which is
+// the group id, cannot be reused, so killing the group never hits an unrelated process.
+func (g *guard) stop() {
+	killGroup(g.pgid())
+	g.keep.Close()
+	_ = g.cmd.Wait()
+}
+
+// joinGroup makes cmd a member of the guarded group.
+func joinGroup(cmd *exec.Cmd, g *guard) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: g.pgid()}
 }
 
 // killGroup sends SIGKILL to every process in the group. A group that is already gone
