@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/nexo-temporal/nexo/agents"
@@ -80,6 +81,7 @@ func (a *Activities) RunTool(ctx context.Context, req api.RunToolRequest) (res a
 			a.sandboxes.Forget(req.RunID, req.Sandbox)
 		}
 		if err == nil {
+			res = noteRetry(ctx, res)
 			res, err = a.offload(ctx, res, req.StoreOver)
 		}
 	}()
@@ -153,6 +155,19 @@ func (a *Activities) RunTool(ctx context.Context, req api.RunToolRequest) (res a
 		return a.searcher.Search(ctx, q), nil
 	}
 	return toolError("unknown tool %q", req.Tool), nil
+}
+
+// noteRetry tells the model when this call is a retry: an earlier attempt, on a worker
+// that died or lost its sandbox, may have run partly (a command half done, a file already
+// written), and the model should check before it repeats or builds on the call.
+func noteRetry(ctx context.Context, res api.RunToolResult) api.RunToolResult {
+	if !activity.IsActivity(ctx) {
+		return res
+	}
+	if n := activity.GetInfo(ctx).Attempt; n > 1 {
+		res.Content = fmt.Sprintf("note: this call is a retry (attempt %d): an earlier attempt may have run partly\n", n) + res.Content
+	}
+	return res
 }
 
 // fileError turns a sandbox error into what the model sees; an error that is neither the
