@@ -222,7 +222,8 @@ func classify(err error) error {
 		return temporal.NewNonRetryableApplicationError(err.Error(), api.ErrTypeEscape, err)
 	case errors.Is(err, sandbox.ErrNotFound), errors.Is(err, artifacts.ErrNotFound):
 		return temporal.NewNonRetryableApplicationError(err.Error(), api.ErrTypeNotFound, err)
-	case errors.Is(err, ErrSandboxUnavailable), errors.Is(err, docker.ErrImageNotFound), errors.Is(err, docker.ErrInvalidOptions):
+	case errors.Is(err, ErrSandboxUnavailable), errors.Is(err, docker.ErrImageNotFound), errors.Is(err, docker.ErrInvalidOptions),
+		errors.Is(err, sandbox.ErrNotRegular): // a FIFO stays a FIFO: retrying cannot help
 		return temporal.NewNonRetryableApplicationError(err.Error(), api.ErrTypeBadInput, err)
 	}
 	return err

@@ -178,6 +178,8 @@ func fileError(op, p string, err error) (api.RunToolResult, error) {
 		return toolError("%s %s: the path leads outside the workspace", op, p), nil
 	case errors.Is(err, sandbox.ErrNotFound):
 		return toolError("%s %s: no such file", op, p), nil
+	case errors.Is(err, sandbox.ErrNotRegular):
+		return toolError("%s %s: %v; file tools read and write only regular files", op, p, err), nil
 	case errors.Is(err, sandbox.ErrNoShell):
 		return toolError("%s: this sandbox has no shell", op), nil
 	case errors.Is(err, sandbox.ErrClosed), errors.Is(err, docker.ErrContainerGone):

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -109,11 +110,47 @@ func (l *Local) Read(ctx context.Context, p string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	data, err := os.ReadFile(host)
+	// Opened non-blocking and checked on the open file: a FIFO (mkfifo in the workspace)
+	// would block a plain open until a writer came, and a read until it wrote, holding the
+	// call and a worker goroutine past cancellation; a check before the open alone could be
+	// raced by the shell.
+	f, err := os.OpenFile(host, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, fileError("read", p, err)
 	}
-	return data, nil
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fileError("read", p, err)
+	}
+	if err := regular(fi); err != nil {
+		return nil, fmt.Errorf("read %s: %w", QuotePath(p), err)
+	}
+	data := make([]byte, 0, fi.Size()+512)
+	buf := bytes.NewBuffer(data)
+	if _, err := buf.ReadFrom(f); err != nil {
+		return nil, fileError("read", p, err)
+	}
+	return buf.Bytes(), nil
+}
+
+// regular fails unless fi is a regular file: the file tools read and write only those,
+// never a directory, FIFO, socket or device.
+func regular(fi fs.FileInfo) error {
+	m := fi.Mode()
+	switch {
+	case m.IsRegular():
+		return nil
+	case m.IsDir():
+		return errors.New("is a directory")
+	case m&fs.ModeNamedPipe != 0:
+		return fmt.Errorf("%w (a named pipe)", ErrNotRegular)
+	case m&fs.ModeSocket != 0:
+		return fmt.Errorf("%w (a socket)", ErrNotRegular)
+	case m&fs.ModeDevice != 0:
+		return fmt.Errorf("%w (a device)", ErrNotRegular)
+	}
+	return fmt.Errorf("%w (%v)", ErrNotRegular, m.Type())
 }
 
 // Write replaces the file at p atomically (a temporary file in the same directory, then a
@@ -130,8 +167,8 @@ func (l *Local) Write(ctx context.Context, p string, data []byte) (string, error
 	}
 	mode := fs.FileMode(0o644)
 	if fi, err := os.Stat(host); err == nil {
-		if fi.IsDir() {
-			return "", fmt.Errorf("write %s: is a directory", QuotePath(p))
+		if err := regular(fi); err != nil {
+			return "", fmt.Errorf("write %s: %w", QuotePath(p), err)
 		}
 		mode = fi.Mode().Perm()
 	}
@@ -167,7 +204,8 @@ func (l *Local) Write(ctx context.Context, p string, data []byte) (string, error
 }
 
 // Stat reports the size and modification time of the file at p (following a symbolic link
-// that stays inside). A directory is an error: Stat is for files.
+// that stays inside). A directory, FIFO, socket or device is an error: Stat is for
+// regular files.
 func (l *Local) Stat(ctx context.Context, p string) (FileInfo, error) {
 	host, _, err := l.resolve(ctx, "stat", p)
 	if err != nil {
@@ -177,8 +215,8 @@ func (l *Local) Stat(ctx context.Context, p string) (FileInfo, error) {
 	if err != nil {
 		return FileInfo{}, fileError("stat", p, err)
 	}
-	if fi.IsDir() {
-		return FileInfo{}, fmt.Errorf("stat %s: is a directory", QuotePath(p))
+	if err := regular(fi); err != nil {
+		return FileInfo{}, fmt.Errorf("stat %s: %w", QuotePath(p), err)
 	}
 	return FileInfo{Size: fi.Size(), ModTime: fi.ModTime()}, nil
 }

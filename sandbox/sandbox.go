@@ -20,6 +20,9 @@ var (
 	ErrNotFound = errors.New("file not found")
 	// ErrNoShell: this tier cannot run commands.
 	ErrNoShell = errors.New("sandbox has no shell")
+	// ErrNotRegular: the path names a FIFO, socket or device; file tools only read and
+	// write regular files (opening a FIFO would block).
+	ErrNotRegular = errors.New("not a regular file")
 	// ErrClosed: the sandbox was closed.
 	ErrClosed = errors.New("sandbox is closed")
 )
