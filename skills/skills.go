@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 
 	"github.com/nexo-temporal/nexo/api"
 )
@@ -181,13 +182,20 @@ func List(root string) ([]Skill, error) {
 	return out, errors.Join(errs...)
 }
 
-// readCapped reads file, refusing one over limit bytes.
+// readCapped reads file, refusing one over limit bytes, or one that is not a regular file:
+// it is opened non-blocking and checked once open, since a FIFO would block the open (and
+// the worker's start) until a writer came.
 func readCapped(file string, limit int64) ([]byte, error) {
-	f, err := os.Open(file)
+	f, err := os.OpenFile(file, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err != nil {
+		return nil, fmt.Errorf("read %s: %w", file, err)
+	} else if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%w: %s is not a regular file", ErrInvalid, file)
+	}
 	data, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", file, err)
