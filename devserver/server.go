@@ -110,6 +110,7 @@ type Server struct {
 	frontendAddr string
 	uiAddr       string
 	logGate      *logGate
+	lock         *dbLock // held until Stop; nil for an in-memory database
 
 	stopOnce sync.Once
 	stopErr  error
@@ -119,8 +120,9 @@ type Server struct {
 // is loaded and the namespace is usable, so a worker can connect at once. ctx bounds the wait
 // (startTimeout when it has no deadline); canceling it after Start returns has no effect.
 // On error, Start has stopped whatever it started.
-func Start(ctx context.Context, opts Options) (*Server, error) {
-	opts, err := opts.withDefaults()
+func Start(ctx context.Context, opts Options) (_ *Server, err error) {
+	display := opts.DBPath // as the user spelled it, for messages
+	opts, err = opts.withDefaults()
 	if err != nil {
 		return nil, err
 	}
@@ -142,7 +144,17 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		}
 	}
 
+	var lock *dbLock
 	if opts.DBPath != "" {
+		// Before anything reads or writes the database: a second server must not touch it.
+		if lock, err = lockDB(opts.DBPath, display); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if err != nil {
+				lock.release()
+			}
+		}()
 		if err := prepareDBFile(ctx, opts.DBPath); err != nil {
 			return nil, err
 		}
@@ -167,7 +179,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if err := ts.Start(); err != nil {
 		return nil, fmt.Errorf("start temporal server: %w", err)
 	}
-	s := &Server{temporal: ts, frontendAddr: conf.PublicClient.HostPort, logGate: gate}
+	s := &Server{temporal: ts, frontendAddr: conf.PublicClient.HostPort, logGate: gate, lock: lock}
 
 	if opts.UIPort != 0 {
 		if err := s.startUI(ctx, opts.IP, opts.UIPort, opts.Namespace, opts.CodecEndpoint); err != nil {
@@ -205,6 +217,7 @@ func (s *Server) Stop() error {
 		if err := s.temporal.Stop(); err != nil {
 			s.stopErr = fmt.Errorf("stop temporal server: %w", err)
 		}
+		s.lock.release()
 	})
 	return s.stopErr
 }
