@@ -1,0 +1,25 @@
+package config
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/nexo-temporal/nexo/agents"
+	"github.com/nexo-temporal/nexo/api"
+)
+
+func TestSecretEnvNames(t *testing.T) {
+	var c Config
+	c.Temporal.APIKeyEnv = "TEMPORAL_KEY"
+	c.LLM.APIKeyEnv = "OPENAI_API_KEY"
+	c.Search.APIKeyEnv = "SEARCH_KEY"
+	c.Gateway.Tokens = []GatewayToken{{Name: "ci", TokenEnv: "CI_TOKEN"}, {Name: "ops", TokenEnv: "OPS_TOKEN"}}
+	c.Agents = []agents.Spec{
+		{Name: "a", MCP: []api.MCPServerSpec{{Name: "gh", TokenEnv: "GH_TOKEN"}, {Name: "fs"}}},
+		{Name: "b", MCP: []api.MCPServerSpec{{Name: "gh", TokenEnv: "GH_TOKEN"}}},
+	}
+	want := []string{"TEMPORAL_KEY", "OPENAI_API_KEY", "SEARCH_KEY", "CI_TOKEN", "OPS_TOKEN", "GH_TOKEN"}
+	if got := c.SecretEnvNames(); !reflect.DeepEqual(got, want) {
+		t.Errorf("SecretEnvNames() = %v, want %v", got, want)
+	}
+}
