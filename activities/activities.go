@@ -36,6 +36,7 @@ type Activities struct {
 	threads      *threadCache
 	// mcpCredentials is the path of the OAuth credential file of MCP servers.
 	mcpCredentials string
+	lookupEnv    func(string) (string, bool) // nil: os.LookupEnv
 }
 
 // Deps are what the activities work with.
@@ -59,13 +60,17 @@ type Deps struct {
 	// MCPCredentialsFile holds the OAuth tokens of MCP servers declared with oauth:
 	// (config mcp.credentials_file; written by `starter mcp login`, refreshed here).
 	MCPCredentialsFile string
+	// LookupEnv resolves the environment variables secrets are named by (an MCP server's
+	// token_env): the worker takes its secrets out of the environment at start and
+	// answers for them from memory (internal/secrets). nil means os.LookupEnv.
+	LookupEnv func(string) (string, bool)
 }
 
 // New returns the activities.
 func New(d Deps) *Activities {
 	a := &Activities{store: d.Store, sandboxes: d.Sandboxes, inlineLimit: d.InlineLimit, llm: d.LLM,
 		agents: map[string]agents.Spec{}, fetcher: d.Fetcher, searcher: d.Searcher, shellTimeout: d.ShellTimeout, skillsPath: d.SkillsPath,
-		threads: newThreadCache(), mcpCredentials: d.MCPCredentialsFile}
+		threads: newThreadCache(), mcpCredentials: d.MCPCredentialsFile, lookupEnv: d.LookupEnv}
 	for _, s := range d.Agents {
 		a.agents[s.Name] = s
 	}

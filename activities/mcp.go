@@ -161,6 +161,9 @@ func (a *Activities) mcpPool() *mcpPool {
 	np := newMCPPool(DefaultMCPIdleTimeout)
 	np.creds = mcpauth.File{Path: a.mcpCredentials}
 	np.loginHint = a.mcpLoginHint
+	if a.lookupEnv != nil {
+		np.lookupEnv = a.lookupEnv
+	}
 	p, _ := mcpPools.LoadOrStore(a, np)
 	return p.(*mcpPool)
 }
@@ -208,6 +211,8 @@ type mcpPool struct {
 	// creds is the OAuth credential file; loginHint names the login command of a server.
 	creds     mcpauth.File
 	loginHint func(api.MCPServerSpec) string
+	// lookupEnv resolves token_env (Deps.LookupEnv; set before first use, then read-only).
+	lookupEnv func(string) (string, bool)
 }
 
 // mcpKey names a client: the run, the server, and a digest of the server's declaration,
@@ -224,7 +229,7 @@ func keyOf(run string, spec api.MCPServerSpec) mcpKey {
 
 func newMCPPool(idle time.Duration) *mcpPool {
 	life, end := context.WithCancel(context.Background())
-	return &mcpPool{idle: idle, conns: map[mcpKey]*mcpConn{}, life: life, end: end}
+	return &mcpPool{idle: idle, conns: map[mcpKey]*mcpConn{}, life: life, end: end, lookupEnv: os.LookupEnv}
 }
 
 func (p *mcpPool) isClosed() bool {
@@ -408,7 +413,7 @@ func (c *mcpConn) open(ctx context.Context, p *mcpPool, spec api.MCPServerSpec) 
 	}
 	var token string
 	if spec.TokenEnv != "" {
-		v, ok := os.LookupEnv(spec.TokenEnv)
+		v, ok := p.lookupEnv(spec.TokenEnv) // the worker took its secrets out of the environment at start
 		if !ok || v == "" {
 			return fmt.Errorf("MCP server %s: %w: token_env names %s, which is not set (or is empty) in the worker's environment; set it where the worker runs",
 				spec.Name, ErrMCPToken, spec.TokenEnv)

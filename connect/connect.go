@@ -28,6 +28,12 @@ import (
 // cfg.Artifacts.URL that every other worker, starter and gateway of the deployment shares;
 // workers made from the client (worker.New) inherit it.
 func Dial(ctx context.Context, cfg config.Config, blobs artifacts.Blobs, logger *slog.Logger) (client.Client, error) {
+	return DialWith(ctx, cfg, blobs, logger, os.Getenv)
+}
+
+// DialWith is Dial reading the API key temporal.api_key_env names through getenv: a
+// worker holds its secrets in memory, not in its environment (internal/secrets).
+func DialWith(ctx context.Context, cfg config.Config, blobs artifacts.Blobs, logger *slog.Logger, getenv func(string) string) (client.Client, error) {
 	if blobs == nil {
 		return nil, fmt.Errorf("connect to Temporal at %s: no blob store for payloads over %d bytes (open artifacts.url)",
 			cfg.Temporal.Address, cfg.Payloads.OffloadThreshold)
@@ -45,7 +51,7 @@ func Dial(ctx context.Context, cfg config.Config, blobs artifacts.Blobs, logger 
 		}
 		opts.ConnectionOptions.TLS = tc
 	}
-	if key := cfg.APIKey(os.Getenv); key != "" {
+	if key := cfg.APIKey(getenv); key != "" {
 		opts.Credentials = client.NewAPIKeyStaticCredentials(key)
 	}
 	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)

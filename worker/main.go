@@ -32,6 +32,7 @@ import (
 	"github.com/nexo-temporal/nexo/connect"
 	"github.com/nexo-temporal/nexo/devserver"
 	"github.com/nexo-temporal/nexo/gateway"
+	"github.com/nexo-temporal/nexo/internal/secrets"
 	"github.com/nexo-temporal/nexo/payloads"
 	"github.com/nexo-temporal/nexo/runs"
 	"github.com/nexo-temporal/nexo/sandbox/docker"
@@ -65,6 +66,13 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	cfg, err := config.Load(config.LoadOptions{Flags: fs})
+	if err != nil {
+		return err
+	}
+	// Before anything starts: from here on the secrets live in memory only, so a command
+	// the local sandbox runs cannot read them from this process's environment (this may
+	// re-execute the worker in place; see internal/secrets).
+	env, err := secrets.Take(cfg.SecretEnvNames())
 	if err != nil {
 		return err
 	}
@@ -127,7 +135,7 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) error {
 			logger.Error("close artifact store", "error", err)
 		}
 	}()
-	tc, err := connect.Dial(ctx, cfg, store, logger)
+	tc, err := connect.DialWith(ctx, cfg, store, logger, env.Getenv)
 	if err != nil {
 		return err
 	}
@@ -163,17 +171,18 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) error {
 	})
 	workflows.RegisterAll(w)
 	deps := activities.Deps{Store: store, Sandboxes: sandboxes, InlineLimit: cfg.Artifacts.InlineLimit,
-		Agents: cfg.Agents, ShellTimeout: cfg.Sandbox.ShellTimeout, SkillsPath: cfg.SkillsPath, MCPCredentialsFile: cfg.MCP.CredentialsFile}
+		Agents: cfg.Agents, ShellTimeout: cfg.Sandbox.ShellTimeout, SkillsPath: cfg.SkillsPath, MCPCredentialsFile: cfg.MCP.CredentialsFile,
+		LookupEnv: env.LookupEnv}
 	if cfg.Search.URL != "" {
 		key := ""
 		if cfg.Search.APIKeyEnv != "" {
-			key = os.Getenv(cfg.Search.APIKeyEnv)
+			key = env.Getenv(cfg.Search.APIKeyEnv)
 		}
 		deps.Searcher = activities.NewSearcher(cfg.Search.URL, key)
 	}
 	if cfg.LLM.BaseURL != "" {
 		deps.LLM = activities.NewLLM(activities.LLMConfig{BaseURL: cfg.LLM.BaseURL, Model: cfg.LLM.Model,
-			APIKey: cfg.LLM.APIKey(os.Getenv), Timeout: cfg.LLM.Timeout})
+			APIKey: cfg.LLM.APIKey(env.Getenv), Timeout: cfg.LLM.Timeout})
 	}
 	acts := activities.New(deps)
 	acts.Register(w)
@@ -191,7 +200,7 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) error {
 	if *dev {
 		ln := gwLn
 		gwLn = nil
-		if err := serveGateway(ctx, cfg, tc, store, ln, gwErr, stdout, logger); err != nil {
+		if err := serveGateway(ctx, cfg, tc, store, ln, gwErr, env.Getenv, stdout, logger); err != nil {
 			return err
 		}
 	}
@@ -249,7 +258,7 @@ func checkSearchAttribute(ctx context.Context, tc client.Client, namespace strin
 // until ctx ends. An address already in use (listenErr) is reported, not fatal: the
 // platform works without its page, and a second `worker --dev` must still start. Tokens
 // whose secret is missing stop the worker.
-func serveGateway(ctx context.Context, cfg config.Config, tc client.Client, store artifacts.Store, ln net.Listener, listenErr error, stdout io.Writer, logger *slog.Logger) error {
+func serveGateway(ctx context.Context, cfg config.Config, tc client.Client, store artifacts.Store, ln net.Listener, listenErr error, getenv func(string) string, stdout io.Writer, logger *slog.Logger) error {
 	if ln == nil {
 		fmt.Fprintf(stdout, "Nexo HTTP API not started: %v (set gateway.addr or NEXO_GATEWAY_ADDR)\n", listenErr)
 		return nil
@@ -257,7 +266,7 @@ func serveGateway(ctx context.Context, cfg config.Config, tc client.Client, stor
 	rc := runs.New(tc, cfg.Temporal.Namespace, cfg.Temporal.TaskQueue)
 	rc.Payloads = payloads.NewDriver(store)
 	// The worker's own store: one cache, and under mem:// the same bytes the worker wrote.
-	gw, err := gateway.FromConfig(cfg, rc, store, os.Getenv, logger)
+	gw, err := gateway.FromConfig(cfg, rc, store, getenv, logger)
 	if err != nil {
 		ln.Close()
 		return err
