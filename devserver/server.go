@@ -75,6 +75,8 @@ type Options struct {
 	// parent directory is created if missing. A new file gets the schema; an existing one is
 	// reused, so runs survive a restart (and the process being killed). The database is the
 	// file together with its "-wal" companion: recent commits live in the write-ahead log.
+	// The server holds an exclusive lock on it (DBPath+".lock") until Stop; Start on a
+	// database another server holds fails at once with ErrDBInUse.
 	DBPath string
 	// Namespace is created if absent, also in an existing database. Default "default".
 	Namespace string
