@@ -17,7 +17,7 @@ import (
 // over the credential file's token store, and a first read of the token (refreshed if it
 // is due), so that a server nobody logged in to fails at once with the command to run.
 func (c *mcpConn) openOAuth(ctx context.Context, p *mcpPool, spec api.MCPServerSpec) error {
-	cfg, err := mcpauth.Config(spec, nil)
+	cfg, err := mcpauth.Config(spec, p.lookupEnv) // client_secret_env: the worker holds its secrets in memory
 	if err != nil {
 		return c.errorf(err, "oauth")
 	}

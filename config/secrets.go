@@ -2,7 +2,8 @@ package config
 
 // SecretEnvNames lists the environment variables that hold this configuration's secrets,
 // in config order, without duplicates: temporal.api_key_env, llm.api_key_env,
-// search.api_key_env, every gateway.tokens[].token_env and every agents[].mcp[].token_env.
+// search.api_key_env, every gateway.tokens[].token_env, and every agents[].mcp[].token_env
+// and agents[].mcp[].oauth.client_secret_env.
 // A worker reads them once at start and keeps them out of its environment after that
 // (internal/secrets), so a command it runs cannot find them there.
 func (c Config) SecretEnvNames() []string {
@@ -23,6 +24,9 @@ func (c Config) SecretEnvNames() []string {
 	for _, a := range c.Agents {
 		for _, m := range a.MCP {
 			add(m.TokenEnv)
+			if m.OAuth != nil {
+				add(m.OAuth.ClientSecretEnv)
+			}
 		}
 	}
 	return out

@@ -16,9 +16,9 @@ func TestSecretEnvNames(t *testing.T) {
 	c.Gateway.Tokens = []GatewayToken{{Name: "ci", TokenEnv: "CI_TOKEN"}, {Name: "ops", TokenEnv: "OPS_TOKEN"}}
 	c.Agents = []agents.Spec{
 		{Name: "a", MCP: []api.MCPServerSpec{{Name: "gh", TokenEnv: "GH_TOKEN"}, {Name: "fs"}}},
-		{Name: "b", MCP: []api.MCPServerSpec{{Name: "gh", TokenEnv: "GH_TOKEN"}}},
+		{Name: "b", MCP: []api.MCPServerSpec{{Name: "gh", TokenEnv: "GH_TOKEN"}, {Name: "sso", OAuth: &api.MCPOAuth{ClientID: "c", ClientSecretEnv: "SSO_SECRET"}}}},
 	}
-	want := []string{"TEMPORAL_KEY", "OPENAI_API_KEY", "SEARCH_KEY", "CI_TOKEN", "OPS_TOKEN", "GH_TOKEN"}
+	want := []string{"TEMPORAL_KEY", "OPENAI_API_KEY", "SEARCH_KEY", "CI_TOKEN", "OPS_TOKEN", "GH_TOKEN", "SSO_SECRET"}
 	if got := c.SecretEnvNames(); !reflect.DeepEqual(got, want) {
 		t.Errorf("SecretEnvNames() = %v, want %v", got, want)
 	}
