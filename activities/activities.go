@@ -36,7 +36,7 @@ type Activities struct {
 	threads      *threadCache
 	// mcpCredentials is the path of the OAuth credential file of MCP servers.
 	mcpCredentials string
-	lookupEnv    func(string) (string, bool) // nil: os.LookupEnv
+	lookupEnv      func(string) (string, bool) // nil: os.LookupEnv
 }
 
 // Deps are what the activities work with.
