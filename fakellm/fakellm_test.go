@@ -36,7 +36,9 @@ type answer struct {
 	prompt  int      // usage.prompt_tokens
 }
 
-func msg(role, content string) map[string]any { return map[string]any{"role": role, "content": content} }
+func msg(role, content string) map[string]any {
+	return map[string]any{"role": role, "content": content}
+}
 
 // ask posts a chat request with msgs and decodes the answer (streamed when stream is set).
 func ask(t *testing.T, url string, stream bool, msgs ...map[string]any) answer {
