@@ -15,6 +15,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -118,32 +119,50 @@ func NewServer(o Options) *server.MCPServer {
 	return s
 }
 
-var build struct {
+// Binary builds the main package pkg once per test binary (per pkg) and returns the path
+// of the executable: the stdio servers the tests start as a worker would.
+func Binary(t testing.TB, pkg string) string {
+	t.Helper()
+	buildsMu.Lock()
+	b, ok := builds[pkg]
+	if !ok {
+		b = &built{}
+		builds[pkg] = b
+	}
+	buildsMu.Unlock()
+	b.once.Do(func() {
+		dir, err := os.MkdirTemp("", "nexo-mcptest-")
+		if err != nil {
+			b.err = err
+			return
+		}
+		b.path = filepath.Join(dir, path.Base(pkg))
+		cmd := exec.Command("go", "build", "-o", b.path, pkg)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
+		}
+	})
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	return b.path
+}
+
+type built struct {
 	once sync.Once
 	path string
 	err  error
 }
 
-// BuildServer builds the stdio server (package mcptestserver) once per test binary and
-// returns the path of the executable.
+var (
+	buildsMu sync.Mutex
+	builds   = map[string]*built{}
+)
+
+// BuildServer builds the stdio server (package mcptestserver) and returns its path.
 func BuildServer(t testing.TB) string {
 	t.Helper()
-	build.once.Do(func() {
-		dir, err := os.MkdirTemp("", "nexo-mcptest-")
-		if err != nil {
-			build.err = err
-			return
-		}
-		build.path = filepath.Join(dir, "mcptestserver")
-		cmd := exec.Command("go", "build", "-o", build.path, "github.com/nexo-temporal/nexo/internal/mcptest/mcptestserver")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			build.err = fmt.Errorf("go build mcptestserver: %v\n%s", err, out)
-		}
-	})
-	if build.err != nil {
-		t.Fatal(build.err)
-	}
-	return build.path
+	return Binary(t, "github.com/nexo-temporal/nexo/internal/mcptest/mcptestserver")
 }
 
 // HTTPServer is a test server over HTTP (streamable or SSE) that wants a bearer token.

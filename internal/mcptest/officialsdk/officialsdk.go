@@ -9,12 +9,9 @@ package officialsdk
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -129,32 +126,11 @@ func NewServer(o Options) *mcp.Server {
 	return s
 }
 
-var build struct {
-	once sync.Once
-	path string
-	err  error
-}
-
 // BuildServer builds the stdio server (package officialsdkserver) once per test binary
 // and returns the path of the executable.
 func BuildServer(t testing.TB) string {
 	t.Helper()
-	build.once.Do(func() {
-		dir, err := os.MkdirTemp("", "nexo-officialsdk-")
-		if err != nil {
-			build.err = err
-			return
-		}
-		build.path = filepath.Join(dir, "officialsdkserver")
-		cmd := exec.Command("go", "build", "-o", build.path, "github.com/nexo-temporal/nexo/internal/mcptest/officialsdk/officialsdkserver")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			build.err = fmt.Errorf("go build officialsdkserver: %v\n%s", err, out)
-		}
-	})
-	if build.err != nil {
-		t.Fatal(build.err)
-	}
-	return build.path
+	return mcptest.Binary(t, "github.com/nexo-temporal/nexo/internal/mcptest/officialsdk/officialsdkserver")
 }
 
 // HTTPServer is an official-SDK server over HTTP (streamable or SSE).
