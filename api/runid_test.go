@@ -26,6 +26,7 @@ func TestValidateRunID(t *testing.T) {
 		{"a\nb", "control characters"},
 		{strings.Repeat("x", 300), "300 bytes"},
 		{"session:agent:victim", "reserved for sessions"},
+		{"nexo-registry:nexo", "reserved for the task queues' worker registries"},
 	} {
 		t.Run(tc.id, func(t *testing.T) {
 			err := ValidateRunID(tc.id)
