@@ -342,7 +342,8 @@ func (c *Client) List(ctx context.Context, req ListRequest) ([]Summary, []byte, 
 }
 
 func listQuery(req ListRequest) (string, error) {
-	var parts []string
+	// The task queues' registries are workflows, not runs.
+	parts := []string{fmt.Sprintf("WorkflowType != '%s'", api.WorkflowRegistry)}
 	if req.Workflow != "" {
 		if strings.ContainsAny(req.Workflow, `'"\`) {
 			return "", &BadRequestError{Msg: fmt.Sprintf("workflow name %q contains a quote", req.Workflow)}

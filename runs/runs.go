@@ -85,6 +85,10 @@ type Client struct {
 	namespace    string
 	taskQueue    string
 	QueryTimeout time.Duration
+	// RegistryTimeout bounds asking the task queue's registry what the workers offer,
+	// before a start (past it the run starts unchecked) and for Workflows.
+	RegistryTimeout time.Duration
+	offered         offeredCache
 	// Payloads resolves the External Storage references raw history holds in place of
 	// large payloads, for a record rebuilt from history (a run's input or result); the SDK
 	// resolves them everywhere else. Nil leaves such a payload out of the record.
@@ -97,7 +101,7 @@ type Client struct {
 // New returns a Client over a connected Temporal client.
 func New(tc client.Client, namespace, taskQueue string) *Client {
 	return &Client{tc: tc, namespace: namespace, taskQueue: taskQueue, QueryTimeout: 5 * time.Second,
-		DataConverter: converter.GetDefaultDataConverter()}
+		RegistryTimeout: 2 * time.Second, DataConverter: converter.GetDefaultDataConverter()}
 }
 
 // StartRequest starts a run.
@@ -109,7 +113,8 @@ type StartRequest struct {
 	Options    *api.RunOptions
 }
 
-// Start starts a run and returns its id.
+// Start starts a run and returns its id. A workflow type that the task queue's registry
+// says no worker offers is refused with an UnknownTypeError, and nothing starts.
 func (c *Client) Start(ctx context.Context, req StartRequest) (string, error) {
 	if req.Workflow == "" {
 		return "", &BadRequestError{Msg: "workflow name is empty"}
@@ -129,6 +134,9 @@ func (c *Client) Start(ctx context.Context, req StartRequest) (string, error) {
 		if err := api.ValidateRunID(id); err != nil {
 			return "", &BadRequestError{Msg: err.Error()}
 		}
+	}
+	if err := c.checkOffered(ctx, req.Workflow); err != nil {
+		return "", err
 	}
 	if id == "" {
 		u, err := uuid.NewV7()

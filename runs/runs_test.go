@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -23,6 +24,29 @@ import (
 type starterClient struct {
 	client.Client
 	started []string
+	// registry is what the task queue's registry answers; nil: there is none.
+	registry *api.RegistryView
+	// registryQueries counts the queries to it.
+	registryQueries int
+}
+
+func (s *starterClient) QueryWorkflowWithOptions(ctx context.Context, req *client.QueryWorkflowWithOptionsRequest) (*client.QueryWorkflowWithOptionsResponse, error) {
+	if req.WorkflowID != api.RegistryID("nexo") || req.QueryType != api.QueryRegistry {
+		return nil, serviceerror.NewNotFound("no such workflow")
+	}
+	s.registryQueries++
+	if s.registry == nil {
+		return nil, serviceerror.NewNotFound("workflow not found")
+	}
+	if s.registry.Workers == nil { // a registry that never answers in time
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	p, err := converter.GetDefaultDataConverter().ToPayloads(*s.registry)
+	if err != nil {
+		return nil, err
+	}
+	return &client.QueryWorkflowWithOptionsResponse{QueryResult: client.NewValue(p)}, nil
 }
 
 func (s *starterClient) ExecuteWorkflow(_ context.Context, o client.StartWorkflowOptions, workflow any, _ ...any) (client.WorkflowRun, error) {
@@ -77,5 +101,66 @@ func TestStartValidatesTheID(t *testing.T) {
 	tc := &starterClient{}
 	if _, err := New(tc, "default", "nexo").Start(context.Background(), StartRequest{Workflow: "DocumentApproval", ID: "report-7"}); err != nil || len(tc.started) != 1 {
 		t.Errorf("Start(report-7) = %v, started %v", err, tc.started)
+	}
+}
+
+func TestStartRefusesATypeNoWorkerOffers(t *testing.T) {
+	offered := &api.RegistryView{Workflows: []string{"AgentRun", "BuildDashboard", "DocumentApproval", "Session"},
+		Workers: []api.RegisteredWorker{{}}}
+	cases := []struct {
+		name     string
+		registry *api.RegistryView
+		workflow string
+		// want is the error's text ("" : the run starts).
+		want string
+	}{
+		{"unknown type", offered, "NoSuchWorkflow",
+			`no worker on task queue nexo offers workflow type "NoSuchWorkflow" (offered: AgentRun, BuildDashboard, DocumentApproval, Session)`},
+		{"typo", offered, "DocumentAproval", `did you mean "DocumentApproval"?`},
+		{"offered type", offered, "DocumentApproval", ""},
+		{"no registry", nil, "NoSuchWorkflow", ""},
+		{"registry that does not answer", &api.RegistryView{Workflows: []string{"DocumentApproval"}}, "NoSuchWorkflow", ""},
+		{"registry with no live worker", &api.RegistryView{Workflows: []string{}, Workers: []api.RegisteredWorker{}}, "NoSuchWorkflow", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			fake := &starterClient{registry: tc.registry}
+			c := New(fake, "default", "nexo")
+			c.RegistryTimeout = 50 * time.Millisecond
+			_, err := c.Start(context.Background(), StartRequest{Workflow: tc.workflow})
+			if tc.want == "" {
+				if err != nil || len(fake.started) != 1 {
+					t.Fatalf("Start(%s) = %v, started %v; want it started", tc.workflow, err, fake.started)
+				}
+				return
+			}
+			var ut *UnknownTypeError
+			if !errors.As(err, &ut) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Start(%s) = %v, want an UnknownTypeError saying %q", tc.workflow, err, tc.want)
+			}
+			if len(fake.started) != 0 {
+				t.Errorf("Start(%s) started %v", tc.workflow, fake.started)
+			}
+		})
+	}
+}
+
+// TestStartAsksAgainForATypeItHasNotSeen: a known type is taken from the last answer for a
+// few seconds; a type missing from it is asked again, so a worker deployed since is not
+// refused.
+func TestStartAsksAgainForATypeItHasNotSeen(t *testing.T) {
+	fake := &starterClient{registry: &api.RegistryView{Workflows: []string{"DocumentApproval"}, Workers: []api.RegisteredWorker{{}}}}
+	c := New(fake, "default", "nexo")
+	for range 3 {
+		if _, err := c.Start(context.Background(), StartRequest{Workflow: "DocumentApproval"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if fake.registryQueries != 1 {
+		t.Errorf("three starts of a known type asked the registry %d times, want once", fake.registryQueries)
+	}
+	fake.registry = &api.RegistryView{Workflows: []string{"DocumentApproval", "Invoice"}, Workers: []api.RegisteredWorker{{}}}
+	if _, err := c.Start(context.Background(), StartRequest{Workflow: "Invoice"}); err != nil {
+		t.Fatalf("Start(Invoice) after a worker announced it: %v", err)
 	}
 }
