@@ -73,6 +73,21 @@ func TestStartRun(t *testing.T) {
 	})
 }
 
+// TestStartRunOfATypeNoWorkerOffers: the refusal of package runs is a 400 problem that
+// lists the offered types and the likely one.
+func TestStartRunOfATypeNoWorkerOffers(t *testing.T) {
+	f := &fakeRuns{start: func(_ context.Context, req runs.StartRequest) (string, error) {
+		return "", &runs.UnknownTypeError{Workflow: req.Workflow, TaskQueue: "nexo",
+			Offered: []string{"BuildDashboard", "DocumentApproval"}, Suggestion: "DocumentApproval"}
+	}}
+	s := newServer(t, f, Options{})
+	resp := do(t, s, request{method: "POST", path: "/v1/runs", body: `{"workflow":"DocumentAproval"}`})
+	p := wantProblem(t, resp, http.StatusBadRequest, `no worker on task queue nexo offers workflow type "DocumentAproval"`)
+	if !reflect.DeepEqual(p.Offered, []string{"BuildDashboard", "DocumentApproval"}) || p.Suggestion != "DocumentApproval" {
+		t.Errorf("problem offered %v, suggestion %q", p.Offered, p.Suggestion)
+	}
+}
+
 func TestBodyLimit(t *testing.T) {
 	called := false
 	f := &fakeRuns{start: func(context.Context, runs.StartRequest) (string, error) { called = true; return "x", nil }}

@@ -29,6 +29,10 @@ type Problem struct {
 	// RunID and RunStatus are set when the problem is about a run's state (409).
 	RunID     string `json:"run_id,omitempty"`
 	RunStatus string `json:"run_status,omitempty"`
+	// Offered and Suggestion are set when no worker offers the workflow type a new run
+	// asked for (400): what the workers offer, and the type the name most likely meant.
+	Offered    []string `json:"offered,omitempty"`
+	Suggestion string   `json:"suggestion,omitempty"`
 }
 
 // problem writes a problem document.
@@ -57,6 +61,7 @@ func statusOf(err error) int {
 		st  *runs.StateError
 		ex  *runs.ExistsError
 		br  *runs.BadRequestError
+		ut  *runs.UnknownTypeError
 		nw  *runs.NoWorkerError
 		mb  *http.MaxBytesError
 		in  *inputError
@@ -71,7 +76,10 @@ func statusOf(err error) int {
 		return http.StatusRequestEntityTooLarge
 	case errors.As(err, &in):
 		return in.status
-	case errors.As(err, &br):
+	case errors.As(err, &br), errors.As(err, &ut):
+		// A type no worker offers is a mistake in the request like any other, not a
+		// state of the server (the type is in the request, and the answer lists the
+		// offered ones): 400, as the starter's exit 1 for it.
 		return http.StatusBadRequest
 	case errors.As(err, &nw), errors.As(err, &una), errors.Is(err, context.DeadlineExceeded):
 		return http.StatusServiceUnavailable
@@ -92,6 +100,10 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var ex *runs.ExistsError
 	if errors.As(err, &ex) {
 		p.RunID, p.RunStatus = ex.ID, string(ex.Status)
+	}
+	var ut *runs.UnknownTypeError
+	if errors.As(err, &ut) {
+		p.Offered, p.Suggestion = ut.Offered, ut.Suggestion
 	}
 	var mb *http.MaxBytesError
 	if errors.As(err, &mb) {
