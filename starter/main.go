@@ -35,7 +35,7 @@ func usagef(format string, a ...any) error { return &usageError{msg: fmt.Sprintf
 func commands() []*command {
 	return []*command{
 		runCmd(), agentCmd(), sessionCmd(), showCmd(), listCmd(), logsCmd(), resumeCmd(), approveCmd(), denyCmd(),
-		artifactsCmd(), artifactCmd(), cancelCmd(), rerunCmd(),
+		artifactsCmd(), artifactCmd(), cancelCmd(), rerunCmd(), workflowsCmd(),
 		sandboxCmd(), skillCmd(), mcpCmd(), serveCmd(),
 	}
 }

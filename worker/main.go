@@ -158,7 +158,9 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) error {
 	} else {
 		fmt.Fprintln(stdout, "Docker sandboxes: unavailable (no Docker engine answered); local and virtual sandboxes work")
 	}
+	identity := workerIdentity()
 	w := worker.New(tc, cfg.Temporal.TaskQueue, worker.Options{
+		Identity: identity,
 		// On Ctrl-C, running activities get this long to finish before the worker exits;
 		// whatever does not finish is retried by Temporal on the next worker.
 		WorkerStopTimeout: 10 * time.Second,
@@ -169,7 +171,9 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) error {
 		// a fraction of a second, not the SDK's 0.8× heartbeat timeout.
 		MaxHeartbeatThrottleInterval: activities.HeartbeatThrottle,
 	})
-	workflows.RegisterAll(w)
+	// Recorded as registered, for the announcement to the task queue's registry.
+	registered := workflows.RecordTypes(w)
+	workflows.RegisterAll(registered)
 	deps := activities.Deps{Store: store, Sandboxes: sandboxes, InlineLimit: cfg.Artifacts.InlineLimit,
 		Agents: cfg.Agents, ShellTimeout: cfg.Sandbox.ShellTimeout, SkillsPath: cfg.SkillsPath, MCPCredentialsFile: cfg.MCP.CredentialsFile,
 		LookupEnv: env.LookupEnv}
@@ -190,13 +194,17 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) error {
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("start worker on task queue %s: %w", cfg.Temporal.TaskQueue, err)
 	}
-	if len(cfg.Agents) > 0 {
-		names := make([]string, len(cfg.Agents))
-		for i, a := range cfg.Agents {
-			names[i] = a.Name
-		}
-		fmt.Fprintf(stdout, "Agents: %s (model %s at %s)\n", strings.Join(names, ", "), cfg.LLM.Model, cfg.LLM.BaseURL)
+	agentNames := make([]string, len(cfg.Agents))
+	for i, a := range cfg.Agents {
+		agentNames[i] = a.Name
 	}
+	if len(agentNames) > 0 {
+		fmt.Fprintf(stdout, "Agents: %s (model %s at %s)\n", strings.Join(agentNames, ", "), cfg.LLM.Model, cfg.LLM.BaseURL)
+	}
+	// After Start, so the registry's first task finds this worker polling.
+	stopAnnouncing := startAnnouncing(ctx, tc, cfg.Temporal.TaskQueue,
+		api.WorkerAnnouncement{Identity: identity, Workflows: registered.Types(), Agents: agentNames}, logger)
+	defer stopAnnouncing()
 	if *dev {
 		ln := gwLn
 		gwLn = nil
@@ -208,6 +216,7 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) error {
 	logger.Info("worker ready", slog.String("task_queue", cfg.Temporal.TaskQueue), slog.String("address", cfg.Temporal.Address))
 	<-ctx.Done()
 	logger.Info("shutting down")
+	stopAnnouncing()
 	w.Stop()
 	// After the worker: running MCP calls finish first, then stdio servers are stopped.
 	if err := acts.Close(); err != nil {
