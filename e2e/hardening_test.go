@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/client"
+
 	"github.com/nexo-temporal/nexo/api"
 )
 
@@ -52,14 +54,18 @@ func TestRunsAndInputsHardening(t *testing.T) {
 		}
 	})
 
+	// The starter refuses an unknown type before starting (registry_test.go); a client
+	// without that check (the temporal CLI, the raw SDK) still creates such runs, and they
+	// must be reported and ended.
 	t.Run("an unknown workflow type is reported and cancel ends it", func(t *testing.T) {
+		startUnchecked(t, p, "NoSuchWorkflow", "nosuch")
 		start := time.Now()
-		r := p.starter("run", "NoSuchWorkflow", "--id", "nosuch", "--wait")
+		r := p.starter("logs", "nosuch", "--follow")
 		if r.code != 1 || !strings.Contains(r.stderr, `no worker offers workflow type "NoSuchWorkflow"`) || !strings.Contains(r.stderr, "DocumentApproval") {
-			t.Errorf("run NoSuchWorkflow --wait: exit %d, stderr %q", r.code, r.stderr)
+			t.Errorf("logs nosuch --follow: exit %d, stderr %q", r.code, r.stderr)
 		}
 		if d := time.Since(start); d > 20*time.Second {
-			t.Errorf("run --wait took %v to say so", d)
+			t.Errorf("logs --follow took %v to say so", d)
 		}
 		out := p.ok("cancel", "nosuch")
 		if !strings.Contains(out, "never started") {
@@ -73,7 +79,7 @@ func TestRunsAndInputsHardening(t *testing.T) {
 	// The follower may begin after the task already failed (under load it often does): the
 	// failure is then behind the history it waits on, and it must still say so.
 	t.Run("following a run whose task already failed for its type says so", func(t *testing.T) {
-		p.ok("run", "NoSuchWorkflow", "--id", "nosuch-late")
+		startUnchecked(t, p, "NoSuchWorkflow", "nosuch-late")
 		tc := p.dial()
 		deadline := time.Now().Add(30 * time.Second)
 		for failed := false; !failed; {
@@ -164,4 +170,15 @@ func TestRunsAndInputsHardening(t *testing.T) {
 			t.Errorf("d1 after the refused --always: %s", rec.Status)
 		}
 	})
+}
+
+// startUnchecked starts a run of workflow as a client without the registry check does (the
+// temporal CLI, the raw SDK): straight through Temporal.
+func startUnchecked(t *testing.T, p *platform, workflow, id string) {
+	t.Helper()
+	_, err := p.dial().ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: id, TaskQueue: api.DefaultTaskQueue},
+		workflow, json.RawMessage("{}"))
+	if err != nil {
+		t.Fatalf("start %s run %s through Temporal: %v", workflow, id, err)
+	}
 }
