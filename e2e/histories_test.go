@@ -109,6 +109,8 @@ var historyScenarios = []struct {
 	{"DocumentApproval and BuildDashboard, strict resume input", "strictresume_", []string{
 		"document_approval_approved.json", "document_approval_denied.json", "build_dashboard.json",
 	}, recordExamples},
+	// The worker registry (workflows/registry.go): a worker's announcement, open.
+	{"worker registry", "", []string{"registry_one_worker.json"}, recordRegistry},
 	// A run canceled during a tool call closes canceled (version 1 of "cancel-outcome").
 	{"agent canceled in a tool call", "", []string{"agent_canceled_in_tool_call.json"}, recordAgentCanceledInTool},
 }
@@ -326,6 +328,17 @@ func wantPending(t *testing.T, p *platform, id, callID string) {
 	if a, ok := rec.Approval(); !ok || a.CallID != callID {
 		t.Fatalf("run %s waits for %+v, want the approval of call %s", id, a, callID)
 	}
+}
+
+// recordRegistry: the registry of the task queue after one worker announced itself, waiting
+// for the next announcement (an open history).
+func recordRegistry(t *testing.T, r *recorder) {
+	p := newPlatform(t)
+	p.start()
+	c := p.dial()
+	id := api.RegistryID("nexo")
+	waitQuiet(t, c, id, "")
+	r.save(c, "registry_one_worker.json", id, "")
 }
 
 // recordAgentCanceledInTool: an approved shell command is running when the run is
