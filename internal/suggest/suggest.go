@@ -15,8 +15,11 @@ func Nearest(name string, known []string) string {
 	return best
 }
 
-// distance is the Levenshtein distance between a and b.
+// distance is the edit distance between a and b in which swapping two adjacent letters
+// counts as one edit, as it is one slip of the fingers ("lsit" is one edit from "list"):
+// the optimal string alignment distance.
 func distance(a, b string) int {
+	pprev := make([]int, len(b)+1) // row i-2, for transpositions
 	prev := make([]int, len(b)+1)
 	cur := make([]int, len(b)+1)
 	for j := range prev {
@@ -30,8 +33,11 @@ func distance(a, b string) int {
 				cost = 0
 			}
 			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				cur[j] = min(cur[j], pprev[j-2]+1)
+			}
 		}
-		prev, cur = cur, prev
+		pprev, prev, cur = prev, cur, pprev
 	}
 	return prev[len(b)]
 }

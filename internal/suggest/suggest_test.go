@@ -16,3 +16,21 @@ func TestNearest(t *testing.T) {
 		}
 	}
 }
+
+// TestNearestTransposition: two swapped letters are one slip, so short names still get a
+// suggestion (`starter lsit`, `--inptu`), and a real difference does not.
+func TestNearestTransposition(t *testing.T) {
+	known := []string{"list", "logs", "input", "id", "show"}
+	for _, tc := range []struct{ in, want string }{
+		{"lsit", "list"},
+		{"inptu", "input"},
+		{"shwo", "show"},
+		{"lgos", "logs"},
+		{"tsil", ""},
+		{"xyz", ""},
+	} {
+		if got := Nearest(tc.in, known); got != tc.want {
+			t.Errorf("Nearest(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
