@@ -14,6 +14,9 @@ import (
 	"syscall"
 
 	"github.com/spf13/pflag"
+
+	"github.com/nexo-temporal/nexo/internal/cli"
+	"github.com/nexo-temporal/nexo/internal/suggest"
 )
 
 // command is one subcommand.
@@ -67,15 +70,29 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
+	if argv[0] == "--version" {
+		fmt.Fprintln(stdout, "starter", cli.Version())
+		return 0
+	}
 	var cmd *command
+	names := make([]string, 0, len(cmds))
 	for _, c := range cmds {
+		names = append(names, c.name)
 		if c.name == argv[0] {
 			cmd = c
 		}
 	}
 	if cmd == nil {
-		fmt.Fprintf(stderr, "starter: unknown command %q\n\n", argv[0])
-		printOverview(stderr, cmds)
+		msg := fmt.Sprintf("unknown command %q", argv[0])
+		if name, ok := strings.CutPrefix(argv[0], "-"); ok {
+			msg = fmt.Sprintf("unknown flag %s (a command comes first)", argv[0])
+			if m := suggest.Nearest(strings.TrimPrefix(name, "-"), []string{"version", "help"}); m != "" {
+				msg = fmt.Sprintf("unknown flag %s (did you mean --%s?)", argv[0], m)
+			}
+		} else if m := suggest.Nearest(argv[0], names); m != "" {
+			msg += fmt.Sprintf(" (did you mean %q?)", m)
+		}
+		fmt.Fprintf(stderr, "starter: %s\n%s\n", msg, overviewLine)
 		return 2
 	}
 	fs := newFlagSet(cmd)
@@ -86,8 +103,7 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) int {
 			printUsage(stdout, cmd, fs)
 			return 0
 		}
-		fmt.Fprintf(stderr, "starter %s: %v\n", cmd.name, err)
-		printUsage(stderr, cmd, fs)
+		fmt.Fprintf(stderr, "starter %s: %v\n%s\n", cmd.name, cli.FlagError(fs, err), usageLine(cmd))
 		return 2
 	}
 	e := &env{stdout: stdout, stderr: stderr, fs: fs}
@@ -98,8 +114,7 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) int {
 	case err == nil:
 		return 0
 	case errors.As(err, &ue):
-		fmt.Fprintf(stderr, "starter %s: %v\n", cmd.name, err)
-		printUsage(stderr, cmd, fs)
+		fmt.Fprintf(stderr, "starter %s: %v\n%s\n", cmd.name, err, usageLine(cmd))
 		return 2
 	default:
 		fmt.Fprintf(stderr, "starter %s: %v\n", cmd.name, err)
@@ -117,6 +132,9 @@ func newFlagSet(c *command) *pflag.FlagSet {
 	return fs
 }
 
+// overviewLine is what a usage error that names no command prints: the one usage line.
+const overviewLine = "Usage: starter <command> [arguments] [flags]   (starter --help lists the commands)"
+
 func printOverview(w io.Writer, cmds []*command) {
 	fmt.Fprintln(w, "starter: start, inspect and approve Nexo runs on Temporal.")
 	fmt.Fprintln(w, "\nUsage: starter <command> [arguments] [flags]\n\nCommands:")
@@ -124,10 +142,26 @@ func printOverview(w io.Writer, cmds []*command) {
 		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w, "\nRun 'starter <command> --help' for a command's arguments and flags.")
+	fmt.Fprintln(w, "Run 'starter --version' for the version.")
+}
+
+// synopsis is a command's usage: `starter run <workflow> [flags]`.
+func synopsis(c *command) string {
+	s := "starter " + c.name
+	if c.args != "" {
+		s += " " + c.args
+	}
+	return s + " [flags]"
+}
+
+// usageLine is what a usage error prints after it: the command's own usage line only,
+// not its whole help.
+func usageLine(c *command) string {
+	return fmt.Sprintf("Usage: %s   (starter %s --help lists the flags)", synopsis(c), c.name)
 }
 
 func printUsage(w io.Writer, c *command, fs *pflag.FlagSet) {
-	fmt.Fprintf(w, "Usage: starter %s %s\n\n%s\n\nFlags:\n", c.name, c.args, c.summary)
+	fmt.Fprintf(w, "Usage: %s\n\n%s\n\nFlags:\n", synopsis(c), c.summary)
 	fmt.Fprint(w, indent(fs.FlagUsages()))
 }
 

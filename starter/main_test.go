@@ -1,0 +1,63 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+)
+
+// TestUsageErrors: a mistyped command or flag is named with what was meant, the exit code
+// is 2, and stderr has the error and the one usage line of the command, not its whole help.
+// None of these reach Temporal.
+func TestUsageErrors(t *testing.T) {
+	for _, tc := range []struct {
+		argv       []string
+		err, usage string
+	}{
+		{[]string{"lsit"}, `starter: unknown command "lsit" (did you mean "list"?)`,
+			"Usage: starter <command> [arguments] [flags]   (starter --help lists the commands)"},
+		{[]string{"frobnicate"}, `starter: unknown command "frobnicate"`,
+			"Usage: starter <command> [arguments] [flags]   (starter --help lists the commands)"},
+		{[]string{"--verison"}, `starter: unknown flag --verison (did you mean --version?)`,
+			"Usage: starter <command> [arguments] [flags]   (starter --help lists the commands)"},
+		{[]string{"run", "DocumentApproval", "--inptu", "{}"}, "starter run: unknown flag --inptu (did you mean --input?)",
+			"Usage: starter run <workflow> [flags]   (starter run --help lists the flags)"},
+		{[]string{"list", "--limt", "3"}, "starter list: unknown flag --limt (did you mean --limit?)",
+			"Usage: starter list [flags]   (starter list --help lists the flags)"},
+		{[]string{"show"}, "starter show: want a run id, got 0 argument(s)",
+			"Usage: starter show <run-id> [flags]   (starter show --help lists the flags)"},
+		{[]string{"deny", "r1"}, "starter deny: deny needs --reason",
+			"Usage: starter deny <run-id> --reason TEXT [flags]   (starter deny --help lists the flags)"},
+		{[]string{"run", "X", "--input", "{nope"}, "starter run: --input is not valid JSON: {nope",
+			"Usage: starter run <workflow> [flags]   (starter run --help lists the flags)"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), tc.argv, &stdout, &stderr)
+		want := tc.err + "\n" + tc.usage + "\n"
+		if code != 2 || stderr.String() != want {
+			t.Errorf("starter %s: exit %d, stderr\n%s\nwant exit 2, stderr\n%s", strings.Join(tc.argv, " "), code, stderr.String(), want)
+		}
+		if stdout.Len() != 0 {
+			t.Errorf("starter %s: stdout %q, want nothing", strings.Join(tc.argv, " "), stdout.String())
+		}
+	}
+}
+
+func TestVersionFlag(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"--version"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("starter --version: exit %d, stderr %q", code, stderr.String())
+	}
+	// A test binary's main module is "(devel)" or a version; either way one line, named.
+	if out := stdout.String(); !strings.HasPrefix(out, "starter ") || strings.Count(out, "\n") != 1 || len(out) < len("starter x\n") {
+		t.Errorf("starter --version printed %q", out)
+	}
+}
+
+func TestHelpIsExitZeroOnStdout(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"run", "--help"}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "--input") {
+		t.Errorf("starter run --help: exit %d stdout %q", code, stdout.String())
+	}
+}
