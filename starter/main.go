@@ -35,6 +35,15 @@ func (e *usageError) Error() string { return e.msg }
 
 func usagef(format string, a ...any) error { return &usageError{msg: fmt.Sprintf(format, a...)} }
 
+// unknownSubcommand is the usage error for a subcommand not in known: the one meant, if
+// it is a plausible typo, else the list.
+func unknownSubcommand(what, sub string, known ...string) error {
+	if m := suggest.Nearest(sub, known); m != "" {
+		return usagef("unknown %s %q (did you mean %q?)", what, sub, m)
+	}
+	return usagef("unknown %s %q (want %s or %s)", what, sub, strings.Join(known[:len(known)-1], ", "), known[len(known)-1])
+}
+
 func commands() []*command {
 	return []*command{
 		runCmd(), agentCmd(), sessionCmd(), showCmd(), listCmd(), logsCmd(), resumeCmd(), approveCmd(), denyCmd(),

@@ -29,6 +29,10 @@ func TestUsageErrors(t *testing.T) {
 			"Usage: starter show <run-id> [flags]   (starter show --help lists the flags)"},
 		{[]string{"deny", "r1"}, "starter deny: deny needs --reason",
 			"Usage: starter deny <run-id> --reason TEXT [flags]   (starter deny --help lists the flags)"},
+		{[]string{"session", "promtp", "scribe", "a"}, `starter session: unknown session subcommand "promtp" (did you mean "prompt"?)`,
+			sessionUsage},
+		{[]string{"session", "frob"}, `starter session: unknown session subcommand "frob" (want prompt, show, watch, list or close)`,
+			sessionUsage},
 		{[]string{"run", "X", "--input", "{nope"}, "starter run: --input is not valid JSON: {nope",
 			"Usage: starter run <workflow> [flags]   (starter run --help lists the flags)"},
 	} {
@@ -43,6 +47,8 @@ func TestUsageErrors(t *testing.T) {
 		}
 	}
 }
+
+const sessionUsage = `Usage: starter session prompt <agent> <instance> "text" | show <agent> <instance> | watch <agent> <instance> | list | close <agent> <instance> [flags]   (starter session --help lists the flags)`
 
 func TestVersionFlag(t *testing.T) {
 	var stdout, stderr bytes.Buffer

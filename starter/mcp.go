@@ -67,7 +67,7 @@ func mcpCmd() *command {
 				asJSON, _ := fs.GetBool("json")
 				return mcpStatus(ctx, e, cfg, file, asJSON)
 			}
-			return usagef("unknown subcommand %q (want login, logout or status)", args[0])
+			return unknownSubcommand("subcommand", args[0], "login", "logout", "status")
 		},
 	}
 }

@@ -134,7 +134,7 @@ func sessionCmd() *command {
 				fmt.Fprintf(e.stdout, "closed session %s\n", api.SessionID(agent, inst))
 				return nil
 			}
-			return usagef("unknown session subcommand %q (want prompt, show, watch, list or close)", sub)
+			return unknownSubcommand("session subcommand", sub, "prompt", "show", "watch", "list", "close")
 		},
 	}
 }

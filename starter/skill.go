@@ -45,7 +45,7 @@ func skillCmd() *command {
 				asJSON, _ := fs.GetBool("json")
 				return listSkills(e, cfg, asJSON)
 			}
-			return usagef("unknown subcommand %q (want new or list)", args[0])
+			return unknownSubcommand("subcommand", args[0], "new", "list")
 		},
 	}
 }
