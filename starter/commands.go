@@ -8,6 +8,7 @@ import (
 	"io"
 	"maps"
 	"os"
+	"os/user"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -469,9 +470,18 @@ func decideFlags(deny bool) func(fs *pflag.FlagSet) {
 			fs.String("reason", "", "why (recorded)")
 			fs.Bool("always", false, "approve this tool for the rest of the run")
 		}
-		fs.String("by", os.Getenv("USER"), "who decides (recorded)")
+		fs.String("by", osUser(user.Current, os.Getenv), "who decides (recorded; default: the OS user)")
 		fs.Bool("wait", false, "follow the run until it is done, failed or suspended again")
 	}
+}
+
+// osUser is who a decision records when --by is not given: the OS user's name, else
+// $USER, else "" (then the run records no author, as before --by had a default).
+func osUser(current func() (*user.User, error), getenv func(string) string) string {
+	if u, err := current(); err == nil && u.Username != "" {
+		return u.Username
+	}
+	return getenv("USER")
 }
 
 func decide(approved bool) func(ctx context.Context, e *env, fs *pflag.FlagSet, args []string) error {
