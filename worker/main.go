@@ -32,6 +32,7 @@ import (
 	"github.com/nexo-temporal/nexo/connect"
 	"github.com/nexo-temporal/nexo/devserver"
 	"github.com/nexo-temporal/nexo/gateway"
+	"github.com/nexo-temporal/nexo/internal/cli"
 	"github.com/nexo-temporal/nexo/internal/secrets"
 	"github.com/nexo-temporal/nexo/payloads"
 	"github.com/nexo-temporal/nexo/runs"
@@ -44,26 +45,52 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
-	if errors.Is(err, pflag.ErrHelp) {
-		os.Exit(0)
-	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "worker: %v\n", err)
-		os.Exit(1)
-	}
+	os.Exit(exitCode(err, os.Stderr))
 }
+
+// exitCode reports err on stderr and returns the exit code: 0 ok (or --help), 1 failed,
+// 2 usage.
+func exitCode(err error, stderr io.Writer) int {
+	var ue *usageError
+	switch {
+	case err == nil, errors.Is(err, pflag.ErrHelp):
+		return 0
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "worker: %v\n%s\n", err, usageLine)
+		return 2
+	}
+	fmt.Fprintf(stderr, "worker: %v\n", err)
+	return 1
+}
+
+// usageError is a mistake in the command line: exit code 2 and the usage line.
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+
+// usageLine is what a usage error prints after it: the one usage line, not the whole help.
+const usageLine = "Usage: worker [--dev] [flags]   (worker --help lists the flags)"
 
 func run(ctx context.Context, argv []string, stdout, stderr io.Writer) error {
 	fs := pflag.NewFlagSet("worker", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard) // main prints the error and the usage line, not the whole help
 	dev := fs.Bool("dev", false, "start an embedded Temporal server (SQLite under .nexo/, Web UI), run the worker against it, and serve the HTTP API and web page on gateway.addr")
+	showVersion := fs.Bool("version", false, "print the version and exit")
 	config.BindFlags(fs)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: worker [--dev] [flags]\n\nRuns Nexo's workflows and activities on a Temporal task queue.\n\nFlags:")
-		fmt.Fprint(stderr, fs.FlagUsages())
-	}
 	if err := fs.Parse(argv); err != nil {
-		return err
+		if errors.Is(err, pflag.ErrHelp) {
+			fmt.Fprintln(stdout, "Usage: worker [--dev] [flags]\n\nRuns Nexo's workflows and activities on a Temporal task queue.\n\nFlags:")
+			fmt.Fprint(stdout, fs.FlagUsages())
+			return err
+		}
+		return &usageError{cli.FlagError(fs, err)}
+	}
+	if *showVersion {
+		fmt.Fprintln(stdout, "worker", cli.Version())
+		return nil
+	}
+	if fs.NArg() > 0 {
+		return &usageError{fmt.Errorf("worker takes no arguments, got %q", fs.Args())}
 	}
 	cfg, err := config.Load(config.LoadOptions{Flags: fs})
 	if err != nil {
