@@ -206,6 +206,8 @@ func TestStarterErrors(t *testing.T) {
 		{"deny without reason", []string{"deny", "x"}, 2, "deny needs --reason"},
 		{"unknown status", []string{"list", "--status", "sleeping"}, 2, `unknown status "sleeping"`},
 		{"unknown command", []string{"frobnicate"}, 2, `unknown command "frobnicate"`},
+		{"mistyped command", []string{"lsit"}, 2, `unknown command "lsit" (did you mean "list"?)`},
+		{"mistyped flag", []string{"run", "DocumentApproval", "--inptu", "{}"}, 2, "unknown flag --inptu (did you mean --input?)\nUsage: starter run <workflow> [flags]"},
 		{"missing argument", []string{"show"}, 2, "want a run id"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
