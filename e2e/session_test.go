@@ -202,3 +202,127 @@ func TestSessionConcurrentPromptsAreSerialised(t *testing.T) {
 		t.Errorf("second request's user messages = %q, want alpha's whole turn before beta", got)
 	}
 }
+
+// TestSessionApprovalPromptApproveWatch: a prompt whose turn waits on a human says so on
+// stderr with the approve command, `session show` lists the pending call, `approve
+// --wait` on the session returns when the turn ends with its reply, and `session watch`
+// on the idle session shows the last turn (or the last N updates) before following.
+func TestSessionApprovalPromptApproveWatch(t *testing.T) {
+	model := fakellm.New(
+		fakellm.Reply{Content: "Hello there."},
+		fakellm.Reply{Content: "I will write it down.", ToolCalls: []fakellm.Call{writeNotes("remember this")}},
+		fakellm.Reply{Content: "Written to notes.md."},
+		fakellm.Reply{Content: "A third answer."},
+	)
+	p := newPlatform(t)
+	p.writeConfig(`llm: {base_url: ` + model.Start(t) + `, model: fake}
+agents:
+  - name: scribe
+    permissions: {mode: approve}
+    sandbox: {type: virtual}
+`)
+	p.start()
+	p.ok("session", "prompt", "scribe", "u42", "Hi.")
+
+	// The prompt whose turn needs an approval, in its own process.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	prompt := exec.CommandContext(ctx, bins.starter, "session", "prompt", "scribe", "u42", "Write it down.")
+	prompt.Dir, prompt.Env = p.dir, p.env()
+	var mu sync.Mutex
+	var pout, perr bytes.Buffer
+	prompt.Stdout, prompt.Stderr = lockedWriter{&mu, &pout}, lockedWriter{&mu, &perr}
+	if err := prompt.Start(); err != nil {
+		t.Fatal(err)
+	}
+	read := func(b *bytes.Buffer) string { mu.Lock(); defer mu.Unlock(); return b.String() }
+	want := "next: starter approve session:scribe:u42 --call "
+	var call string
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if s := read(&perr); strings.Contains(s, want) {
+			call = strings.Fields(s[strings.Index(s, want)+len(want):])[0]
+			if !strings.Contains(s, "waiting for your approval of write_file (call "+call+")") || !strings.Contains(s, `"notes.md"`) {
+				t.Errorf("prompt's stderr does not say what it waits for:\n%s", s)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the prompt did not print the approve command; stderr:\n%s\nworker:\n%s", read(&perr), p.output())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := strings.Count(read(&perr), want); n != 1 {
+		t.Errorf("approve command printed %d times, want once:\n%s", n, read(&perr))
+	}
+
+	show := p.ok("session", "show", "scribe", "u42")
+	for _, w := range []string{"Pending: tool call " + call + ": write_file", `"notes.md"`, "you: Write it down.", "(under way)", want + call} {
+		if !strings.Contains(show, w) {
+			t.Errorf("session show lacks %q:\n%s", w, show)
+		}
+	}
+
+	// approve --wait returns when the turn ends, with its reply.
+	start := time.Now()
+	r := p.starter("approve", "session:scribe:u42", "--call", call, "--wait")
+	if r.code != 0 {
+		t.Fatalf("approve --wait: exit %d\nstdout: %s\nstderr: %s\nworker:\n%s", r.code, r.stdout, r.stderr, p.output())
+	}
+	if !strings.Contains(r.stdout, "turn 2 of session session:scribe:u42 ended") || !strings.Contains(r.stdout, "scribe: Written to notes.md.") {
+		t.Errorf("approve --wait stdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "turn end") {
+		t.Errorf("approve --wait stderr does not follow the turn:\n%s", r.stderr)
+	}
+	t.Logf("approve --wait returned after %s", time.Since(start))
+	if err := prompt.Wait(); err != nil {
+		t.Fatalf("prompt: %v\nstderr: %s", err, read(&perr))
+	}
+	if got := strings.TrimSpace(read(&pout)); got != "Written to notes.md." {
+		t.Errorf("prompt's reply = %q", got)
+	}
+	if strings.Contains(read(&pout), "approve") {
+		t.Errorf("the approve hint went to stdout:\n%s", read(&pout))
+	}
+
+	// watch on the idle session: the last turn at once, then what comes.
+	watch := exec.CommandContext(ctx, bins.starter, "session", "watch", "scribe", "u42")
+	watch.Dir, watch.Env = p.dir, p.env()
+	var wout, werr bytes.Buffer
+	watch.Stdout, watch.Stderr = lockedWriter{&mu, &wout}, lockedWriter{&mu, &werr}
+	if err := watch.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = watch.Process.Kill(); _ = watch.Wait() }()
+	waitFor := func(what string, ok func(string) bool) string {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); ; {
+			if s := read(&wout); ok(s) {
+				return s
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("watch did not show %s:\n%s\nstderr: %s", what, read(&wout), read(&werr))
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	first := waitFor("the last turn", func(s string) bool { return strings.Contains(s, "turn end") })
+	if !strings.Contains(first, "you: Write it down.") || !strings.Contains(first, "Written to notes.md.") || strings.Contains(first, "you: Hi.") {
+		t.Errorf("watch's first lines, want the last turn only:\n%s", first)
+	}
+	p.ok("session", "prompt", "scribe", "u42", "Third?")
+	waitFor("the new turn", func(s string) bool {
+		return strings.Contains(s, "you: Third?") && strings.Count(s, "turn end") == 2 && strings.Contains(s, "A third answer.")
+	})
+
+	// --last N: the last N updates, whatever turn they are in.
+	wctx, wcancel := context.WithTimeout(ctx, 3*time.Second)
+	defer wcancel()
+	last := exec.CommandContext(wctx, bins.starter, "session", "watch", "scribe", "u42", "--last", "2")
+	last.Dir, last.Env = p.dir, p.env()
+	out, _ := last.Output() // killed by the timeout while following
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], "text: A third answer.") || !strings.Contains(lines[1], "turn end") {
+		t.Errorf("watch --last 2 printed:\n%s", out)
+	}
+}

@@ -508,6 +508,10 @@ func decide(approved bool) func(ctx context.Context, e *env, fs *pflag.FlagSet, 
 		}
 		fmt.Fprintln(e.stdout, what)
 		if wait, _ := fs.GetBool("wait"); wait {
+			if agent, inst, ok := api.ParseSessionID(before.ID); ok {
+				a, _ := before.Approval()
+				return waitTurn(ctx, e, rc, agent, inst, a.CallID, lastSeq(before))
+			}
 			return waitRun(ctx, e, rc, args[0], lastSeq(before), false)
 		}
 		return nil

@@ -23,7 +23,8 @@ func sessionCmd() *command {
 		summary: "Talk to a session: a remembering agent addressed by (agent, instance).",
 		flags: func(fs *pflag.FlagSet) {
 			fs.Bool("json", false, "print JSON")
-			fs.Int64("from", -1, "watch: replay the activity stream from this offset (seq) first; default: only new updates")
+			fs.Int64("from", -1, "watch: replay the activity stream from this offset (seq) first, then follow")
+			fs.Int("last", -1, "watch: show the last N updates first, then follow (0: only new ones); default: the last turn")
 			fs.Int("continue-after-turns", 0, "prompt: a session this prompt creates continues as new after this many turns per run (testing)")
 		},
 		run: func(ctx context.Context, e *env, fs *pflag.FlagSet, args []string) error {
@@ -55,7 +56,9 @@ func sessionCmd() *command {
 					return err
 				}
 				n, _ := fs.GetInt("continue-after-turns")
+				stop := noticeApprovals(ctx, e, rc, agent, inst)
 				reply, err := rc.Prompt(ctx, agent, inst, strings.Join(args[2:], " "), runs.PromptOptions{ContinueAfterTurns: n})
+				stop()
 				if err != nil {
 					return err
 				}
@@ -85,6 +88,10 @@ func sessionCmd() *command {
 				if turns > len(view.Turns) {
 					fmt.Fprintf(e.stdout, "(the newest %d turns; every turn is in `session watch %s %s --from 0`)\n", len(view.Turns), agent, inst)
 				}
+				rec, err := rc.Get(ctx, view.ID)
+				if err != nil {
+					return err
+				}
 				for _, t := range view.Turns {
 					fmt.Fprintf(e.stdout, "\n[%d] %s  you: %s\n", t.N, t.Started.Format(time.RFC3339), t.Prompt)
 					if t.Error != "" {
@@ -93,6 +100,7 @@ func sessionCmd() *command {
 						fmt.Fprintf(e.stdout, "    %s: %s\n", agent, t.Reply)
 					}
 				}
+				printTurnInFlight(e.stdout, rec)
 				return nil
 			case "watch":
 				agent, inst, err := pair()
@@ -100,7 +108,8 @@ func sessionCmd() *command {
 					return err
 				}
 				from, _ := fs.GetInt64("from")
-				return watchSession(ctx, e, agent, inst, from, asJSON)
+				lastN, _ := fs.GetInt("last")
+				return watchSession(ctx, e, agent, inst, from, lastN, asJSON)
 			case "list":
 				rc, err := e.runs(ctx)
 				if err != nil {
@@ -139,9 +148,11 @@ func sessionCmd() *command {
 	}
 }
 
-// watchSession prints the session's activity stream: from offset `from` when given
-// (archived segments first), then live until the session closes or Ctrl-C.
-func watchSession(ctx context.Context, e *env, agent, inst string, from int64, asJSON bool) error {
+// watchSession prints the session's activity stream, then follows it live until the
+// session closes or Ctrl-C, as tail -f does: first the updates from offset `from` when
+// given (archived segments first), else the last lastN updates when lastN >= 0, else the
+// last turn (from its user_input on).
+func watchSession(ctx context.Context, e *env, agent, inst string, from int64, lastN int, asJSON bool) error {
 	rc, err := e.runs(ctx)
 	if err != nil {
 		return err
@@ -165,6 +176,9 @@ func watchSession(ctx context.Context, e *env, agent, inst string, from int64, a
 		}
 	}
 	last := lastSeq(rec)
+	if from < 0 {
+		from = watchStart(ctx, rc, agent, inst, rec, lastN)
+	}
 	out := &streamPrinter{w: e.stdout, asJSON: asJSON}
 	defer out.end()
 	print := out.event
@@ -193,7 +207,9 @@ func watchSession(ctx context.Context, e *env, agent, inst string, from int64, a
 			first = rec.Events[0].Seq
 		}
 		last = from - 1
-		archived(rec, from-1, first)
+		if from < first {
+			archived(rec, from-1, first)
+		}
 		for _, ev := range rec.Events {
 			if ev.Seq >= from {
 				print(ev)
@@ -357,4 +373,187 @@ func streamLine(ev api.Event) string {
 		return prefix + "turn end"
 	}
 	return prefix + ev.Type + " " + string(ev.Data)
+}
+
+// watchStart is where a watch without --from starts: the last lastN updates (lastN >= 0),
+// else the last turn's user_input; -1 means only new updates.
+func watchStart(ctx context.Context, rc *runs.Client, agent, inst string, rec api.Record, lastN int) int64 {
+	if lastN == 0 {
+		return -1
+	}
+	for i := len(rec.Events) - 1; lastN < 0 && i >= 0; i-- {
+		if rec.Events[i].Type == api.StreamUserInput {
+			return rec.Events[i].Seq
+		}
+	}
+	end := lastSeq(rec)
+	// The window the record carries is empty or began after the last turn (the session
+	// continued as new since): the materialised history knows the offsets.
+	view, err := rc.Session(ctx, agent, inst)
+	if err == nil {
+		end = max(end, view.StreamOffset)
+	}
+	switch {
+	case lastN > 0 && end > 0:
+		return max(0, end-int64(lastN)+1)
+	case lastN < 0 && err == nil && len(view.Turns) > 0:
+		return view.Turns[len(view.Turns)-1].FirstSeq
+	}
+	return -1
+}
+
+// turnInFlight is the session's turn that has begun and not ended: its user_input event.
+func turnInFlight(rec api.Record) (api.Event, bool) {
+	for i := len(rec.Events) - 1; i >= 0; i-- {
+		switch rec.Events[i].Type {
+		case api.StreamTurnEnd:
+			return api.Event{}, false
+		case api.StreamUserInput:
+			return rec.Events[i], true
+		}
+	}
+	return api.Event{}, false
+}
+
+// printTurnInFlight adds to `session show` the turn under way, if any, and the tool call
+// it waits on for a human, with the command that decides it.
+func printTurnInFlight(w io.Writer, rec api.Record) {
+	if ev, ok := turnInFlight(rec); ok {
+		var d struct {
+			Text string
+			Turn int
+		}
+		_ = json.Unmarshal(ev.Data, &d)
+		fmt.Fprintf(w, "\n[%d] %s  you: %s\n    (under way)\n", d.Turn, ev.At.Format(time.RFC3339), d.Text)
+	}
+	a, ok := rec.Approval()
+	if !ok || rec.Status != api.StatusSuspended {
+		return
+	}
+	fmt.Fprintf(w, "\nPending: tool call %s: %s (%s) %s\n", a.CallID, a.Tool, a.Capability, argsText(a.Args))
+	fmt.Fprintln(w, nextSteps(rec))
+}
+
+func argsText(args json.RawMessage) string {
+	if len(args) == 0 || string(args) == "null" {
+		return ""
+	}
+	return fmt.Sprintf("%.300s", args)
+}
+
+// noticeApprovals follows the session while a prompt waits for its reply and prints to
+// stderr each tool call the session waits on for a human, with the command that decides
+// it: without it a prompt says nothing until the turn ends. stop ends the follow; nothing
+// is printed after it returns.
+func noticeApprovals(ctx context.Context, e *env, rc *runs.Client, agent, inst string) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		shown := ""
+		for ctx.Err() == nil {
+			// Errors are not reported: the notice is an aid, the prompt says what failed.
+			_ = rc.FollowSession(ctx, agent, inst, func(r api.Record) bool {
+				a, ok := r.Approval()
+				if !ok || r.Status != api.StatusSuspended || a.CallID == shown || ctx.Err() != nil {
+					return false
+				}
+				shown = a.CallID
+				fmt.Fprintf(e.stderr, "session %s is waiting for your approval of %s (call %s) %s\n", r.ID, a.Tool, a.CallID, argsText(a.Args))
+				fmt.Fprintln(e.stderr, nextSteps(r))
+				return false
+			})
+			// A new session has no run until the prompt starts it, a closed one reopens,
+			// and a follow ends at a continue-as-new it could not follow: look again.
+			select {
+			case <-ctx.Done():
+			case <-time.After(250 * time.Millisecond):
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
+// waitTurn follows a session after a decision on tool call decided, printing its updates
+// to stderr, until the turn ends (its turn_end after afterSeq) or waits on another tool
+// call; then prints the outcome to stdout. A turn that failed is an error.
+func waitTurn(ctx context.Context, e *env, rc *runs.Client, agent, inst, decided string, afterSeq int64) error {
+	id := api.SessionID(agent, inst)
+	last := afterSeq
+	var end *api.Event
+	var again api.Record
+	out := &streamPrinter{w: e.stderr}
+	err := rc.FollowSessionLive(ctx, agent, inst, func(r api.Record) bool {
+		if len(r.Events) > 0 && r.Events[0].Seq > last+1 {
+			// The session continued as new since the last look, which it does only
+			// between turns: the turn ended in a run no longer followed.
+			end = &api.Event{Type: api.StreamTurnEnd}
+			return true
+		}
+		for _, ev := range r.Events {
+			if ev.Seq <= last {
+				continue
+			}
+			last = ev.Seq
+			out.event(ev)
+			if ev.Type == api.StreamTurnEnd {
+				end = &ev
+				return true
+			}
+		}
+		if a, ok := r.Approval(); ok && r.Status == api.StatusSuspended && a.CallID != decided {
+			again = r
+			return true
+		}
+		return false
+	}, out.live)
+	out.end()
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			return nil
+		}
+		return err
+	}
+	switch {
+	case again.ID != "":
+		fmt.Fprintf(e.stdout, "session %s is %s\n", id, statusDetail(again))
+		fmt.Fprintln(e.stdout, nextSteps(again))
+		return nil
+	case end == nil:
+		rec, err := rc.Get(ctx, id)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "session %s is %s\n", id, statusDetail(rec))
+		return nil
+	}
+	var d struct {
+		Turn  int
+		Error string
+	}
+	_ = json.Unmarshal(end.Data, &d)
+	// The turn's reply is in the materialised history (the newest turn when turn_end
+	// was missed).
+	view, verr := rc.Session(ctx, agent, inst)
+	var turn *api.SessionTurn
+	for i := range view.Turns {
+		if t := &view.Turns[i]; t.N == d.Turn || d.Turn == 0 && i == len(view.Turns)-1 {
+			turn = t
+		}
+	}
+	if turn != nil {
+		d.Turn, d.Error = turn.N, turn.Error
+	}
+	if d.Error != "" {
+		return fmt.Errorf("turn %d of session %s failed: %s", d.Turn, id, d.Error)
+	}
+	fmt.Fprintf(e.stdout, "turn %d of session %s ended\n", d.Turn, id)
+	if turn == nil {
+		return verr
+	}
+	fmt.Fprintf(e.stdout, "%s: %s\n", agent, turn.Reply)
+	return nil
 }
