@@ -325,4 +325,12 @@ agents:
 	if len(lines) != 2 || !strings.Contains(lines[0], "text: A third answer.") || !strings.Contains(lines[1], "turn end") {
 		t.Errorf("watch --last 2 printed:\n%s", out)
 	}
+
+	// A closed session: the last turn, and the watch ends.
+	p.ok("session", "close", "scribe", "u42")
+	closed := p.ok("session", "watch", "scribe", "u42")
+	if !strings.Contains(closed, "you: Third?") || !strings.Contains(closed, "turn end") || strings.Contains(closed, "Write it down.") {
+		t.Errorf("watch on the closed session printed:\n%s", closed)
+	}
+	t.Logf("prompt stderr:\n%s\napprove --wait:\n%s", read(&perr), r.stdout)
 }

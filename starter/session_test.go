@@ -105,3 +105,30 @@ func TestStreamPrinterJSON(t *testing.T) {
 		t.Errorf("printed:\n%s\nwant:\n%s", out.String(), want)
 	}
 }
+
+func TestPrintTurnInFlight(t *testing.T) {
+	at := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	ev := func(seq int64, typ, data string) api.Event {
+		return api.Event{Seq: seq, Type: typ, At: at, Data: json.RawMessage(data)}
+	}
+	rec := api.Record{ID: "session:scribe:u42", Status: api.StatusSuspended,
+		Events: []api.Event{ev(1, api.StreamUserInput, `{"text":"Hi.","turn":1}`), ev(2, api.StreamTurnEnd, `{"turn":1}`),
+			ev(3, api.StreamUserInput, `{"text":"Write it down.","turn":2}`), ev(4, "approval_requested", `{}`)},
+		State: map[string]json.RawMessage{api.StateApproval: json.RawMessage(`{"call_id":"2.1.1","capability":"write","tool":"write_file","args":{"path":"notes.md"}}`)}}
+	var b strings.Builder
+	printTurnInFlight(&b, rec)
+	for _, w := range []string{"[2] 2025-01-02T03:04:05Z  you: Write it down.\n    (under way)", `Pending: tool call 2.1.1: write_file (write) {"path":"notes.md"}`,
+		"next: starter approve session:scribe:u42 --call 2.1.1"} {
+		if !strings.Contains(b.String(), w) {
+			t.Errorf("output lacks %q:\n%s", w, b.String())
+		}
+	}
+
+	// An idle session: its last turn ended, nothing pending.
+	rec = api.Record{ID: rec.ID, Status: api.StatusRunning, Events: rec.Events[:2]}
+	b.Reset()
+	printTurnInFlight(&b, rec)
+	if b.String() != "" {
+		t.Errorf("idle session printed %q", b.String())
+	}
+}
