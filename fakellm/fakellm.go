@@ -8,7 +8,11 @@
 //     in its last message answers it; standing replies are not part of the sequence;
 //  2. a compaction request (its system message starts with CompactPrefix, as the worker's
 //     CompactThread sends it) gets a short built-in summary when no standing reply matched;
-//  3. otherwise the script's entries answer in order, picked by the server's Index:
+//  3. otherwise the script's entries answer in order, picked by the server's Index, from
+//     the sequence of the request's task: entries with a Prompt form their own sequence,
+//     which answers the threads whose first user message contains that Prompt (the first
+//     such sequence in script order); the other entries answer all other threads. One
+//     server thus plays several tasks (a demo's "write one file" and "write three");
 //     ByAssistantMessages (the default) answers with reply N every request whose thread
 //     already holds N assistant messages; BySequence answers the N-th distinct request
 //     with reply N. Either way a retried request (a worker killed mid-call, a Temporal
@@ -97,6 +101,9 @@ type Reply struct {
 	// last message contains Match, before the script is consulted, and takes no place in
 	// the sequence (Repeat is ignored). The first matching standing reply wins.
 	Match string `json:"match,omitempty"`
+	// Prompt puts this reply in the sequence of the threads whose first user message
+	// contains Prompt, instead of the main sequence (ignored with Match).
+	Prompt string `json:"prompt,omitempty"`
 	// Repeat stands for this reply Repeat times in a row, with "{n}" in Content and in the
 	// tool calls' arguments replaced by the repetition number, 1…Repeat. 0 and 1: once.
 	Repeat int `json:"repeat,omitempty"`
@@ -139,11 +146,20 @@ type Server struct {
 
 	mu       sync.Mutex
 	script   []Reply // the sequence, repeats expanded
+	tasks    []task  // the sequences of replies with Prompt, in script order
 	standing []Reply // replies with Match
 	requests []Request
 	sizes    []RequestSize
 	seen     map[int]int      // reply index (standing reply i: -1-i) → requests answered
 	order    map[[32]byte]int // BySequence: request body's sha256 → reply index
+}
+
+// task is the sequence of the replies sharing one Prompt; its replies' keys in seen are
+// offset past the main sequence and the tasks before it.
+type task struct {
+	prompt string
+	script []Reply
+	order  map[[32]byte]int
 }
 
 // New returns a server for script: entries with Match are standing replies, the others
@@ -156,15 +172,37 @@ func New(script ...Reply) *Server {
 			s.standing = append(s.standing, r)
 			continue
 		}
+		seq := &s.script
+		if r.Prompt != "" {
+			i := 0
+			for i < len(s.tasks) && s.tasks[i].prompt != r.Prompt {
+				i++
+			}
+			if i == len(s.tasks) {
+				s.tasks = append(s.tasks, task{prompt: r.Prompt, order: map[[32]byte]int{}})
+			}
+			seq = &s.tasks[i].script
+		}
 		if r.Repeat <= 1 {
-			s.script = append(s.script, r)
+			*seq = append(*seq, r)
 			continue
 		}
 		for n := 1; n <= r.Repeat; n++ {
-			s.script = append(s.script, r.numbered(n))
+			*seq = append(*seq, r.numbered(n))
 		}
 	}
 	return s
+}
+
+// firstUser is the content of the first user message of msgs ("" without one).
+func firstUser(msgs []map[string]any) string {
+	for _, m := range msgs {
+		if m["role"] == "user" {
+			c, _ := m["content"].(string)
+			return c
+		}
+	}
+	return ""
 }
 
 // numbered is repetition n of r: "{n}" replaced in the content and the arguments.
@@ -277,7 +315,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.seen[idx]++
 	s.mu.Unlock()
 	if !ok {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("fake model: the script has no reply %d (it has %d)", idx+1, len(s.script)))
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("fake model: the script has no reply %d for this thread (it has %d)", idx+1, reply.Repeat))
 		return
 	}
 	if reply.DelayMS > 0 && n == 0 {
@@ -322,8 +360,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // pick chooses the reply to a request (see the package doc) and returns its key in seen:
-// the script index, or -1-i for standing reply i; ok is false when the script has no
-// entry for the request (idx is then the entry it would need). Called with s.mu held.
+// the index in the main sequence (offset past the sequences before it for a task's), or
+// -1-i for standing reply i; ok is false when the sequence has no entry for the request
+// (idx is then the entry it would need, within its sequence, and reply.Repeat the
+// sequence's length). Called with s.mu held.
 func (s *Server) pick(body []byte, msgs []map[string]any, system, last string, compaction bool) (reply Reply, idx int, ok bool) {
 	for i, r := range s.standing {
 		if strings.Contains(system, r.Match) || strings.Contains(last, r.Match) {
@@ -333,13 +373,22 @@ func (s *Server) pick(body []byte, msgs []map[string]any, system, last string, c
 	if compaction {
 		return Reply{Content: fmt.Sprintf(SummaryReply, len(last))}, -1 - len(s.standing), true
 	}
+	script, order, offset := s.script, s.order, 0
+	first, past := firstUser(msgs), len(s.script)
+	for _, t := range s.tasks {
+		if strings.Contains(first, t.prompt) {
+			script, order, offset = t.script, t.order, past
+			break
+		}
+		past += len(t.script)
+	}
 	switch s.Index {
 	case BySequence:
 		sum := sha256.Sum256(body)
-		i, seen := s.order[sum]
+		i, seen := order[sum]
 		if !seen {
-			i = len(s.order)
-			s.order[sum] = i
+			i = len(order)
+			order[sum] = i
 		}
 		idx = i
 	default:
@@ -349,10 +398,10 @@ func (s *Server) pick(body []byte, msgs []map[string]any, system, last string, c
 			}
 		}
 	}
-	if idx >= len(s.script) {
-		return Reply{}, idx, false
+	if idx >= len(script) {
+		return Reply{Repeat: len(script)}, idx, false
 	}
-	return s.script[idx], idx, true
+	return script[idx], offset + idx, true
 }
 
 // promptTokens estimates a request's prompt: each message's content bytes / 4.

@@ -188,6 +188,42 @@ func TestStandingReplies(t *testing.T) {
 	}
 }
 
+// TestPromptSequences: a thread whose first user message names a task's Prompt gets that
+// task's sequence; any other thread the main one; a task's sequence runs out on its own.
+func TestPromptSequences(t *testing.T) {
+	for _, idx := range []Index{ByAssistantMessages, BySequence} {
+		s := New(
+			Reply{Content: "main 1"},
+			Reply{Prompt: "three", Content: "three 1"},
+			Reply{Content: "main 2"},
+			Reply{Prompt: "three", Content: "three {n}+1", Repeat: 2},
+			Reply{Match: "denied", Content: "ok, not"},
+		)
+		s.Index = idx
+		url := s.Start(t)
+		three := msg("user", "write three files")
+		for _, c := range []struct {
+			msgs []map[string]any
+			want string
+		}{
+			{[]map[string]any{msg("system", "Be brief."), msg("user", "write one")}, "main 1"},
+			{[]map[string]any{three}, "three 1"},
+			{[]map[string]any{three, msg("assistant", "three 1"), msg("user", "go on")}, "three 1+1"},
+			{[]map[string]any{msg("user", "write one"), msg("assistant", "main 1"), msg("user", "three more")}, "main 2"},
+			{[]map[string]any{three, msg("assistant", "three 1"), msg("user", "go on"), msg("assistant", "three 1+1"), msg("user", "more")}, "three 2+1"},
+			{[]map[string]any{three, msg("user", "denied")}, "ok, not"},
+		} {
+			if got := ask(t, url, false, c.msgs...); got.content != c.want {
+				t.Errorf("index %d, %d messages: content = %q, want %q", idx, len(c.msgs), got.content, c.want)
+			}
+		}
+		long := []map[string]any{three, msg("assistant", "a"), msg("assistant", "b"), msg("assistant", "c"), msg("user", "x")}
+		if got := ask(t, url, false, long...); idx == ByAssistantMessages && got.status != http.StatusBadRequest {
+			t.Errorf("a fourth reply of the task: status %d, want 400", got.status)
+		}
+	}
+}
+
 func TestCompactionRequests(t *testing.T) {
 	const system = CompactPrefix + " between a user, an AI agent and the agent's tools."
 	transcript := "user:\nread the files\n\nassistant:\n[calls read_file]"
