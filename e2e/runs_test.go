@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -188,6 +189,36 @@ func TestDashboardArtifactAndRerun(t *testing.T) {
 	}
 	if r := p.starter("rerun", id); r.code != 1 || !strings.Contains(r.stderr, "is not failed, interrupted or canceled (done)") {
 		t.Errorf("rerun of a done run: exit %d, %q", r.code, r.stderr)
+	}
+
+	// The README's walkthrough, its commands as printed: fail on bogus, re-run with the
+	// input fixed, read the re-run's artifact.
+	cmds := readmeStarterCommands(t, "starter rerun <id>")
+	if len(cmds) != 3 || cmds[0][0] != "run" || cmds[1][0] != "rerun" || cmds[2][0] != "artifact" {
+		t.Fatalf("README's BuildDashboard block = %q; want run, rerun, artifact", cmds)
+	}
+	r = p.starter(cmds[0]...)
+	const started = "started BuildDashboard run "
+	i := strings.Index(r.stderr, started)
+	if r.code != 1 || !strings.Contains(r.stderr, `unknown metric "bogus"`) || i < 0 {
+		t.Fatalf("README %q: exit %d\n%s\n%s", cmds[0], r.code, r.stdout, r.stderr)
+	}
+	vars := map[string]string{"<id>": strings.Fields(r.stderr[i+len(started):])[0]}
+	r = p.starter(substitute(cmds[1], vars)...)
+	if r.code != 0 || !strings.Contains(r.stdout, "is done") {
+		t.Fatalf("README %q: exit %d\n%s\n%s", cmds[1], r.code, r.stdout, r.stderr)
+	}
+	vars["<new-id>"] = strings.Fields(r.stdout)[0]
+	rec3 := p.record(vars["<new-id>"])
+	var payload bytes.Buffer
+	if err := json.Compact(&payload, rec3.Payload); err != nil || countEvents(rec3, "rerun") != 1 || countEvents(rec3, "checkpoint") != 1 || payload.String() != `{"metrics":["sales","traffic"]}` {
+		t.Errorf("re-run with --input: %d rerun, %d checkpoint events (want 1 and 1: only traffic runs), payload %s (%v)",
+			countEvents(rec3, "rerun"), countEvents(rec3, "checkpoint"), payload.String(), err)
+	}
+	p.ok(substitute(cmds[2], vars)...)
+	b, err = os.ReadFile(filepath.Join(p.dir, "dashboard.html"))
+	if err != nil || !strings.Contains(string(b), "<td>sales</td>") || !strings.Contains(string(b), "<td>traffic</td>") {
+		t.Errorf("README's artifact dashboard.html = %q, %v", b, err)
 	}
 }
 

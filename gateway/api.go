@@ -52,6 +52,13 @@ type StartBody struct {
 	StartDelay string `json:"start_delay,omitempty"`
 }
 
+// RerunBody is the optional body of POST /v1/runs/{id}/rerun.
+type RerunBody struct {
+	// Input replaces the failed run's payload (to fix what made it fail); absent, the
+	// re-run gets the same payload.
+	Input json.RawMessage `json:"input,omitempty"`
+}
+
 // Created is the answer to POST /v1/runs and POST /v1/runs/{id}/rerun.
 type Created struct {
 	ID      string `json:"id"`
@@ -374,8 +381,13 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) rerunRun(w http.ResponseWriter, r *http.Request) {
+	var b RerunBody
+	if err := s.decodeJSON(w, r, &b, true); err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	id := r.PathValue("id")
-	newID, err := s.runs.Rerun(r.Context(), id)
+	newID, err := s.runs.Rerun(r.Context(), id, b.Input)
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -282,6 +282,7 @@ func TestDecide(t *testing.T) {
 
 func TestResumeCancelRerun(t *testing.T) {
 	var resumed runs.ResumeRequest
+	var rerunPayload json.RawMessage
 	f := &fakeRuns{
 		resume: func(_ context.Context, id string, req runs.ResumeRequest) error {
 			if id != "run-doc" {
@@ -296,7 +297,10 @@ func TestResumeCancelRerun(t *testing.T) {
 			}
 			return "cancel requested for run " + id, nil
 		},
-		rerun: func(_ context.Context, id string) (string, error) { return "run-2", nil },
+		rerun: func(_ context.Context, id string, payload json.RawMessage) (string, error) {
+			rerunPayload = payload
+			return "run-2", nil
+		},
 	}
 	s := newServer(t, f, Options{})
 
@@ -324,6 +328,14 @@ func TestResumeCancelRerun(t *testing.T) {
 	if resp.StatusCode != 201 || resp.Header.Get("Location") != "/v1/runs/run-2" || !strings.Contains(body, `"rerun_of": "run-doc"`) {
 		t.Errorf("rerun: status %d, Location %q, body %s", resp.StatusCode, resp.Header.Get("Location"), body)
 	}
+	if rerunPayload != nil {
+		t.Errorf("rerun with no body passed payload %s, want none (the failed run's)", rerunPayload)
+	}
+	resp = do(t, s, request{method: "POST", path: "/v1/runs/run-doc/rerun", body: `{"input":{"metrics":["sales"]}}`})
+	if resp.StatusCode != 201 || string(rerunPayload) != `{"metrics":["sales"]}` {
+		t.Errorf("rerun with input: status %d, payload %s", resp.StatusCode, rerunPayload)
+	}
+	wantProblem(t, do(t, s, request{method: "POST", path: "/v1/runs/run-doc/rerun", body: `{"inptu":{}}`}), 400, "inptu")
 }
 
 func sha(b []byte) string {

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/url"
@@ -55,7 +56,7 @@ func everythingWorks(decided *[]runs.Decision) *fakeRuns {
 			return "decided", nil
 		},
 		cancel: func(_ context.Context, id string) (string, error) { return "cancel requested for run " + id, nil },
-		rerun:  func(context.Context, string) (string, error) { return "run-new", nil },
+		rerun:  func(context.Context, string, json.RawMessage) (string, error) { return "run-new", nil },
 		prompt: func(context.Context, string, string, string, runs.PromptOptions) (api.PromptReply, error) {
 			return api.PromptReply{Turn: 1, Reply: "hello"}, nil
 		},

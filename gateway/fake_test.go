@@ -27,7 +27,7 @@ type fakeRuns struct {
 	decide       func(ctx context.Context, id string, d runs.Decision) (string, api.Record, error)
 	decideRecord func(ctx context.Context, rec api.Record, d runs.Decision) (string, error)
 	cancel       func(ctx context.Context, id string) (string, error)
-	rerun        func(ctx context.Context, id string) (string, error)
+	rerun        func(ctx context.Context, id string, payload json.RawMessage) (string, error)
 
 	prompt        func(ctx context.Context, agent, instance, text string, o runs.PromptOptions) (api.PromptReply, error)
 	session       func(ctx context.Context, agent, instance string) (api.SessionView, error)
@@ -96,11 +96,11 @@ func (f *fakeRuns) Cancel(ctx context.Context, id string) (string, error) {
 	return f.cancel(ctx, id)
 }
 
-func (f *fakeRuns) Rerun(ctx context.Context, id string) (string, error) {
+func (f *fakeRuns) Rerun(ctx context.Context, id string, payload json.RawMessage) (string, error) {
 	if f.rerun == nil {
 		return "", unexpected("Rerun")
 	}
-	return f.rerun(ctx, id)
+	return f.rerun(ctx, id, payload)
 }
 
 func (f *fakeRuns) Prompt(ctx context.Context, agent, instance, text string, o runs.PromptOptions) (api.PromptReply, error) {

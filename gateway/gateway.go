@@ -21,6 +21,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -58,7 +59,7 @@ type Runs interface {
 	Decide(ctx context.Context, id string, d runs.Decision) (string, api.Record, error)
 	DecideRecord(ctx context.Context, rec api.Record, d runs.Decision) (string, error)
 	Cancel(ctx context.Context, id string) (string, error)
-	Rerun(ctx context.Context, id string) (string, error)
+	Rerun(ctx context.Context, id string, payload json.RawMessage) (string, error)
 
 	Prompt(ctx context.Context, agent, instance, text string, o runs.PromptOptions) (api.PromptReply, error)
 	Session(ctx context.Context, agent, instance string) (api.SessionView, error)

@@ -268,8 +268,10 @@ func (c *Client) neverStarted(ctx context.Context, id, workflow string) *Unknown
 }
 
 // Rerun starts a failed, interrupted or canceled run again as a new run with the same
-// workflow and payload, seeded with its completed checkpoints, so only missing steps run.
-func (c *Client) Rerun(ctx context.Context, id string) (string, error) {
+// workflow, seeded with its completed checkpoints, so only missing steps run. The new run
+// gets payload when it is not empty (to fix the input that made the run fail), else the
+// failed run's payload.
+func (c *Client) Rerun(ctx context.Context, id string, payload json.RawMessage) (string, error) {
 	rec, err := c.Get(ctx, id)
 	if err != nil {
 		return "", err
@@ -286,7 +288,10 @@ func (c *Client) Rerun(ctx context.Context, id string) (string, error) {
 			seed[k] = v
 		}
 	}
-	return c.Start(ctx, StartRequest{Workflow: rec.Workflow, Payload: rec.Payload,
+	if len(payload) == 0 {
+		payload = rec.Payload
+	}
+	return c.Start(ctx, StartRequest{Workflow: rec.Workflow, Payload: payload,
 		Options: &api.RunOptions{Seed: seed, RerunOf: id}})
 }
 

@@ -212,7 +212,7 @@ func nextSteps(rec api.Record) string {
 		}
 		return fmt.Sprintf("next: starter approve %s   or   starter deny %s --reason \"...\"   or   starter resume %s --input '{...}'", rec.ID, rec.ID, rec.ID)
 	case api.StatusFailed, api.StatusInterrupted, api.StatusCanceled:
-		return fmt.Sprintf("next: starter logs %s   or   starter rerun %s", rec.ID, rec.ID)
+		return fmt.Sprintf("next: starter logs %s   or   starter rerun %s [--input '{...}']", rec.ID, rec.ID)
 	}
 	return ""
 }
@@ -642,17 +642,23 @@ func rerunCmd() *command {
 		name: "rerun", args: "<run-id>",
 		summary: "Start a failed run again as a new run; completed checkpoints carry over, only missing steps run.",
 		flags: func(fs *pflag.FlagSet) {
+			fs.String("input", "", "replace the failed run's payload: JSON, @file, or @- for standard input")
 			fs.Bool("wait", false, "follow the new run until it is done, failed or suspended")
 		},
 		run: func(ctx context.Context, e *env, fs *pflag.FlagSet, args []string) error {
 			if err := needArgs(args, 1, "a run id"); err != nil {
 				return err
 			}
+			in, _ := fs.GetString("input")
+			payload, err := readInput(in)
+			if err != nil {
+				return err
+			}
 			rc, err := e.runs(ctx)
 			if err != nil {
 				return err
 			}
-			id, err := rc.Rerun(ctx, args[0])
+			id, err := rc.Rerun(ctx, args[0], payload)
 			if err != nil {
 				return err
 			}
