@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -89,5 +90,19 @@ func TestFindTemporalNamesTheInstallCommand(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), temporalInstall) {
 		t.Errorf("error %q does not name %q", err, temporalInstall)
+	}
+}
+
+// TestQuickstartSaysHowToGetTheTemporalCLI: the README's Quickstart gives the same install
+// command as the benchmark's hint, so the two cannot disagree on the version.
+func TestQuickstartSaysHowToGetTheTemporalCLI(t *testing.T) {
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, quick, _ := strings.Cut(string(b), "\n## Quickstart\n")
+	quick, _, _ = strings.Cut(quick, "\n## ")
+	if !strings.Contains(quick, "`"+temporalInstall+"`") || !strings.Contains(quick, "need the `temporal` CLI") {
+		t.Errorf("README's Quickstart does not give %q or does not say starter needs no temporal CLI", temporalInstall)
 	}
 }
