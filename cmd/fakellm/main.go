@@ -12,6 +12,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 
@@ -36,8 +37,14 @@ func main() {
 		fmt.Fprintln(os.Stderr, "fakellm:", err)
 		os.Exit(2)
 	}
-	fmt.Printf("fake model at http://%s/v1 replaying %s\n", *addr, *script)
-	if err := http.ListenAndServe(*addr, srv); err != nil {
+	// Bind before saying where it serves: on a busy port the only line is the error.
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "fakellm: %v (is another fakellm running? stop it or pick another --addr)\n", err)
+		os.Exit(1)
+	}
+	fmt.Printf("fake model at http://%s/v1 replaying %s\n", ln.Addr(), *script)
+	if err := http.Serve(ln, srv); err != nil {
 		fmt.Fprintln(os.Stderr, "fakellm:", err)
 		os.Exit(1)
 	}
