@@ -82,6 +82,23 @@ func (e *ImageNotFoundError) Error() string {
 // Is makes errors.Is(err, ErrImageNotFound) hold.
 func (e *ImageNotFoundError) Is(target error) bool { return target == ErrImageNotFound }
 
+// BindSourceError: the host path of a bind does not exist. Docker would create it (empty,
+// owned by root) for a legacy bind; this tier refuses instead. Retrying cannot help, so it
+// is an invalid option (errors.Is ErrInvalidOptions).
+type BindSourceError struct {
+	Field string // "ro_binds" or "rw_binds"
+	Bind  string // as configured, "host:container"
+	Host  string // the missing host path
+}
+
+func (e *BindSourceError) Error() string {
+	return fmt.Sprintf("%s %q: host path %s does not exist on the Docker host; create it, or fix or remove the bind",
+		e.Field, e.Bind, e.Host)
+}
+
+// Is makes errors.Is(err, ErrInvalidOptions) hold.
+func (e *BindSourceError) Is(target error) bool { return target == ErrInvalidOptions }
+
 // Client is the part of the Docker Engine API client (*client.Client from
 // github.com/docker/docker/client) this package uses, so tests can substitute a fake.
 // Implementations must be safe for concurrent use.

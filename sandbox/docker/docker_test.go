@@ -736,3 +736,49 @@ func TestBuiltImage(t *testing.T) {
 		t.Errorf("in the image: %q, want %q", out, want)
 	}
 }
+
+// TestMissingBindSourceIsRefused: a bind whose host path does not exist fails Ensure with
+// a *BindSourceError naming the bind, and Docker does not create the path on the host.
+func TestMissingBindSourceIsRefused(t *testing.T) {
+	cli := needEngine(t)
+	m := NewManager(cli, "gotest-worker")
+	runID := testRunID(t)
+	t.Cleanup(func() { _ = m.Remove(context.Background(), runID) })
+	missing := filepath.Join(t.TempDir(), "no-such-repo")
+	spec := missing + ":/workspace/repo"
+	_, err := m.Ensure(testCtx(t), runID, Options{Image: testImage, ROBinds: []string{spec}})
+	var be *BindSourceError
+	if !errors.As(err, &be) || !errors.Is(err, ErrInvalidOptions) || be.Field != "ro_binds" || be.Bind != spec ||
+		!strings.Contains(err.Error(), "does not exist") {
+		t.Fatalf("Ensure = %v, want a *BindSourceError for ro_binds %q", err, spec)
+	}
+	if _, err := os.Stat(missing); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("host path %s after Ensure: %v; want it still absent", missing, err)
+	}
+	list, _ := cli.ContainerList(testCtx(t), container.ListOptions{All: true, Filters: runFilter(runID)})
+	if len(list) != 0 {
+		t.Errorf("%d containers left behind", len(list))
+	}
+}
+
+// TestCheck: what a worker checks at start, without making a container.
+func TestCheck(t *testing.T) {
+	cli := needEngine(t)
+	m := NewManager(cli, "gotest-worker")
+	dir := t.TempDir()
+	if err := m.Check(testCtx(t), Options{Image: testImage, RWBinds: []string{dir + ":/data"}}); err != nil {
+		t.Errorf("Check of a good sandbox: %v", err)
+	}
+	if err := m.Check(testCtx(t), Options{Image: "nexo-sandbox:no-such-image"}); !errors.Is(err, ErrImageNotFound) ||
+		!strings.Contains(err.Error(), "nexo-sandbox:no-such-image") {
+		t.Errorf("Check with a missing image = %v, want ErrImageNotFound naming it", err)
+	}
+	missing := filepath.Join(dir, "gone")
+	var be *BindSourceError
+	if err := m.Check(testCtx(t), Options{Image: testImage, RWBinds: []string{missing + ":/data"}}); !errors.As(err, &be) || be.Host != missing {
+		t.Errorf("Check with a missing bind source = %v, want a *BindSourceError for %s", err, missing)
+	}
+	if err := m.Check(testCtx(t), Options{Image: testImage, Network: "host"}); !errors.Is(err, ErrInvalidOptions) {
+		t.Errorf("Check with network host = %v, want ErrInvalidOptions", err)
+	}
+}

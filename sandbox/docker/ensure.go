@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"regexp"
 	"strings"
 	"sync"
@@ -130,6 +132,33 @@ func (m *Manager) Ensure(ctx context.Context, runID string, opts Options) (*Sand
 	return m.create(ctx, runID, set)
 }
 
+// Check says whether a run with opts could get a container on this host, without making
+// one: the options are valid, the image is there (else an *ImageNotFoundError) and, when
+// the engine runs on this machine (a unix socket), every bind's host path exists (else a
+// *BindSourceError). A worker calls it at start for each agent with a docker sandbox, so
+// a run does not find out after its first (paid) model call. Ensure checks the same when
+// it creates a container, on any engine.
+func (m *Manager) Check(ctx context.Context, opts Options) error {
+	set, err := opts.withDefaults()
+	if err != nil {
+		return err
+	}
+	if _, err := m.cli.ImageInspect(ctx, set.image); err != nil {
+		if cerrdefs.IsNotFound(err) {
+			return &ImageNotFoundError{Image: set.image}
+		}
+		return fmt.Errorf("inspect image %s: %w", set.image, err)
+	}
+	if h, ok := m.cli.(interface{ DaemonHost() string }); ok && strings.HasPrefix(h.DaemonHost(), "unix://") {
+		for _, b := range set.binds {
+			if _, err := os.Stat(b.source); errors.Is(err, fs.ErrNotExist) {
+				return &BindSourceError{Field: b.field, Bind: b.spec, Host: b.source}
+			}
+		}
+	}
+	return nil
+}
+
 // Remove removes runID's container and its workspace volume, if any. Removing a run
 // that has no container is not an error.
 func (m *Manager) Remove(ctx context.Context, runID string) error {
@@ -213,6 +242,9 @@ func (m *Manager) create(ctx context.Context, runID string, set settings) (*Sand
 		}
 		if cerrdefs.IsNotFound(err) && strings.Contains(err.Error(), "image") {
 			return nil, fmt.Errorf("ensure sandbox for run %s: %w", runID, &ImageNotFoundError{Image: set.image})
+		}
+		if be := set.missingBind(err); be != nil {
+			return nil, fmt.Errorf("ensure sandbox for run %s: %w", runID, be)
 		}
 		return nil, fmt.Errorf("ensure sandbox for run %s: create container %s: %w", runID, name, err)
 	}

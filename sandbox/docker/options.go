@@ -84,7 +84,7 @@ type settings struct {
 	nanoCPUs                      int64
 	pids                          int64
 	env                           []string
-	binds                         []string
+	binds                         []bind
 	readonly                      bool
 	capAdd                        []string
 }
@@ -153,14 +153,14 @@ func (o Options) withDefaults() (settings, error) {
 		s.env = append(s.env, k+"="+o.Env[k])
 	}
 	for _, b := range o.ROBinds {
-		spec, err := bindSpec(b, "ro")
+		spec, err := parseBind(b, "ro_binds")
 		if err != nil {
 			return bad("ro_binds", "%v", err)
 		}
 		s.binds = append(s.binds, spec)
 	}
 	for _, b := range o.RWBinds {
-		spec, err := bindSpec(b, "rw")
+		spec, err := parseBind(b, "rw_binds")
 		if err != nil {
 			return bad("rw_binds", "%v", err)
 		}
@@ -175,13 +175,46 @@ func (o Options) withDefaults() (settings, error) {
 	return s, nil
 }
 
-// bindSpec turns "host:container" into Docker's "host:container:mode".
-func bindSpec(b, mode string) (string, error) {
+// bind is one entry of ro_binds or rw_binds.
+type bind struct {
+	field  string // "ro_binds" or "rw_binds"
+	spec   string // as configured, "host:container"
+	source string // cleaned host path
+	target string // cleaned container path
+}
+
+// parseBind checks "host:container" (both absolute, not over the container's root).
+func parseBind(b, field string) (bind, error) {
 	host, ctr, ok := strings.Cut(b, ":")
 	if !ok || strings.Contains(ctr, ":") || !path.IsAbs(host) || !path.IsAbs(ctr) || path.Clean(ctr) == "/" {
-		return "", fmt.Errorf("%q is not \"/host/path:/container/path\"", b)
+		return bind{}, fmt.Errorf("%q is not \"/host/path:/container/path\"", b)
 	}
-	return path.Clean(host) + ":" + path.Clean(ctr) + ":" + mode, nil
+	return bind{field: field, spec: b, source: path.Clean(host), target: path.Clean(ctr)}, nil
+}
+
+// missingBind returns the *BindSourceError for the engine's refusal of a bind whose host
+// path does not exist ("invalid mount config for type "bind": bind source path does not
+// exist: /srv/repo"), or nil for any other error.
+func (s settings) missingBind(err error) *BindSourceError {
+	const refusal = "bind source path does not exist: "
+	msg := err.Error()
+	i := strings.Index(msg, refusal)
+	if i < 0 {
+		return nil
+	}
+	host := strings.TrimSpace(msg[i+len(refusal):])
+	for _, b := range s.binds {
+		if b.source == host {
+			return &BindSourceError{Field: b.field, Bind: b.spec, Host: host}
+		}
+	}
+	return &BindSourceError{Field: "binds", Bind: host, Host: host}
+}
+
+// mount is the bind as a mount of type bind, which the engine refuses when the host path
+// does not exist (a legacy "host:container" bind would create it, empty and owned by root).
+func (b bind) mount() mount.Mount {
+	return mount.Mount{Type: mount.TypeBind, Source: b.source, Target: b.target, ReadOnly: b.field == "ro_binds"}
 }
 
 // containerConfig is the container a run gets: a keep-alive process under Docker's init
@@ -212,7 +245,6 @@ func (s settings) hostConfig(labels map[string]string) *container.HostConfig {
 		ReadonlyRootfs: s.readonly,
 		IpcMode:        container.IPCModePrivate,
 		Init:           &yes,
-		Binds:          s.binds,
 		// The workspace is an anonymous volume: writable under a read-only root, reachable
 		// by the archive API (a tmpfs is not), kept across a container restart, and removed
 		// with the container (RemoveVolumes). Docker fills a new volume from the image's
@@ -228,6 +260,9 @@ func (s settings) hostConfig(labels map[string]string) *container.HostConfig {
 			NanoCPUs:   s.nanoCPUs,
 			PidsLimit:  &pids,
 		},
+	}
+	for _, b := range s.binds {
+		hc.Mounts = append(hc.Mounts, b.mount())
 	}
 	if s.readonly {
 		hc.Tmpfs = map[string]string{"/tmp": "rw,nosuid,nodev,mode=1777,size=" + tmpSize}

@@ -18,6 +18,7 @@ import (
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/api/types/volume"
 	"github.com/docker/docker/pkg/stdcopy"
 	dockerspec "github.com/moby/docker-image-spec/specs-go/v1"
@@ -92,7 +93,9 @@ func TestOptionsValidation(t *testing.T) {
 				}
 				hc := s.hostConfig(nil)
 				if s.workdir != "/src" || hc.ReadonlyRootfs || hc.Tmpfs != nil || *hc.PidsLimit != -1 ||
-					!slices.Equal(hc.Binds, []string{"/opt/ref:/ref:ro", "/srv/out:/out:rw"}) ||
+					len(hc.Binds) != 0 || len(hc.Mounts) != 3 ||
+					hc.Mounts[1] != (mount.Mount{Type: mount.TypeBind, Source: "/opt/ref", Target: "/ref", ReadOnly: true}) ||
+					hc.Mounts[2] != (mount.Mount{Type: mount.TypeBind, Source: "/srv/out", Target: "/out"}) ||
 					hc.Memory != 512<<20 || hc.NanoCPUs != 5e8 {
 					t.Errorf("settings = %+v, host config = %+v", s, hc)
 				}
