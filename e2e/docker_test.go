@@ -3,7 +3,10 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -122,5 +125,45 @@ agents:
 			t.Fatalf("container left after the run ended: %v", runContainers(t, id))
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestWorkerRefusesABrokenDockerAgent: an agent whose sandbox image is missing, or whose
+// bind has no host path, stops the worker at start with the agent, the image or bind and
+// what to do, before any run (and any model call); the missing host path is not created.
+func TestWorkerRefusesABrokenDockerAgent(t *testing.T) {
+	requireSandboxImage(t)
+	p := newPlatform(t)
+	missing := filepath.Join(t.TempDir(), "srv", "repo")
+	p.writeConfig(`llm: {base_url: "http://127.0.0.1:1/v1", model: m}
+agents:
+  - name: noimage
+    sandbox: {type: docker, image: "nexo-sandbox:no-such-image"}
+  - name: nobind
+    sandbox: {type: docker, ro_binds: ["` + missing + `:/workspace/repo"]}
+  - name: fine
+    sandbox: {type: docker}
+`)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bins.worker, "--dev")
+	cmd.Dir, cmd.Env = p.dir, p.env()
+	out, err := cmd.CombinedOutput()
+	if err == nil || strings.Contains(string(out), "Nexo worker ready") {
+		t.Fatalf("worker started with broken docker agents (%v):\n%s", err, out)
+	}
+	for _, want := range []string{
+		"agents[noimage].sandbox: sandbox image nexo-sandbox:no-such-image not found on the Docker host",
+		`agents[nobind].sandbox: ro_binds "` + missing + `:/workspace/repo": host path ` + missing + ` does not exist`,
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("worker output does not contain %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(string(out), "agents[fine]") {
+		t.Errorf("the good agent is reported:\n%s", out)
+	}
+	if _, err := os.Stat(missing); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("host path %s: %v; want it still absent", missing, err)
 	}
 }

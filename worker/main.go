@@ -26,6 +26,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/nexo-temporal/nexo/activities"
+	"github.com/nexo-temporal/nexo/agents"
 	"github.com/nexo-temporal/nexo/api"
 	"github.com/nexo-temporal/nexo/artifacts"
 	"github.com/nexo-temporal/nexo/config"
@@ -181,6 +182,9 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) error {
 	if mgr, stopReaper := startDocker(ctx, tc, scope, logger); mgr != nil {
 		sandboxes.WithDocker(mgr)
 		defer stopReaper()
+		if err := checkDockerAgents(ctx, mgr, cfg.Agents); err != nil {
+			return err
+		}
 		fmt.Fprintln(stdout, "Docker sandboxes: enabled (reaper every "+reapEvery.String()+")")
 	} else {
 		fmt.Fprintln(stdout, "Docker sandboxes: unavailable (no Docker engine answered); local and virtual sandboxes work")
@@ -330,6 +334,27 @@ func uiOrigins(ip string, port int) []string {
 		out = append(out, "http://localhost:"+p)
 	}
 	return out
+}
+
+// checkDockerAgents checks, before the worker takes any task, that every agent with a
+// docker sandbox can get its container here (image present, bind sources existing), so
+// a run does not find out after its first paid model call. Every bad agent is named.
+func checkDockerAgents(ctx context.Context, mgr *docker.Manager, specs []agents.Spec) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var errs []error
+	for _, a := range specs {
+		if a.Sandbox.Type != api.SandboxDocker {
+			continue
+		}
+		if err := mgr.Check(ctx, activities.DockerOptions(a.Sandbox)); err != nil {
+			errs = append(errs, fmt.Errorf("agents[%s].sandbox: %w", a.Name, err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("check docker sandboxes: %w", err)
+	}
+	return nil
 }
 
 // reapEvery is how often the worker removes containers whose run is closed or unknown, so
