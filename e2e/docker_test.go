@@ -167,3 +167,60 @@ agents:
 		t.Errorf("host path %s: %v; want it still absent", missing, err)
 	}
 }
+
+// TestReadmeDockerSnippet runs the README's Docker agent as printed (its /srv/repo bind
+// pointed at a directory that exists): the agent reads the read-only bind and writes
+// notes.md, and notes.md outlives the container as an artifact because of `produces`.
+func TestReadmeDockerSnippet(t *testing.T) {
+	requireSandboxImage(t)
+	snippet := readmeBlock(t, "yaml", "name: boxed")
+	if !strings.Contains(snippet, `"/srv/repo:/workspace/repo"`) {
+		t.Fatalf("README's Docker snippet no longer binds /srv/repo:\n%s", snippet)
+	}
+	repo := t.TempDir()
+	if err := os.WriteFile(filepath.Join(repo, "README"), []byte("from the host repo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(repo, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	model := fakellm.New(
+		fakellm.Reply{ToolCalls: []fakellm.Call{shellCall("cat /workspace/repo/README")}},
+		fakellm.Reply{ToolCalls: []fakellm.Call{writeNotes("notes from the box")}},
+		fakellm.Reply{Content: "Wrote notes.md."},
+	)
+	p := newPlatform(t)
+	p.writeConfig("llm: {base_url: " + model.Start(t) + ", model: fake-model}\n" +
+		strings.ReplaceAll(snippet, "/srv/repo", repo))
+	p.start()
+	id := strings.TrimSpace(p.ok("agent", "boxed", "Read the repo and keep notes."))
+	deadline := time.Now().Add(60 * time.Second)
+	rec := p.record(id)
+	approved := map[string]bool{}
+	for rec.Status != api.StatusDone {
+		if time.Now().After(deadline) || rec.Status == api.StatusFailed {
+			t.Fatalf("run %s: %s\n%+v\nworker:\n%s", id, rec.Status, rec.Events, p.output())
+		}
+		if a, ok := rec.Approval(); ok && !approved[a.CallID] {
+			approved[a.CallID] = true
+			p.ok("approve", id, "--call", a.CallID)
+		}
+		time.Sleep(200 * time.Millisecond)
+		rec = p.record(id)
+	}
+	var results []string
+	for _, e := range rec.Events {
+		if e.Type == "agent_tool_result" {
+			var d map[string]any
+			_ = json.Unmarshal(e.Data, &d)
+			c, _ := d["content"].(string)
+			results = append(results, c)
+		}
+	}
+	if len(results) != 2 || !strings.Contains(results[0], "from the host repo") {
+		t.Errorf("tool results = %q, want the bind's file read", results)
+	}
+	if got := p.ok("artifact", id, "notes.md"); got != "notes from the box" {
+		t.Errorf("artifact notes.md = %q", got)
+	}
+}

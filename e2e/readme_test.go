@@ -14,26 +14,32 @@ import (
 // runs them as printed, so the README cannot drift from what works.
 func readmeStarterCommands(t *testing.T, marker string) [][]string {
 	t.Helper()
+	var cmds [][]string
+	for _, line := range strings.Split(readmeBlock(t, "sh", marker), "\n") {
+		words := shellWords(t, line)
+		if len(words) > 0 && words[0] == "bin/starter" {
+			cmds = append(cmds, words[1:])
+		}
+	}
+	return cmds
+}
+
+// readmeBlock returns the first fenced block of language lang (```yaml, ```sh) in the
+// README that contains marker.
+func readmeBlock(t *testing.T, lang, marker string) string {
+	t.Helper()
 	b, err := os.ReadFile(filepath.Join("..", "README.md"))
 	if err != nil {
 		t.Fatalf("read README: %v", err)
 	}
-	for _, block := range strings.Split(string(b), "```sh\n")[1:] {
+	for _, block := range strings.Split(string(b), "```"+lang+"\n")[1:] {
 		block, _, _ = strings.Cut(block, "```")
-		if !strings.Contains(block, marker) {
-			continue
+		if strings.Contains(block, marker) {
+			return block
 		}
-		var cmds [][]string
-		for _, line := range strings.Split(block, "\n") {
-			words := shellWords(t, line)
-			if len(words) > 0 && words[0] == "bin/starter" {
-				cmds = append(cmds, words[1:])
-			}
-		}
-		return cmds
 	}
-	t.Fatalf("README has no ```sh block containing %q", marker)
-	return nil
+	t.Fatalf("README has no ```%s block containing %q", lang, marker)
+	return ""
 }
 
 // shellWords splits line into words with sh's quoting rules for ' and ", and drops a
