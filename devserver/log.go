@@ -16,6 +16,14 @@ import (
 // the warning is noise.
 const nexusHTTPWarning = "HTTP API port has not been set"
 
+// historyPageWarning is what the frontend warns each time a GetWorkflowExecutionHistory
+// request asks for more than primitives.GetHistoryMaxPageSize (256) events a page; it
+// then serves 256. The Temporal Web UI asks for more whenever it opens a run, so a dozen
+// of these follow every click. The limit is a compile-time constant: no dynamic config
+// raises it (limit.historyMaxPageSize is only the size for requests that give none),
+// and the clamp loses nothing (the UI pages on). The message is logged at debug level.
+const historyPageWarning = "GetHistory page size is larger than threshold"
+
 // serverLogger bridges the Temporal server's tag-based logger onto log/slog. The slog logger it
 // wraps already filters by level (see levelHandler), so the server's chatty Info lines cost only
 // an Enabled check.
@@ -32,7 +40,13 @@ var (
 
 func (l serverLogger) Debug(msg string, tags ...tag.Tag) { l.emit(slog.LevelDebug, msg, tags) }
 func (l serverLogger) Info(msg string, tags ...tag.Tag)  { l.emit(slog.LevelInfo, msg, tags) }
-func (l serverLogger) Warn(msg string, tags ...tag.Tag)  { l.emit(slog.LevelWarn, msg, tags) }
+func (l serverLogger) Warn(msg string, tags ...tag.Tag) {
+	if msg == historyPageWarning {
+		l.emit(slog.LevelDebug, msg, tags)
+		return
+	}
+	l.emit(slog.LevelWarn, msg, tags)
+}
 func (l serverLogger) Error(msg string, tags ...tag.Tag) { l.emit(slog.LevelError, msg, tags) }
 
 // DPanic, Panic and Fatal are logged as errors: an embedded server must never take the host

@@ -331,3 +331,27 @@ func httpGetContains(ctx context.Context, url, want string) error {
 	}
 	return nil
 }
+
+// TestWebUIHistoryIsQuiet: opening a run in the Temporal Web UI (which asks the frontend
+// for history pages larger than the server serves) logs no warning in the worker terminal.
+func TestWebUIHistoryIsQuiet(t *testing.T) {
+	p := newPlatform(t)
+	p.start()
+	r := p.starter("run", "DocumentApproval", "--input", `{"doc_id":"42"}`, "--wait")
+	const started = "started DocumentApproval run "
+	i := strings.Index(r.stderr, started)
+	if r.code != 0 || i < 0 {
+		t.Fatalf("run --wait: exit %d\n%s", r.code, r.stderr)
+	}
+	id := strings.Fields(r.stderr[i+len(started):])[0]
+	url := fmt.Sprintf("http://127.0.0.1:%d/api/v1/namespaces/default/workflows/%s/history?maximumPageSize=1000", p.ui, id)
+	for range 3 {
+		pollUntil(t, 10*time.Second, "GET "+url, func(ctx context.Context) error {
+			return httpGetContains(ctx, url, "workflowexecutionstarted")
+		})
+	}
+	time.Sleep(200 * time.Millisecond) // the worker's stderr is copied asynchronously
+	if out := p.output(); strings.Contains(out, "page size is larger than threshold") {
+		t.Errorf("the worker logged the history page-size warning:\n%s", out)
+	}
+}
