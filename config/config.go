@@ -42,6 +42,7 @@
 //	gateway.max_body_bytes   NEXO_GATEWAY_MAX_BODY_BYTES      1048576
 //	gateway.tokens           NEXO_GATEWAY_TOKENS              none (a list; set it in the file)
 //	gateway.codec_origins    NEXO_GATEWAY_CODEC_ORIGINS       none (comma-separated in the environment)
+//	gateway.temporal_ui      NEXO_GATEWAY_TEMPORAL_UI         "" (no links; worker --dev: its Web UI)
 //
 // The environment variable of a key is NEXO_ followed by the key in upper case with "."
 // replaced by "_". An empty variable counts as unset.
@@ -181,6 +182,9 @@ type Gateway struct {
 	// allowed to call the codec endpoint /codec, e.g. https://temporal-ui.example.com.
 	// `worker --dev` adds its embedded UI's origin itself.
 	CodecOrigins []string `mapstructure:"codec_origins"`
+	// TemporalUI is the base URL of the Temporal Web UI (e.g. http://127.0.0.1:8233): the
+	// web page links each run to its page there. `worker --dev` sets its embedded UI.
+	TemporalUI string `mapstructure:"temporal_ui"`
 }
 
 // Scopes a gateway token can hold: read runs; operate them (start, resume, cancel,

@@ -222,6 +222,12 @@ func (c Config) Validate() error {
 			bad(fmt.Sprintf("gateway.codec_origins[%d]", i), o, "want a browser origin: scheme://host[:port], such as http://127.0.0.1:8233")
 		}
 	}
+	if g.TemporalUI != "" {
+		if u, err := url.Parse(g.TemporalUI); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
+			u.RawQuery != "" || u.Fragment != "" {
+			bad("gateway.temporal_ui", g.TemporalUI, "want the Web UI's base URL, such as http://127.0.0.1:8233")
+		}
+	}
 	names := map[string]bool{}
 	for i, tok := range g.Tokens {
 		field := fmt.Sprintf("gateway.tokens[%d]", i)

@@ -57,6 +57,8 @@ func TestValidate(t *testing.T) {
 		{"shell timeout below a second", func(c *Config) { c.Sandbox.ShellTimeout = 120 }, `sandbox.shell_timeout 120ns: want at least 1s`},
 		{"unknown log level", func(c *Config) { c.Log.Level = "verbose" }, `log.level "verbose": want one of debug, info, warn, error`},
 		{"unknown log format", func(c *Config) { c.Log.Format = "xml" }, `log.format "xml": want one of text, json`},
+		{"temporal ui without a scheme", func(c *Config) { c.Gateway.TemporalUI = "127.0.0.1:8233" },
+			`gateway.temporal_ui "127.0.0.1:8233": want the Web UI's base URL, such as http://127.0.0.1:8233`},
 		{"gateway address without port", func(c *Config) { c.Gateway.Addr = "localhost" }, `gateway.addr "localhost": want host:port`},
 		{"gateway body limit too small", func(c *Config) { c.Gateway.MaxBodyBytes = 100 }, `gateway.max_body_bytes 100: want 1024 to 67108864 bytes`},
 		{"gateway token secret pasted instead of a variable name", func(c *Config) {

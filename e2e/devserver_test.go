@@ -332,8 +332,9 @@ func httpGetContains(ctx context.Context, url, want string) error {
 	return nil
 }
 
-// TestWebUIHistoryIsQuiet: opening a run in the Temporal Web UI (which asks the frontend
-// for history pages larger than the server serves) logs no warning in the worker terminal.
+// TestWebUIHistoryIsQuiet: the Nexo run page of `worker --dev` links the run in the
+// Temporal Web UI; opening it there (the UI asks the frontend for history pages larger
+// than the server serves) logs no warning in the worker terminal.
 func TestWebUIHistoryIsQuiet(t *testing.T) {
 	p := newPlatform(t)
 	p.start()
@@ -344,6 +345,10 @@ func TestWebUIHistoryIsQuiet(t *testing.T) {
 		t.Fatalf("run --wait: exit %d\n%s", r.code, r.stderr)
 	}
 	id := strings.Fields(r.stderr[i+len(started):])[0]
+	link := fmt.Sprintf(`href="http://127.0.0.1:%d/namespaces/default/workflows/%s"`, p.ui, id)
+	pollUntil(t, 10*time.Second, "the run page's Temporal UI link", func(ctx context.Context) error {
+		return httpGetContains(ctx, fmt.Sprintf("http://127.0.0.1:%d/runs/%s", p.gateway, id), strings.ToLower(link))
+	})
 	url := fmt.Sprintf("http://127.0.0.1:%d/api/v1/namespaces/default/workflows/%s/history?maximumPageSize=1000", p.ui, id)
 	for range 3 {
 		pollUntil(t, 10*time.Second, "GET "+url, func(ctx context.Context) error {

@@ -113,6 +113,11 @@ type Options struct {
 	// CodecOrigins are the browser origins (scheme://host[:port]) of Temporal Web UIs
 	// allowed to call /codec.
 	CodecOrigins []string
+	// TemporalUI is the base URL of a Temporal Web UI (http://127.0.0.1:8233); with it, the
+	// run page links each run to its page there, in Namespace. Empty: no link.
+	TemporalUI string
+	// Namespace is the Temporal namespace of the runs, for the TemporalUI links.
+	Namespace string
 }
 
 // Server is the gateway's http.Handler. Use Listen and Serve to run it, or mount it
@@ -135,6 +140,8 @@ type Server struct {
 	streams      context.Context // canceled on shutdown, ending SSE streams
 	stopStreams  context.CancelFunc
 	pageTemplate pageTemplates
+	temporalUI   string // base URL, no trailing slash; "" for none
+	namespace    string
 }
 
 // New returns a Server, checking the options: every token needs a name, a secret of at
@@ -171,6 +178,8 @@ func New(opts Options) (*Server, error) {
 		keepAlive:  opts.KeepAlive,
 		workerWait: opts.WorkerWait,
 		sessions:   newSessions(opts.SessionTTL),
+		temporalUI: strings.TrimRight(opts.TemporalUI, "/"),
+		namespace:  opts.Namespace,
 	}
 	if s.maxBody <= 0 {
 		s.maxBody = 1 << 20
@@ -223,7 +232,8 @@ func FromConfig(cfg config.Config, rc Runs, store artifacts.Store, getenv func(s
 		tokens = append(tokens, Token{Name: t.Name, Secret: secret, Scopes: t.Scopes})
 	}
 	return New(Options{Runs: rc, Artifacts: store, Tokens: tokens, MaxBodyBytes: cfg.Gateway.MaxBodyBytes, Logger: logger,
-		ExternalStorage: payloads.ExternalStorage(store, cfg.Payloads.OffloadThreshold), CodecOrigins: cfg.Gateway.CodecOrigins})
+		ExternalStorage: payloads.ExternalStorage(store, cfg.Payloads.OffloadThreshold), CodecOrigins: cfg.Gateway.CodecOrigins,
+		TemporalUI: cfg.Gateway.TemporalUI, Namespace: cfg.Temporal.Namespace})
 }
 
 // Open reports whether the gateway has no tokens: everyone who can reach it may do

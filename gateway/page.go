@@ -173,6 +173,8 @@ type runView struct {
 	CanApprove    bool
 	CanOperate    bool
 	Rerunnable    bool
+	// TemporalURL is the run's page in the Temporal Web UI; "" when none is configured.
+	TemporalURL string
 }
 
 func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
@@ -187,6 +189,10 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 	switch rec.Status {
 	case api.StatusFailed, api.StatusInterrupted, api.StatusCanceled:
 		v.Rerunnable = true
+	}
+	if s.temporalUI != "" {
+		// Without a run id the UI shows the workflow id's latest run, which is this run.
+		v.TemporalURL = s.temporalUI + "/namespaces/" + url.PathEscape(s.namespace) + "/workflows/" + url.PathEscape(rec.ID)
 	}
 	if v.Pending != nil && len(v.Pending.Args) > 0 {
 		v.PendingArgs = prettyJSON(v.Pending.Args)

@@ -335,3 +335,19 @@ func TestSessionsPage(t *testing.T) {
 		t.Errorf("open form with a bad instance: status %d\n%s", resp.StatusCode, body)
 	}
 }
+
+// TestRunPageLinksToTheTemporalUI: with a Temporal UI configured the run page links the
+// run's page there (namespace and id escaped); without, there is no link.
+func TestRunPageLinksToTheTemporalUI(t *testing.T) {
+	f := &fakeRuns{get: getRecords(docSuspended())}
+	s := newServer(t, f, Options{TemporalUI: "http://127.0.0.1:8233/", Namespace: "team a"})
+	page := readBody(t, do(t, s, request{method: "GET", path: "/runs/" + docSuspended().ID}))
+	want := `<a id="temporal-ui" href="http://127.0.0.1:8233/namespaces/team%20a/workflows/` + docSuspended().ID + `"`
+	if !strings.Contains(page, want) {
+		t.Errorf("run page lacks %s", want)
+	}
+	s = newServer(t, f, Options{})
+	if page := readBody(t, do(t, s, request{method: "GET", path: "/runs/" + docSuspended().ID})); strings.Contains(page, "temporal-ui") {
+		t.Error("run page links a Temporal UI though none is configured")
+	}
+}

@@ -149,6 +149,9 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) error {
 		if ui := srv.UIAddress(); ui != "" {
 			fmt.Fprintf(stdout, "Temporal Web UI: %s/namespaces/%s/workflows\n", ui, cfg.Temporal.Namespace)
 			cfg.Gateway.CodecOrigins = append(cfg.Gateway.CodecOrigins, uiOrigins(cfg.Dev.IP, cfg.Dev.UIPort)...)
+			if cfg.Gateway.TemporalUI == "" { // the page links each run to it
+				cfg.Gateway.TemporalUI = ui
+			}
 		}
 	}
 
