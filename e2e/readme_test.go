@@ -8,11 +8,11 @@ import (
 	"unicode"
 )
 
-// readmeStarterCommands returns the `bin/starter` commands of the README's first ```sh
+// readmeBlockCommands returns the `bin/starter` commands of the README's first ```sh
 // block that contains marker, each split into arguments as a shell would (single and
 // double quotes, a trailing `# comment` dropped), without the leading bin/starter. A test
 // runs them as printed, so the README cannot drift from what works.
-func readmeStarterCommands(t *testing.T, marker string) [][]string {
+func readmeBlockCommands(t *testing.T, marker string) [][]string {
 	t.Helper()
 	var cmds [][]string
 	for _, line := range strings.Split(readmeBlock(t, "sh", marker), "\n") {

@@ -193,7 +193,7 @@ func TestDashboardArtifactAndRerun(t *testing.T) {
 
 	// The README's walkthrough, its commands as printed: fail on bogus, re-run with the
 	// input fixed, read the re-run's artifact.
-	cmds := readmeStarterCommands(t, "starter rerun <id>")
+	cmds := readmeBlockCommands(t, "starter rerun <id>")
 	if len(cmds) != 3 || cmds[0][0] != "run" || cmds[1][0] != "rerun" || cmds[2][0] != "artifact" {
 		t.Fatalf("README's BuildDashboard block = %q; want run, rerun, artifact", cmds)
 	}
