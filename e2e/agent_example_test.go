@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/nexo-temporal/nexo/api"
-	"github.com/nexo-temporal/nexo/fakellm"
 )
 
 // readmeStarterCommands returns the `bin/starter ...` lines of the README's sh blocks
@@ -78,16 +77,9 @@ func TestOfflineAgentDemoAsWritten(t *testing.T) {
 		t.Fatalf("the README's demo commands changed; update this test with them:\n%s", strings.Join(cmds, "\n"))
 	}
 
-	model, err := fakellm.Load(filepath.Join("..", "examples", "agents", "scribe.script.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := os.ReadFile(filepath.Join("..", "examples", "agents", "nexo.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, _ := exampleConfig(t, "agents", "scribe.script.json")
 	p := newPlatform(t)
-	p.writeConfig(regexp.MustCompile(`(?m)^  base_url: .*$`).ReplaceAllString(string(cfg), "  base_url: "+model.Start(t)))
+	p.writeConfig(cfg)
 	p.start()
 
 	id := ""

@@ -4,12 +4,10 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/nexo-temporal/nexo/api"
-	"github.com/nexo-temporal/nexo/fakellm"
 	"github.com/nexo-temporal/nexo/internal/mcptest"
 )
 
@@ -28,14 +26,7 @@ func TestMCPExampleAsWritten(t *testing.T) {
 		t.Fatalf("the README's MCP example commands changed; update this test with them:\n%s", strings.Join(cmds, "\n"))
 	}
 
-	model, err := fakellm.Load(filepath.Join("..", "examples", "mcp", "librarian.script.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := os.ReadFile(filepath.Join("..", "examples", "mcp", "nexo.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, _ := exampleConfig(t, "mcp", "librarian.script.json")
 	p := newPlatform(t)
 	server := mcptest.Binary(t, "github.com/nexo-temporal/nexo/examples/mcp/notes-mcp")
 	b, err := os.ReadFile(server)
@@ -52,7 +43,7 @@ func TestMCPExampleAsWritten(t *testing.T) {
 	if err := os.CopyFS(notes, os.DirFS(filepath.Join("..", "examples", "mcp", "notes"))); err != nil {
 		t.Fatal(err)
 	}
-	p.writeConfig(regexp.MustCompile(`(?m)^  base_url: .*$`).ReplaceAllString(string(cfg), "  base_url: "+model.Start(t)))
+	p.writeConfig(cfg)
 	p.start()
 
 	r := p.starter(shellArgs(cmds[0])...)

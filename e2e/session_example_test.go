@@ -3,16 +3,12 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"reflect"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/nexo-temporal/nexo/fakellm"
 )
 
 // watchFor runs a `session watch` command (which follows until stopped) for d and returns
@@ -52,16 +48,9 @@ func TestSessionExampleAsWritten(t *testing.T) {
 		t.Fatalf("the README's Sessions commands changed; update this test with them:\n%s", strings.Join(cmds, "\n"))
 	}
 
-	model, err := fakellm.Load(filepath.Join("..", "examples", "sessions", "assistant.script.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := os.ReadFile(filepath.Join("..", "examples", "sessions", "nexo.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, model := exampleConfig(t, "sessions", "assistant.script.json")
 	p := newPlatform(t)
-	p.writeConfig(regexp.MustCompile(`(?m)^  base_url: .*$`).ReplaceAllString(string(cfg), "  base_url: "+model.Start(t)))
+	p.writeConfig(cfg)
 	p.start()
 	run := func(i int) string { t.Helper(); return p.ok(shellArgs(cmds[i])...) }
 

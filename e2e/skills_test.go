@@ -50,19 +50,26 @@ func artifactSum(rec api.Record, name string) string {
 // its fake-model script), against the real worker and starter: the skill's text reaches
 // the system prompt once per request, after the instructions and the sandbox's own; its
 // script runs in the workspace and copies the binary logo intact into the report.
+// exampleConfig reads examples/<dir>/nexo.yaml with its llm.base_url pointed at the
+// example's scripted model (examples/<dir>/<script>), served for the test.
+func exampleConfig(t *testing.T, dir, script string) (string, *fakellm.Server) {
+	t.Helper()
+	model, err := fakellm.Load(filepath.Join("..", "examples", dir, script))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := os.ReadFile(filepath.Join("..", "examples", dir, "nexo.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return regexp.MustCompile(`(?m)^  base_url: .*$`).ReplaceAllString(string(cfg), "  base_url: "+model.Start(t)), model
+}
+
 // skillExample is a platform (not started) configured as examples/skills says, with the
 // example's scripted model.
 func skillExample(t *testing.T) (*platform, *fakellm.Server) {
 	t.Helper()
-	model, err := fakellm.Load(filepath.Join("..", "examples", "skills", "reporter.script.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := os.ReadFile(filepath.Join("..", "examples", "skills", "nexo.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	y := regexp.MustCompile(`(?m)^  base_url: .*$`).ReplaceAllString(string(cfg), "  base_url: "+model.Start(t))
+	y, model := exampleConfig(t, "skills", "reporter.script.json")
 	y = regexp.MustCompile(`(?m)^skills_path: .*$`).ReplaceAllString(y, "skills_path: "+exampleSkills(t))
 	p := newPlatform(t)
 	p.writeConfig(y)
