@@ -120,6 +120,11 @@ func publishHeartbeat(ctx context.Context, details any) {
 // keep-alive (a model call publishing details) shares this one.
 type keepAliveRegistry struct{ r Registry }
 
+// KeepAlive returns r with every activity function registered through it kept alive by
+// heartbeats as Register's own are, for a worker's other activities (a user's, through
+// platform.Activity): the workflows give them the same heartbeat timeout.
+func KeepAlive(r Registry) Registry { return keepAliveRegistry{r} }
+
 var contextType = reflect.TypeFor[context.Context]()
 
 func (k keepAliveRegistry) RegisterActivityWithOptions(fn any, o activity.RegisterOptions) {

@@ -1,0 +1,101 @@
+package platform
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+
+	"github.com/nexo-temporal/nexo/activities"
+	"github.com/nexo-temporal/nexo/agents"
+	"github.com/nexo-temporal/nexo/api"
+	"github.com/nexo-temporal/nexo/sandbox/docker"
+)
+
+// checkDockerAgents checks, before the worker takes any task, that every agent with a
+// docker sandbox can get its container here (image present, bind sources existing), so
+// a run does not find out after its first paid model call. Every bad agent is named.
+func checkDockerAgents(ctx context.Context, mgr *docker.Manager, specs []agents.Spec) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var errs []error
+	for _, a := range specs {
+		if a.Sandbox.Type != api.SandboxDocker {
+			continue
+		}
+		if err := mgr.Check(ctx, activities.DockerOptions(a.Sandbox)); err != nil {
+			errs = append(errs, fmt.Errorf("agents[%s].sandbox: %w", a.Name, err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("check docker sandboxes: %w", err)
+	}
+	return nil
+}
+
+// reapEvery is how often the worker removes containers whose run is closed or unknown, so
+// a worker killed mid-run leaks no container for longer than this.
+const reapEvery = 5 * time.Minute
+
+// startDocker connects to the Docker engine (DOCKER_HOST or the default socket) and
+// starts the reaper; it returns nil when no engine answers.
+func startDocker(ctx context.Context, tc client.Client, scope string, logger *slog.Logger) (*docker.Manager, func()) {
+	dctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	cli, err := docker.NewClient(dctx)
+	cancel()
+	if err != nil {
+		logger.Info("docker sandboxes disabled", "error", err)
+		return nil, nil
+	}
+	host, _ := os.Hostname()
+	mgr := docker.NewManager(cli, fmt.Sprintf("%s-%d", host, os.Getpid()))
+	mgr.SetScope(scope)
+	isClosed := func(runID string) (bool, error) {
+		desc, err := tc.DescribeWorkflowExecution(ctx, runID, "")
+		var nf *serviceerror.NotFound
+		if errors.As(err, &nf) {
+			return true, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		return desc.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, nil
+	}
+	rctx, stop := context.WithCancel(ctx)
+	reap := func() {
+		removed, err := docker.ReapScope(rctx, cli, scope, isClosed)
+		if err != nil && rctx.Err() == nil {
+			logger.Warn("reap sandbox containers", "error", err)
+		}
+		if len(removed) > 0 {
+			logger.Info("reaped sandbox containers of closed runs", "containers", removed)
+		}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		reap()
+		t := time.NewTicker(reapEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-rctx.Done():
+				return
+			case <-t.C:
+				reap()
+			}
+		}
+	}()
+	return mgr, func() {
+		stop()
+		<-done
+		mgr.Close()
+		cli.Close()
+	}
+}

@@ -1,0 +1,260 @@
+// Package platform is the Nexo worker as a library: from a config it builds everything the
+// shipped `worker` binary runs (the shipped workflows and activities, agents, MCP pool,
+// sandboxes and their reaper, the worker registry announcements, the gateway and the
+// embedded dev server under --dev) and adds a user's own workflows and activities to it.
+//
+// A user's worker is a few lines:
+//
+//	func main() {
+//		platform.Main(
+//			dev.Server(), // --dev: the embedded Temporal server (package platform/dev)
+//			platform.Workflow("RefundRequest", RefundRequest),
+//			platform.Activity(LookupOrder),
+//		)
+//	}
+//
+// Main parses flags, config file and environment exactly as the shipped worker does. New
+// and Run are the same without the command line.
+//
+// This package never links the Temporal server: only platform/dev does, so a binary that
+// does not offer --dev stays small.
+package platform
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"reflect"
+	"strings"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/nexo-temporal/nexo/activities"
+	"github.com/nexo-temporal/nexo/config"
+	"github.com/nexo-temporal/nexo/skills"
+	"github.com/nexo-temporal/nexo/workflows"
+)
+
+// Option adds to or configures a Platform.
+type Option func(*options)
+
+type options struct {
+	workflows  []func(workflows.Registry)
+	activities []registeredActivity
+	startDev   StartDevServer
+	stdout     io.Writer
+	stderr     io.Writer
+	lookupEnv  func(string) (string, bool)
+	errs       []error
+}
+
+type registeredActivity struct {
+	a    any
+	opts activity.RegisterOptions
+}
+
+// Workflow registers fn as the workflow type name through workflows.Register, so its runs
+// get the run record, the nexo.* signals and query, and the NexoStatus search attribute,
+// like the shipped workflows. opts (at most one) configure its runs, such as their sandbox.
+func Workflow[In, Out any](name string, fn func(ctx workflow.Context, in In) (Out, error), opts ...workflows.Options) Option {
+	return func(o *options) {
+		if strings.TrimSpace(name) == "" {
+			o.errs = append(o.errs, errors.New("platform.Workflow: the workflow type name is empty"))
+			return
+		}
+		if len(opts) > 1 {
+			o.errs = append(o.errs, fmt.Errorf("platform.Workflow %s: %d workflows.Options given, want at most one", name, len(opts)))
+			return
+		}
+		var wo workflows.Options
+		if len(opts) == 1 {
+			wo = opts[0]
+		}
+		o.workflows = append(o.workflows, func(r workflows.Registry) { workflows.Register(r, name, fn, wo) })
+	}
+}
+
+// Activity registers a user's activity next to the shipped ones: a function (type name:
+// opts' Name, else the function's name, as the SDK does) or a struct pointer, whose
+// exported methods are each an activity (opts' Name, if any, prefixes their names). Every
+// one is kept alive by heartbeats while it runs, as the shipped activities are: the run
+// runtime gives activities a heartbeat timeout (workflows.DefaultActivityOptions).
+func Activity(a any, opts ...activity.RegisterOptions) Option {
+	return func(o *options) {
+		if len(opts) > 1 {
+			o.errs = append(o.errs, fmt.Errorf("platform.Activity: %d activity.RegisterOptions given, want at most one", len(opts)))
+			return
+		}
+		var ro activity.RegisterOptions
+		if len(opts) == 1 {
+			ro = opts[0]
+		}
+		switch k := reflect.TypeOf(a); {
+		case a == nil:
+			o.errs = append(o.errs, errors.New("platform.Activity: nil activity"))
+			return
+		case k.Kind() != reflect.Func && !(k.Kind() == reflect.Pointer && k.Elem().Kind() == reflect.Struct) && k.Kind() != reflect.Struct:
+			o.errs = append(o.errs, fmt.Errorf("platform.Activity: %T is neither a function nor a struct", a))
+			return
+		}
+		o.activities = append(o.activities, registeredActivity{a: a, opts: ro})
+	}
+}
+
+// Output sets where the platform prints what it started (stdout) and its logs (stderr).
+// Default os.Stdout and os.Stderr.
+func Output(stdout, stderr io.Writer) Option {
+	return func(o *options) { o.stdout, o.stderr = stdout, stderr }
+}
+
+// LookupEnv sets where the platform reads the secrets the config names by environment
+// variable (API keys, MCP tokens, gateway tokens). Default os.LookupEnv; Main passes the
+// secrets it took out of the environment (internal/secrets), so a sandboxed command cannot
+// read them from the worker's.
+func LookupEnv(lookup func(string) (string, bool)) Option {
+	return func(o *options) { o.lookupEnv = lookup }
+}
+
+// Platform is one worker assembled from config: the shipped workflows and activities plus
+// the user's. Run starts it.
+type Platform struct {
+	cfg  config.Config
+	opts options
+}
+
+// New checks cfg and the options and returns the platform, not started. It reads the
+// skills the agents name, so a broken SKILL.md stops it here with the file named.
+func New(cfg config.Config, opts ...Option) (*Platform, error) {
+	p := &Platform{cfg: cfg, opts: options{stdout: os.Stdout, stderr: os.Stderr, lookupEnv: os.LookupEnv}}
+	for _, o := range opts {
+		o(&p.opts)
+	}
+	if err := errors.Join(p.opts.errs...); err != nil {
+		return nil, err
+	}
+	if err := p.checkWorkflowNames(); err != nil {
+		return nil, err
+	}
+	if err := checkSkills(cfg); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// RegisterWorkflows registers the shipped workflows and the user's on r: a worker, or a
+// worker.WorkflowReplayer, so a replay check sees exactly the workflows this platform runs.
+func (p *Platform) RegisterWorkflows(r workflows.Registry) {
+	workflows.RegisterAll(r)
+	for _, reg := range p.opts.workflows {
+		reg(r)
+	}
+}
+
+// checkWorkflowNames refuses a user's workflow named like a shipped one or like another,
+// which the SDK would only report by a panic when the worker registers them.
+func (p *Platform) checkWorkflowNames() error {
+	names := &nameRecorder{seen: map[string]int{}}
+	p.RegisterWorkflows(names)
+	var errs []error
+	for _, n := range names.order {
+		if c := names.seen[n]; c > 1 {
+			errs = append(errs, fmt.Errorf("workflow type %s is registered %d times (the platform ships DocumentApproval, BuildDashboard, AgentRun, Session and the registry; choose another name)", n, c))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// nameRecorder is a workflows.Registry that only counts the names registered on it.
+type nameRecorder struct {
+	seen  map[string]int
+	order []string
+}
+
+func (n *nameRecorder) RegisterWorkflowWithOptions(_ any, o workflow.RegisterOptions) {
+	if n.seen[o.Name] == 0 {
+		n.order = append(n.order, o.Name)
+	}
+	n.seen[o.Name]++
+}
+
+// registerActivities registers the user's activities on r, each kept alive, and turns the
+// SDK's panic on a bad or duplicate one into an error naming it.
+func (p *Platform) registerActivities(r activities.Registry) (err error) {
+	r = activities.KeepAlive(r)
+	for _, ra := range p.opts.activities {
+		v := reflect.ValueOf(ra.a)
+		if v.Kind() == reflect.Func {
+			if err := registerActivity(r, ra.a, ra.opts); err != nil {
+				return err
+			}
+			continue
+		}
+		// A struct: each exported method on its own, so each is kept alive (the SDK would
+		// register the struct's methods unwrapped).
+		t := v.Type()
+		n := 0
+		for i := range t.NumMethod() {
+			m := t.Method(i)
+			if !m.IsExported() {
+				continue
+			}
+			mo := ra.opts
+			mo.Name = ra.opts.Name + m.Name
+			if err := registerActivity(r, v.Method(i).Interface(), mo); err != nil {
+				return err
+			}
+			n++
+		}
+		if n == 0 {
+			return fmt.Errorf("register activities of %s: it has no exported methods (is a method on the pointer, and a value given?)", t)
+		}
+	}
+	return nil
+}
+
+func registerActivity(r activities.Registry, fn any, o activity.RegisterOptions) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			name := o.Name
+			if name == "" {
+				name = fmt.Sprintf("%T", fn)
+			}
+			err = fmt.Errorf("register activity %s: %v", name, v)
+		}
+	}()
+	r.RegisterActivityWithOptions(fn, o)
+	return nil
+}
+
+// checkSkills loads every skill an agent names, so a missing skill or a broken SKILL.md
+// stops the worker at start with the file named, not a run later.
+func checkSkills(cfg config.Config) error {
+	var errs []error
+	for _, a := range cfg.Agents {
+		for i, name := range a.Skills {
+			_, err := skills.Load(cfg.SkillsPath, name)
+			parts := []error{err}
+			if j, ok := err.(interface{ Unwrap() []error }); ok {
+				parts = j.Unwrap() // one line per problem of a SKILL.md, each with the agent
+			}
+			for _, e := range parts {
+				if e != nil {
+					errs = append(errs, fmt.Errorf("agents[%s].skills[%d]: %w", a.Name, i, e))
+				}
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// logger is the platform's logger, as the config sets it, on stderr.
+func (p *Platform) logger() *slog.Logger { return p.cfg.NewLogger(p.opts.stderr) }
+
+// getenv is os.Getenv over the platform's secrets.
+func (p *Platform) getenv(name string) string {
+	v, _ := p.opts.lookupEnv(name)
+	return v
+}

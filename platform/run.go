@@ -1,0 +1,243 @@
+package platform
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/nexo-temporal/nexo/activities"
+	"github.com/nexo-temporal/nexo/api"
+	"github.com/nexo-temporal/nexo/artifacts"
+	"github.com/nexo-temporal/nexo/connect"
+	"github.com/nexo-temporal/nexo/gateway"
+	"github.com/nexo-temporal/nexo/workflows"
+)
+
+// DevServerOptions are what the embedded Temporal server is started with: config's dev.*
+// keys, the namespace, and the gateway's codec endpoint for the Web UI.
+type DevServerOptions struct {
+	IP            string
+	FrontendPort  int
+	UIPort        int
+	DBPath        string
+	Namespace     string
+	Logger        *slog.Logger
+	CodecEndpoint string
+}
+
+// DevServer is a running embedded Temporal server.
+type DevServer interface {
+	// FrontendAddress is the host:port clients dial.
+	FrontendAddress() string
+	// UIAddress is the Web UI's URL, "" when it runs none.
+	UIAddress() string
+	// Stop shuts the server down and waits for it.
+	Stop() error
+}
+
+// StartDevServer starts an embedded Temporal server and returns once it takes calls.
+// platform/dev provides one; it lives there so that only binaries that use it link the
+// Temporal server.
+type StartDevServer func(ctx context.Context, o DevServerOptions) (DevServer, error)
+
+// WithDevServer runs the platform against an embedded Temporal server started with start
+// (temporal.address is then the embedded server's), and serves the gateway beside it, as
+// `worker --dev` does. Main starts it only when --dev is given. Use dev.Server().
+func WithDevServer(start StartDevServer) Option {
+	return func(o *options) { o.startDev = start }
+}
+
+// Run starts the platform and blocks until ctx ends, then stops it: the worker first
+// (running activities get 10 s), then MCP clients, the gateway, the store and the dev
+// server. It prints what it started on stdout, ending with "Nexo worker ready: ...".
+func (p *Platform) Run(ctx context.Context) error {
+	cfg := p.cfg
+	stdout := p.opts.stdout
+	logger := p.logger()
+	dev := p.opts.startDev != nil
+
+	// With --dev the gateway listens first, so the embedded Web UI can be pointed at its
+	// codec endpoint, which shows the payloads External Storage offloaded.
+	var gwLn net.Listener
+	var gwErr error
+	if dev {
+		gwLn, gwErr = gateway.Listen(cfg.Gateway.Addr, len(cfg.Gateway.Tokens) == 0)
+		if errors.Is(gwErr, gateway.ErrOpenNonLoopback) {
+			return gwErr
+		}
+		defer func() {
+			if gwLn != nil { // not handed to the gateway
+				gwLn.Close()
+			}
+		}()
+		codec := ""
+		if gwLn != nil {
+			codec = gateway.CodecEndpoint(gwLn)
+		}
+		srv, err := p.opts.startDev(ctx, DevServerOptions{
+			IP:            cfg.Dev.IP,
+			FrontendPort:  cfg.Dev.FrontendPort,
+			UIPort:        cfg.Dev.UIPort,
+			DBPath:        cfg.Dev.DBPath,
+			Namespace:     cfg.Temporal.Namespace,
+			Logger:        logger,
+			CodecEndpoint: codec,
+		})
+		if err != nil {
+			return fmt.Errorf("start embedded Temporal server: %w", err)
+		}
+		defer func() {
+			if err := srv.Stop(); err != nil {
+				logger.Error("stop embedded Temporal server", "error", err)
+			}
+		}()
+		cfg.Temporal.Address = srv.FrontendAddress()
+		fmt.Fprintf(stdout, "Temporal server: %s (namespace %s, database %s)\n", srv.FrontendAddress(), cfg.Temporal.Namespace, cfg.Dev.DBPath)
+		if ui := srv.UIAddress(); ui != "" {
+			fmt.Fprintf(stdout, "Temporal Web UI: %s/namespaces/%s/workflows\n", ui, cfg.Temporal.Namespace)
+			cfg.Gateway.CodecOrigins = append(cfg.Gateway.CodecOrigins, uiOrigins(cfg.Dev.IP, cfg.Dev.UIPort)...)
+			if cfg.Gateway.TemporalUI == "" { // the page links each run to it
+				cfg.Gateway.TemporalUI = ui
+			}
+		}
+	}
+
+	// One store for artifacts and for the payloads External Storage offloads: the starter
+	// and the gateway open the same artifacts.url.
+	store, err := artifacts.OpenWith(ctx, cfg.Artifacts.URL, artifacts.Options{CacheBytes: cfg.Artifacts.CacheBytes})
+	if err != nil {
+		return err
+	}
+	defer func() { // after the client, which reads and writes offloaded payloads there
+		if err := store.Close(); err != nil {
+			logger.Error("close artifact store", "error", err)
+		}
+	}()
+	tc, err := connect.DialWith(ctx, cfg, store, logger, p.getenv)
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	if err := checkSearchAttribute(ctx, tc, cfg.Temporal.Namespace); err != nil {
+		return err
+	}
+
+	sandboxes, err := activities.NewSandboxes(cfg.Sandbox.Root)
+	if err != nil {
+		return err
+	}
+	// The scope label ties containers to this deployment (Temporal address and namespace,
+	// hashed into a short label value), so this worker's reaper never touches another's.
+	scope := fmt.Sprintf("%x", sha256.Sum256([]byte(cfg.Temporal.Address+"|"+cfg.Temporal.Namespace)))[:16]
+	if mgr, stopReaper := startDocker(ctx, tc, scope, logger); mgr != nil {
+		sandboxes.WithDocker(mgr)
+		defer stopReaper()
+		if err := checkDockerAgents(ctx, mgr, cfg.Agents); err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, "Docker sandboxes: enabled (reaper every "+reapEvery.String()+")")
+	} else {
+		fmt.Fprintln(stdout, "Docker sandboxes: unavailable (no Docker engine answered); local and virtual sandboxes work")
+	}
+	identity := workerIdentity()
+	w := worker.New(tc, cfg.Temporal.TaskQueue, worker.Options{
+		Identity: identity,
+		// On Ctrl-C, running activities get this long to finish before the worker exits;
+		// whatever does not finish is retried by Temporal on the next worker.
+		WorkerStopTimeout: 10 * time.Second,
+		// Docker sandboxes pin a run's sandbox activities to the worker that holds its
+		// container through worker sessions (workflows/hostroute.go).
+		EnableSessionWorker: true,
+		// A streaming model call publishes its text as heartbeat details: send them within
+		// a fraction of a second, not the SDK's 0.8× heartbeat timeout.
+		MaxHeartbeatThrottleInterval: activities.HeartbeatThrottle,
+	})
+	// Recorded as registered, for the announcement to the task queue's registry.
+	registered := workflows.RecordTypes(w)
+	p.RegisterWorkflows(registered)
+	deps := activities.Deps{Store: store, Sandboxes: sandboxes, InlineLimit: cfg.Artifacts.InlineLimit,
+		Agents: cfg.Agents, ShellTimeout: cfg.Sandbox.ShellTimeout, SkillsPath: cfg.SkillsPath, MCPCredentialsFile: cfg.MCP.CredentialsFile,
+		LookupEnv: p.opts.lookupEnv}
+	if cfg.Search.URL != "" {
+		key := ""
+		if cfg.Search.APIKeyEnv != "" {
+			key = p.getenv(cfg.Search.APIKeyEnv)
+		}
+		deps.Searcher = activities.NewSearcher(cfg.Search.URL, key)
+	}
+	if cfg.LLM.BaseURL != "" {
+		deps.LLM = activities.NewLLM(activities.LLMConfig{BaseURL: cfg.LLM.BaseURL, Model: cfg.LLM.Model,
+			APIKey: cfg.LLM.APIKey(p.getenv), Timeout: cfg.LLM.Timeout})
+	}
+	acts := activities.New(deps)
+	acts.Register(w)
+	defer func() {
+		// After the worker: running MCP calls finish first, then stdio servers are stopped.
+		if err := acts.Close(); err != nil {
+			logger.Warn("close MCP clients", slog.String("error", err.Error()))
+		}
+	}()
+	if err := p.registerActivities(w); err != nil {
+		return err
+	}
+
+	if err := w.Start(); err != nil {
+		return fmt.Errorf("start worker on task queue %s: %w", cfg.Temporal.TaskQueue, err)
+	}
+	defer w.Stop()
+	agentNames := make([]string, len(cfg.Agents))
+	for i, a := range cfg.Agents {
+		agentNames[i] = a.Name
+	}
+	if len(agentNames) > 0 {
+		fmt.Fprintf(stdout, "Agents: %s (model %s at %s)\n", strings.Join(agentNames, ", "), cfg.LLM.Model, cfg.LLM.BaseURL)
+	}
+	// After Start, so the registry's first task finds this worker polling.
+	stopAnnouncing := startAnnouncing(ctx, tc, cfg.Temporal.TaskQueue, announcement(identity, registered, agentNames), logger)
+	defer stopAnnouncing()
+	if dev {
+		ln := gwLn
+		gwLn = nil
+		if err := serveGateway(ctx, cfg, tc, store, ln, gwErr, p.getenv, stdout, logger); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(stdout, "Nexo worker ready: task queue %s at %s\n", cfg.Temporal.TaskQueue, cfg.Temporal.Address)
+	logger.Info("worker ready", slog.String("task_queue", cfg.Temporal.TaskQueue), slog.String("address", cfg.Temporal.Address))
+	<-ctx.Done()
+	logger.Info("shutting down")
+	return nil
+}
+
+// announcement is what this worker tells its task queue's registry it offers: the
+// workflow types registered on it (shipped and the user's) and the agents of its config.
+func announcement(identity string, registered *workflows.TypeRecorder, agentNames []string) api.WorkerAnnouncement {
+	return api.WorkerAnnouncement{Identity: identity, Workflows: registered.Types(), Agents: agentNames}
+}
+
+// checkSearchAttribute fails fast when the namespace lacks NexoStatus: without it every
+// status upsert fails and `starter list --status` cannot work.
+func checkSearchAttribute(ctx context.Context, tc client.Client, namespace string) error {
+	resp, err := tc.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: namespace})
+	if err != nil {
+		return fmt.Errorf("list search attributes of namespace %s: %w", namespace, err)
+	}
+	if t, ok := resp.GetCustomAttributes()[api.SearchAttributeStatus]; ok {
+		if t != enumspb.INDEXED_VALUE_TYPE_KEYWORD {
+			return fmt.Errorf("search attribute %s in namespace %s has type %s, want Keyword", api.SearchAttributeStatus, namespace, t)
+		}
+		return nil
+	}
+	return fmt.Errorf("search attribute %s is not registered in namespace %s; create it with: temporal operator search-attribute create --namespace %s --name %s --type Keyword",
+		api.SearchAttributeStatus, namespace, namespace, api.SearchAttributeStatus)
+}
