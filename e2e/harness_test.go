@@ -69,6 +69,11 @@ type platform struct {
 	extraEnv []string
 	mu       sync.Mutex
 	out      bytes.Buffer
+
+	// bin and args, when set, run another worker binary built on package platform (a
+	// user's own) in place of bins.worker, with args after --dev.
+	bin  string
+	args []string
 }
 
 // newPlatform picks free ports and a fresh directory; start() runs the worker.
@@ -116,7 +121,11 @@ func (l lockedWriter) Write(b []byte) (int, error) {
 // start runs `worker --dev` and returns once it says it is ready.
 func (p *platform) start() {
 	p.t.Helper()
-	cmd := exec.Command(bins.worker, "--dev")
+	bin := bins.worker
+	if p.bin != "" {
+		bin = p.bin
+	}
+	cmd := exec.Command(bin, append([]string{"--dev"}, p.args...)...)
 	cmd.Dir = p.dir
 	cmd.Env = p.env()
 	stdout, err := cmd.StdoutPipe()
