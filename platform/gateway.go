@@ -58,4 +58,3 @@ func uiOrigins(ip string, port int) []string {
 	}
 	return out
 }
-

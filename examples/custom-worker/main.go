@@ -11,10 +11,13 @@ import (
 	"github.com/nexo-temporal/nexo/platform/dev"
 )
 
-func main() {
-	platform.Main(
+func main() { platform.Main(options()...) }
+
+// options are what this worker adds to the platform (its replay test registers the same).
+func options() []platform.Option {
+	return []platform.Option{
 		dev.Server(), // --dev: the embedded Temporal server and Web UI
 		platform.Workflow("RefundRequest", RefundRequest),
 		platform.Activity(NewShop()), // LookupOrder and IssueRefund
-	)
+	}
 }
