@@ -125,8 +125,9 @@ type Platform struct {
 	opts options
 }
 
-// New checks cfg and the options and returns the platform, not started. It reads the
-// skills the agents name, so a broken SKILL.md stops it here with the file named.
+// New checks the options and returns the platform, not started. cfg is a config as
+// config.Load returns it (validated). New reads the skills the agents name, so a broken
+// SKILL.md stops it here with the file named.
 func New(cfg config.Config, opts ...Option) (*Platform, error) {
 	p := &Platform{cfg: cfg, opts: options{stdout: os.Stdout, stderr: os.Stderr, lookupEnv: os.LookupEnv}}
 	for _, o := range opts {
