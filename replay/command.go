@@ -1,0 +1,89 @@
+package replay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/spf13/pflag"
+	"go.temporal.io/sdk/client"
+
+	"github.com/nexo-temporal/nexo/workflows"
+)
+
+// ErrUsage is returned (wrapped) for a command line RunCommand cannot take.
+var ErrUsage = errors.New("usage")
+
+// BindFlags adds the flags of the check-replay command to fs: --query, --limit, --closed,
+// --histories. The starter and RunCommand share them.
+func BindFlags(fs *pflag.FlagSet) {
+	fs.String("query", "", `visibility query selecting the runs (default: the open runs of the task queue, ExecutionStatus="Running")`)
+	fs.Int("limit", DefaultLimit, "replay at most this many runs, newest first")
+	fs.Bool("closed", false, "also replay recently closed runs (newest first, up to --limit)")
+	fs.StringSlice("histories", nil, "replay these recorded JSON histories (files or directories of *.json) instead of runs on the server; no server needed")
+}
+
+// WantsServer reports whether the command line parsed into fs replays runs from a server
+// (no --histories), so a caller dials Temporal only then.
+func WantsServer(fs *pflag.FlagSet) bool { return !fs.Changed("histories") }
+
+// RunFlags runs the check-replay command whose flags (BindFlags) fs has parsed: with
+// --histories it replays the files (args are further paths), else the runs the flags select
+// from c's namespace. It prints one line per run and a summary to stdout and returns an
+// error wrapping ErrDiverged when any run fails to replay.
+func RunFlags(ctx context.Context, fs *pflag.FlagSet, args []string, c client.Client, register func(workflows.Registry), stdout io.Writer, opts ...Option) error {
+	var o Options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	o.Query, _ = fs.GetString("query")
+	o.Limit, _ = fs.GetInt("limit")
+	o.Closed, _ = fs.GetBool("closed")
+	if o.Limit < 1 {
+		return fmt.Errorf("%w: --limit must be at least 1, got %d", ErrUsage, o.Limit)
+	}
+	if !WantsServer(fs) {
+		if fs.Changed("query") || fs.Changed("closed") || fs.Changed("limit") {
+			return fmt.Errorf("%w: --histories replays files; --query, --closed and --limit select runs on a server", ErrUsage)
+		}
+		paths, _ := fs.GetStringSlice("histories")
+		paths = append(paths, args...)
+		results, err := Files(paths, register, o)
+		if err != nil {
+			return err
+		}
+		return Report(stdout, results)
+	}
+	if len(args) > 0 {
+		return fmt.Errorf("%w: check-replay takes no arguments, got %q (history files go after --histories)", ErrUsage, args)
+	}
+	results, truncated, err := check(ctx, c, register, o)
+	if err != nil {
+		return err
+	}
+	if len(results) == 0 {
+		fmt.Fprintf(stdout, "no runs match %s\n", o.query())
+		return nil
+	}
+	err = Report(stdout, results)
+	if truncated {
+		fmt.Fprintf(stdout, "stopped at --limit %d: more runs match %s\n", o.limit(), o.query())
+	}
+	return err
+}
+
+// RunCommand is the check-replay command for any binary that holds workflows (the starter,
+// a custom worker): it parses argv (--query Q --limit N --closed --histories PATH...) and
+// runs it as RunFlags does. c may be nil when only --histories files are replayed. Pass
+// WithStorage (the workers' External Storage) so offloaded payloads of live runs replay,
+// and WithTaskQueue to narrow the default query to one task queue.
+func RunCommand(ctx context.Context, argv []string, c client.Client, register func(workflows.Registry), stdout io.Writer, opts ...Option) error {
+	fs := pflag.NewFlagSet("check-replay", pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	BindFlags(fs)
+	if err := fs.Parse(argv); err != nil {
+		return fmt.Errorf("%w: check-replay: %v", ErrUsage, err)
+	}
+	return RunFlags(ctx, fs, fs.Args(), c, register, stdout, opts...)
+}

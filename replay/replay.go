@@ -1,0 +1,397 @@
+// Package replay is the deploy gate: it replays the histories of runs against the workflow
+// code compiled into this binary and reports, per run, whether that code still produces the
+// commands the run recorded. A run waiting days for an approval is replayed by whichever
+// worker picks it up next; if the new code schedules a different command at any point of
+// the history, that run is stuck on a failing workflow task. Check finds this before the
+// deploy, on the server's open runs; Files on recorded histories (workflows/testdata), in CI.
+//
+// The workflows come from a register function (workflows.RegisterAll, or a custom worker's
+// own), so a binary checks exactly what it would run. The replayer has the workers' External
+// Storage: an offloaded payload in a history is only a reference, read back from the blob
+// store as a worker would.
+package replay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/nexo-temporal/nexo/artifacts"
+	"github.com/nexo-temporal/nexo/payloads"
+	"github.com/nexo-temporal/nexo/workflows"
+)
+
+// DefaultLimit is how many runs Check replays when Options.Limit is 0.
+const DefaultLimit = 1000
+
+// Options select the runs Check replays and how histories are read.
+type Options struct {
+	// Query is a visibility query; empty means the open runs (ExecutionStatus="Running")
+	// of TaskQueue, or with Closed the open and the most recent closed ones.
+	Query string
+	// Limit caps the runs replayed (DefaultLimit when 0); newest first.
+	Limit int
+	// Closed adds recently closed runs to the default query.
+	Closed bool
+	// TaskQueue narrows the default query to the runs of one task queue ("" for every
+	// run of the client's namespace).
+	TaskQueue string
+	// Storage is the workers' External Storage (payloads.ExternalStorage over
+	// artifacts.url), so offloaded payloads replay. Unset (no Drivers) in Files means the blobs/
+	// directory beside the history files, if there is one.
+	Storage converter.ExternalStorage
+}
+
+// Option sets a field of Options for RunCommand.
+type Option func(*Options)
+
+// WithStorage gives RunCommand the workers' External Storage.
+func WithStorage(s converter.ExternalStorage) Option { return func(o *Options) { o.Storage = s } }
+
+// WithTaskQueue narrows RunCommand's default query to the runs of task queue q.
+func WithTaskQueue(q string) Option { return func(o *Options) { o.TaskQueue = q } }
+
+// Result is the outcome of replaying one run's history.
+type Result struct {
+	WorkflowID   string `json:"workflow_id"`
+	RunID        string `json:"run_id"`
+	WorkflowType string `json:"workflow_type"`
+	// File is the history file replayed (Files only).
+	File string `json:"file,omitempty"`
+	OK   bool   `json:"ok"`
+	// Error is the first divergence (or why the history could not be replayed).
+	Error string `json:"error,omitempty"`
+}
+
+// String is the line RunCommand prints: `ok <id> <run> <type>` or
+// `FAIL <id> <run> <type>: <first divergence>`, with the file in parentheses for Files.
+func (r Result) String() string {
+	s := fmt.Sprintf("%s %s %s", r.WorkflowID, r.RunID, r.WorkflowType)
+	if r.File != "" {
+		s += " (" + r.File + ")"
+	}
+	if r.OK {
+		return "ok " + s
+	}
+	return "FAIL " + s + ": " + r.Error
+}
+
+var (
+	// ErrDiverged is returned (wrapped) by RunCommand when a run does not replay.
+	ErrDiverged = errors.New("do not replay against this binary's workflows")
+	// ErrNoClient is returned when runs are to be fetched from a server but there is no client.
+	ErrNoClient = errors.New("no Temporal client to fetch histories with")
+)
+
+// query is the visibility query opts select.
+func (o Options) query() string {
+	if o.Query != "" {
+		return o.Query
+	}
+	var parts []string
+	if !o.Closed {
+		parts = append(parts, `ExecutionStatus="Running"`)
+	}
+	if o.TaskQueue != "" {
+		parts = append(parts, fmt.Sprintf("TaskQueue=%q", o.TaskQueue))
+	}
+	return strings.Join(parts, " AND ")
+}
+
+func (o Options) limit() int {
+	if o.Limit > 0 {
+		return o.Limit
+	}
+	return DefaultLimit
+}
+
+// Check replays the histories of the runs opts select (from c's namespace, newest first)
+// against the workflows register registers. One Result per run; the error is for a failed
+// listing, never for a run that does not replay (that is a Result with OK false).
+func Check(ctx context.Context, c client.Client, register func(workflows.Registry), opts Options) ([]Result, error) {
+	res, _, err := check(ctx, c, register, opts)
+	return res, err
+}
+
+func check(ctx context.Context, c client.Client, register func(workflows.Registry), opts Options) ([]Result, bool, error) {
+	if c == nil {
+		return nil, false, ErrNoClient
+	}
+	q := opts.query()
+	var out []Result
+	var token []byte
+	for {
+		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: q, NextPageToken: token, PageSize: int32(min(opts.limit(), 1000))})
+		if err != nil {
+			return out, false, fmt.Errorf("list runs matching %q: %w", q, err)
+		}
+		for _, info := range resp.GetExecutions() {
+			if len(out) == opts.limit() {
+				return out, true, nil
+			}
+			r := Result{WorkflowID: info.GetExecution().GetWorkflowId(), RunID: info.GetExecution().GetRunId(), WorkflowType: info.GetType().GetName()}
+			h, err := history(ctx, c, r.WorkflowID, r.RunID)
+			if err != nil {
+				if ctx.Err() != nil {
+					return out, false, ctx.Err()
+				}
+				r.Error = err.Error()
+			} else {
+				r.Error = replayOne(register, opts.Storage, h, r.WorkflowID, r.RunID)
+			}
+			r.OK = r.Error == ""
+			out = append(out, r)
+		}
+		token = resp.GetNextPageToken()
+		if len(token) == 0 {
+			return out, false, nil
+		}
+	}
+}
+
+// history is the whole history of one run, as the server holds it (offloaded payloads
+// stay references; the replayer's External Storage reads them).
+func history(ctx context.Context, c client.Client, id, runID string) (*historypb.History, error) {
+	var h historypb.History
+	it := c.GetWorkflowHistory(ctx, id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			return nil, fmt.Errorf("read history of %s (run %s): %w", id, runID, err)
+		}
+		h.Events = append(h.Events, ev)
+	}
+	return &h, nil
+}
+
+// Files replays recorded JSON histories (as `temporal workflow show --output json` and the
+// e2e recorder write them). A path is a file or a directory, whose *.json files are all
+// replayed in name order. Without opts.Storage, offloaded payloads are read from the
+// blobs/ directory beside the files (each blob named by its sha256), as committed under
+// workflows/testdata. A file that cannot be read or parsed is a failed Result.
+func Files(paths []string, register func(workflows.Registry), opts Options) ([]Result, error) {
+	var files, blobDirs []string
+	for _, p := range paths {
+		st, err := os.Stat(p)
+		if err != nil {
+			return nil, fmt.Errorf("replay histories %s: %w", p, err)
+		}
+		dir := filepath.Dir(p)
+		if st.IsDir() {
+			dir = p
+			matches, err := filepath.Glob(filepath.Join(p, "*.json"))
+			if err != nil {
+				return nil, err
+			}
+			if len(matches) == 0 {
+				return nil, fmt.Errorf("replay histories: directory %s holds no *.json history", p)
+			}
+			sort.Strings(matches)
+			files = append(files, matches...)
+		} else {
+			files = append(files, p)
+		}
+		blobDirs = append(blobDirs, filepath.Join(dir, "blobs"))
+	}
+	storage := opts.Storage
+	if len(storage.Drivers) == 0 {
+		blobs, err := loadBlobs(blobDirs)
+		if err != nil {
+			return nil, err
+		}
+		if blobs != nil {
+			defer blobs.Close()
+			storage = payloads.ExternalStorage(blobs, 0)
+		}
+	}
+	out := make([]Result, 0, len(files))
+	for _, f := range files {
+		r := Result{File: f}
+		h, err := readHistory(f)
+		if err != nil {
+			r.Error = err.Error()
+			out = append(out, r)
+			continue
+		}
+		attr := h.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes()
+		r.WorkflowID, r.RunID, r.WorkflowType = attr.GetWorkflowId(), attr.GetOriginalExecutionRunId(), attr.GetWorkflowType().GetName()
+		if r.WorkflowID == "" {
+			r.WorkflowID = "-"
+		}
+		if r.RunID == "" {
+			r.RunID = "-"
+		}
+		r.Error = replayOne(register, storage, h, attr.GetWorkflowId(), attr.GetOriginalExecutionRunId())
+		r.OK = r.Error == ""
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+func readHistory(path string) (*historypb.History, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	h, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("parse history %s: %w", path, err)
+	}
+	if len(h.GetEvents()) == 0 || h.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes() == nil {
+		return nil, fmt.Errorf("history %s does not start with WorkflowExecutionStarted", path)
+	}
+	return h, nil
+}
+
+// loadBlobs is an in-memory store of every file in dirs (those that exist), each checked
+// against its name; nil when no dir exists.
+func loadBlobs(dirs []string) (artifacts.Store, error) {
+	var store artifacts.Store
+	seen := map[string]bool{}
+	for _, dir := range dirs {
+		if seen[dir] {
+			continue
+		}
+		seen[dir] = true
+		entries, err := os.ReadDir(dir)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		} else if err != nil {
+			return nil, fmt.Errorf("read offloaded payloads in %s: %w", dir, err)
+		}
+		if store == nil {
+			if store, err = artifacts.Open("mem://"); err != nil {
+				return nil, err
+			}
+		}
+		for _, e := range entries {
+			if e.IsDir() {
+				continue
+			}
+			data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+			if err != nil {
+				store.Close()
+				return nil, err
+			}
+			sum, err := store.PutBlob(context.Background(), data)
+			if err != nil {
+				store.Close()
+				return nil, err
+			}
+			if sum != e.Name() {
+				store.Close()
+				return nil, fmt.Errorf("offloaded payload %s has sha256 %s; a blob's file is named by its sum", filepath.Join(dir, e.Name()), sum)
+			}
+		}
+	}
+	return store, nil
+}
+
+// quiet drops the replayer's own logging (a divergence is reported as the Result).
+var quiet = sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))
+
+// replayOne replays h against a fresh replayer (one per history: the replayer keeps results
+// by workflow id) and returns the first divergence, "" when it replays.
+func replayOne(register func(workflows.Registry), storage converter.ExternalStorage, h *historypb.History, id, runID string) string {
+	rp, err := worker.NewWorkflowReplayerWithOptions(worker.WorkflowReplayerOptions{ExternalStorage: storage})
+	if err != nil {
+		return fmt.Sprintf("create replayer: %v", err)
+	}
+	register(rp)
+	err = rp.ReplayWorkflowHistoryWithOptions(quiet, h, worker.ReplayWorkflowHistoryOptions{
+		OriginalExecution: workflow.Execution{ID: id, RunID: runID},
+	})
+	if err == nil {
+		return ""
+	}
+	return divergence(err)
+}
+
+// failureMessage is the message of the failure the replayer reports a failed workflow task
+// with (printed as a proto, stack trace included).
+var failureMessage = regexp.MustCompile(`message:"((?:[^"\\]|\\.)*)"`)
+
+// divergence is what the replayer reports, on one line: the nondeterminism message
+// (history event vs replayed command), without the proto dump and stack trace around it,
+// and each event's or command's attributes cut to the ids and names that tell them apart.
+func divergence(err error) string {
+	s := err.Error()
+	if m := failureMessage.FindStringSubmatch(s); m != nil {
+		s = strings.NewReplacer(`\"`, `"`, `\\`, `\`, `\n`, " ").Replace(m[1])
+	}
+	s = strings.Join(strings.Fields(compactAttributes(s)), " ")
+	const max = 600
+	if len(s) > max {
+		s = s[:max] + "…"
+	}
+	return s
+}
+
+// telling are the attributes of an event or command that say which one it is.
+var telling = regexp.MustCompile(`\b(ActivityId|TimerId|MarkerName|ChangeId|SignalName|WorkflowId|Name):([^,()\s]+)`)
+
+// compactAttributes replaces every top-level parenthesised group of s by the telling
+// attributes inside it: "(ActivityId:6, ActivityType:(Name:FetchDocument), …)" becomes
+// "(ActivityId:6, Name:FetchDocument)".
+func compactAttributes(s string) string {
+	var b strings.Builder
+	depth, start := 0, 0
+	for i, r := range s {
+		switch {
+		case r == '(':
+			if depth == 0 {
+				start = i
+			}
+			depth++
+		case r == ')' && depth > 0:
+			depth--
+			if depth == 0 {
+				var keep []string
+				for _, m := range telling.FindAllString(s[start:i+1], 4) {
+					keep = append(keep, m)
+				}
+				b.WriteString("(" + strings.Join(keep, ", ") + ")")
+			}
+		case depth == 0:
+			b.WriteRune(r)
+		}
+	}
+	if depth > 0 { // unbalanced: keep the rest as it is
+		b.WriteString(s[start:])
+	}
+	return b.String()
+}
+
+// Report prints one line per result and a summary, and returns an error wrapping
+// ErrDiverged when any failed.
+func Report(w io.Writer, results []Result) error {
+	failed := 0
+	for _, r := range results {
+		if !r.OK {
+			failed++
+		}
+		fmt.Fprintln(w, r)
+	}
+	fmt.Fprintf(w, "%d replayed: %d ok, %d failed\n", len(results), len(results)-failed, failed)
+	if failed > 0 {
+		return fmt.Errorf("%d of %d runs %w", failed, len(results), ErrDiverged)
+	}
+	return nil
+}

@@ -1,0 +1,121 @@
+package replay_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/nexo-temporal/nexo/api"
+	"github.com/nexo-temporal/nexo/replay"
+	"github.com/nexo-temporal/nexo/workflows"
+)
+
+var testdata = filepath.Join("..", "workflows", "testdata")
+
+// publishFirst is an incompatible DocumentApproval: it publishes before it fetches, so
+// every recorded DocumentApproval diverges at its first activity.
+func publishFirst(ctx workflow.Context, in workflows.DocumentApprovalInput) (workflows.DocumentApprovalResult, error) {
+	published, err := workflows.Checkpoint[string](ctx, "publish", api.ActivityPublishDocument, api.Document{ID: in.DocID})
+	if err != nil {
+		return workflows.DocumentApprovalResult{}, err
+	}
+	return workflows.DocumentApprovalResult{Done: true, Published: published}, nil
+}
+
+// except registers into r everything but the workflow type skip.
+type except struct {
+	r    workflows.Registry
+	skip string
+}
+
+func (e except) RegisterWorkflowWithOptions(w any, o workflow.RegisterOptions) {
+	if o.Name != e.skip {
+		e.r.RegisterWorkflowWithOptions(w, o)
+	}
+}
+
+// withPublishFirst is the shipped registry with DocumentApproval replaced by publishFirst.
+func withPublishFirst(r workflows.Registry) {
+	workflows.RegisterAll(except{r, workflows.DocumentApprovalName})
+	workflows.Register(r, workflows.DocumentApprovalName, publishFirst, workflows.Options{})
+}
+
+func TestFilesReplayTheCommittedHistories(t *testing.T) {
+	results, err := replay.Files([]string{testdata}, workflows.RegisterAll, replay.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(testdata, "*.json"))
+	if len(results) != len(files) || len(files) == 0 {
+		t.Fatalf("replayed %d histories, want every one of the %d in %s", len(results), len(files), testdata)
+	}
+	for _, r := range results {
+		if !r.OK {
+			t.Errorf("%s", r)
+		}
+	}
+}
+
+func TestFilesReportTheFirstDivergence(t *testing.T) {
+	results, err := replay.Files([]string{testdata}, withPublishFirst, replay.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := 0
+	for _, r := range results {
+		if r.WorkflowType != workflows.DocumentApprovalName {
+			if !r.OK {
+				t.Errorf("unchanged workflow fails: %s", r)
+			}
+			continue
+		}
+		failed++
+		if r.OK {
+			t.Errorf("%s replays against a DocumentApproval that publishes first", r.File)
+			continue
+		}
+		line := r.String()
+		if !strings.HasPrefix(line, "FAIL "+r.WorkflowID+" "+r.RunID+" DocumentApproval") ||
+			!strings.Contains(r.Error, "[TMPRL1100]") || len(r.Error) > 300 ||
+			strings.Contains(r.Error, "stack_trace") || strings.Contains(r.Error, "\n") {
+			t.Errorf("result line %q; want FAIL, the run, and the SDK's nondeterminism error (TMPRL1100) on one short line", line)
+		}
+	}
+	if failed < 3 {
+		t.Fatalf("%d DocumentApproval histories replayed, want the approved, denied and offloaded ones", failed)
+	}
+
+	var out strings.Builder
+	err = replay.RunCommand(context.Background(), []string{"--histories", testdata}, nil, withPublishFirst, &out)
+	if !errors.Is(err, replay.ErrDiverged) {
+		t.Fatalf("RunCommand = %v, want ErrDiverged\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "FAIL ") || !strings.Contains(out.String(), " failed\n") {
+		t.Errorf("output:\n%s", out.String())
+	}
+}
+
+func TestRunCommandUsage(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		argv []string
+		want string
+	}{
+		{"no server", nil, replay.ErrNoClient.Error()},
+		{"files and a query", []string{"--histories", testdata, "--query", `WorkflowType="X"`}, "--histories replays files"},
+		{"zero limit", []string{"--limit", "0"}, "--limit must be at least 1"},
+		{"stray argument", []string{"extra"}, "takes no arguments"},
+		{"missing file", []string{"--histories", "no-such.json"}, "no-such.json"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := replay.RunCommand(context.Background(), tc.argv, nil, workflows.RegisterAll, &strings.Builder{})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("RunCommand(%q) = %v, want an error with %q", tc.argv, err, tc.want)
+			}
+		})
+	}
+}

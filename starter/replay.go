@@ -1,0 +1,41 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/nexo-temporal/nexo/payloads"
+	"github.com/nexo-temporal/nexo/replay"
+	"github.com/nexo-temporal/nexo/workflows"
+)
+
+// checkReplayCmd is the deploy gate: the histories of the server's open runs (or recorded
+// ones) replayed against the workflows compiled into this starter, which are the ones the
+// worker of the same build registers (workflows.RegisterAll).
+func checkReplayCmd() *command {
+	return &command{
+		name: "check-replay", args: "[--histories PATH...]",
+		summary: "Replay open runs (or recorded histories) against this build's workflows; exit 1 if any diverges.",
+		flags:   replay.BindFlags,
+		run: func(ctx context.Context, e *env, fs *pflag.FlagSet, args []string) error {
+			var opts []replay.Option
+			if replay.WantsServer(fs) {
+				// Dials with External Storage over artifacts.url, which the replayer shares.
+				if _, err := e.runs(ctx); err != nil {
+					return err
+				}
+				cfg, _ := e.config()
+				opts = append(opts, replay.WithTaskQueue(cfg.Temporal.TaskQueue),
+					replay.WithStorage(payloads.ExternalStorage(e.store, cfg.Payloads.OffloadThreshold)))
+			}
+			err := replay.RunFlags(ctx, fs, args, e.tc, workflows.RegisterAll, e.stdout, opts...)
+			if errors.Is(err, replay.ErrUsage) {
+				return usagef("%s", strings.TrimPrefix(err.Error(), replay.ErrUsage.Error()+": "))
+			}
+			return err
+		},
+	}
+}
