@@ -6,7 +6,9 @@ import (
 	"path/filepath"
 	"testing"
 
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/nexo-temporal/nexo/artifacts"
 	"github.com/nexo-temporal/nexo/payloads"
@@ -26,14 +28,29 @@ import (
 // The replayer has the workers' External Storage: a payload offloaded when a fixture was
 // recorded is only a reference in it, read back from testdata/blobs/<sha256> (committed
 // beside the fixture, loaded into a fresh store here).
+//
+// Every file of testdata is replayed (a glob, never a hand list): a fixture committed under
+// another name than *.json fails here rather than being skipped, and every workflow type
+// RegisterAll registers must have at least one fixture.
 func TestReplayRecordedHistories(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join("testdata", "*.json"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no replay fixtures in testdata (%v)", err)
 	}
+	entries, err := os.ReadDir("testdata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if !e.IsDir() && filepath.Ext(e.Name()) != ".json" {
+			t.Errorf("testdata/%s is not a *.json history, so it would never be replayed", e.Name())
+		}
+	}
 	storage := payloads.ExternalStorage(fixtureBlobs(t), 0)
+	covered := map[string]bool{}
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
+			covered[fixtureType(t, f)] = true
 			r, err := worker.NewWorkflowReplayerWithOptions(worker.WorkflowReplayerOptions{ExternalStorage: storage})
 			if err != nil {
 				t.Fatal(err)
@@ -44,6 +61,33 @@ func TestReplayRecordedHistories(t *testing.T) {
 			}
 		})
 	}
+	types := RecordTypes(nopRegistry{})
+	RegisterAll(types)
+	for _, typ := range types.Types() {
+		if !covered[typ] {
+			t.Errorf("workflow type %s has no recorded history in testdata; record one (e2e/histories_test.go)", typ)
+		}
+	}
+}
+
+// nopRegistry registers nothing (RecordTypes around it only learns the names).
+type nopRegistry struct{}
+
+func (nopRegistry) RegisterWorkflowWithOptions(any, workflow.RegisterOptions) {}
+
+// fixtureType is the workflow type of the history in file f.
+func fixtureType(t *testing.T, f string) string {
+	t.Helper()
+	r, err := os.Open(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	h, err := client.HistoryFromJSON(r, client.HistoryJSONOptions{})
+	if err != nil {
+		t.Fatalf("parse %s: %v", f, err)
+	}
+	return h.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes().GetWorkflowType().GetName()
 }
 
 // fixtureBlobs is a store holding every file of testdata/blobs, each named by its sha256.
