@@ -28,11 +28,33 @@ func BindFlags(fs *pflag.FlagSet) {
 // (no --histories), so a caller dials Temporal only then.
 func WantsServer(fs *pflag.FlagSet) bool { return !fs.Changed("histories") }
 
+// ValidateFlags checks a parsed check-replay command line (fs, positional args) without
+// running it, so a caller can refuse a mistake before it dials a server; the error wraps
+// ErrUsage.
+func ValidateFlags(fs *pflag.FlagSet, args []string) error {
+	if limit, _ := fs.GetInt("limit"); limit < 1 {
+		return fmt.Errorf("%w: --limit must be at least 1, got %d", ErrUsage, limit)
+	}
+	if !WantsServer(fs) {
+		if fs.Changed("query") || fs.Changed("closed") || fs.Changed("limit") {
+			return fmt.Errorf("%w: --histories replays files; --query, --closed and --limit select runs on a server", ErrUsage)
+		}
+		return nil
+	}
+	if len(args) > 0 {
+		return fmt.Errorf("%w: check-replay takes no arguments, got %q (history files go after --histories)", ErrUsage, args)
+	}
+	return nil
+}
+
 // RunFlags runs the check-replay command whose flags (BindFlags) fs has parsed: with
 // --histories it replays the files (args are further paths), else the runs the flags select
 // from c's namespace. It prints one line per run and a summary to stdout and returns an
 // error wrapping ErrDiverged when any run fails to replay.
 func RunFlags(ctx context.Context, fs *pflag.FlagSet, args []string, c client.Client, register func(workflows.Registry), stdout io.Writer, opts ...Option) error {
+	if err := ValidateFlags(fs, args); err != nil {
+		return err
+	}
 	var o Options
 	for _, opt := range opts {
 		opt(&o)
@@ -40,23 +62,13 @@ func RunFlags(ctx context.Context, fs *pflag.FlagSet, args []string, c client.Cl
 	o.Query, _ = fs.GetString("query")
 	o.Limit, _ = fs.GetInt("limit")
 	o.Closed, _ = fs.GetBool("closed")
-	if o.Limit < 1 {
-		return fmt.Errorf("%w: --limit must be at least 1, got %d", ErrUsage, o.Limit)
-	}
 	if !WantsServer(fs) {
-		if fs.Changed("query") || fs.Changed("closed") || fs.Changed("limit") {
-			return fmt.Errorf("%w: --histories replays files; --query, --closed and --limit select runs on a server", ErrUsage)
-		}
 		paths, _ := fs.GetStringSlice("histories")
-		paths = append(paths, args...)
-		results, err := Files(paths, register, o)
+		results, err := Files(append(paths, args...), register, o)
 		if err != nil {
 			return err
 		}
 		return Report(stdout, results)
-	}
-	if len(args) > 0 {
-		return fmt.Errorf("%w: check-replay takes no arguments, got %q (history files go after --histories)", ErrUsage, args)
 	}
 	results, truncated, err := check(ctx, c, register, o)
 	if err != nil {

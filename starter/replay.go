@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -21,6 +20,10 @@ func checkReplayCmd() *command {
 		summary: "Replay open runs (or recorded histories) against this build's workflows; exit 1 if any diverges.",
 		flags:   replay.BindFlags,
 		run: func(ctx context.Context, e *env, fs *pflag.FlagSet, args []string) error {
+			// Before dialing: a mistake in the command line needs no server.
+			if err := replay.ValidateFlags(fs, args); err != nil {
+				return usagef("%s", strings.TrimPrefix(err.Error(), replay.ErrUsage.Error()+": "))
+			}
 			var opts []replay.Option
 			if replay.WantsServer(fs) {
 				// Dials with External Storage over artifacts.url, which the replayer shares.
@@ -31,11 +34,7 @@ func checkReplayCmd() *command {
 				opts = append(opts, replay.WithTaskQueue(cfg.Temporal.TaskQueue),
 					replay.WithStorage(payloads.ExternalStorage(e.store, cfg.Payloads.OffloadThreshold)))
 			}
-			err := replay.RunFlags(ctx, fs, args, e.tc, workflows.RegisterAll, e.stdout, opts...)
-			if errors.Is(err, replay.ErrUsage) {
-				return usagef("%s", strings.TrimPrefix(err.Error(), replay.ErrUsage.Error()+": "))
-			}
-			return err
+			return replay.RunFlags(ctx, fs, args, e.tc, workflows.RegisterAll, e.stdout, opts...)
 		},
 	}
 }
