@@ -113,7 +113,19 @@ var historyScenarios = []struct {
 	{"worker registry", "", []string{"registry_one_worker.json"}, recordRegistry},
 	// A run canceled during a tool call closes canceled (version 1 of "cancel-outcome").
 	{"agent canceled in a tool call", "", []string{"agent_canceled_in_tool_call.json"}, recordAgentCanceledInTool},
+	// Issue 14: the scenarios no fixture held yet, on the code of their day.
+	{"DocumentApproval resumed by a raw signal", issue14Prefix, []string{
+		"document_approval_resumed_by_signal.json", "document_approval_suspended.json",
+	}, recordDocumentApprovalBySignal},
+	{"BuildDashboard partial failure and rerun", issue14Prefix, []string{
+		"build_dashboard_partial_failure.json", "build_dashboard_rerun_seeded.json",
+	}, recordDashboardRerun},
+	{"agent turn limit", issue14Prefix, []string{"agent_turn_limit.json"}, recordAgentTurnLimit},
+	{"agent Docker park and restore", issue14Prefix, []string{"agent_docker_parked_restored.json"}, recordAgentDockerPark},
 }
+
+// issue14Prefix names the fixtures added for issue 14 (scenarios without one before).
+const issue14Prefix = "issue14_"
 
 // threadRefPrefix names the fixtures recorded with threads by reference.
 const threadRefPrefix = "threadref_"
@@ -677,4 +689,117 @@ func recordAgentSkills(t *testing.T, r *recorder) {
 		t.Fatalf("skills run: events %+v artifacts %+v", rec.Events, rec.Artifacts)
 	}
 	r.save(c, "agent_skills.json", id, "")
+}
+
+// recordDocumentApprovalBySignal: a DocumentApproval resumed by a plain Temporal signal, as
+// `temporal workflow signal --workflow-id <id> --name nexo.resume --input
+// '{"input":{"approved":true,"approver":"cli"}}'` sends it (the temporal CLI is not a
+// dependency of this module, so the test sends that exact JSON payload with the SDK); and one
+// left suspended, an open history for the upgraded worker to finish.
+func recordDocumentApprovalBySignal(t *testing.T, r *recorder) {
+	p := newPlatform(t)
+	p.start()
+	c := p.dial()
+	id := strings.TrimSpace(p.ok("run", "DocumentApproval", "--input", `{"doc_id":"cli"}`))
+	p.waitStatus(id, api.StatusSuspended)
+	var sig map[string]any
+	if err := json.Unmarshal([]byte(`{"input":{"approved":true,"approver":"cli"}}`), &sig); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SignalWorkflow(context.Background(), id, "", api.SignalResume, sig); err != nil {
+		t.Fatal(err)
+	}
+	rec := p.waitStatus(id, api.StatusDone)
+	var res workflows.DocumentApprovalResult
+	if err := json.Unmarshal(rec.Result, &res); err != nil || res.Approver != "cli" || res.Published == "" {
+		t.Fatalf("result %s (%v), want published and approved by cli", rec.Result, err)
+	}
+	waiting := strings.TrimSpace(p.ok("run", "DocumentApproval", "--input", `{"doc_id":"later"}`))
+	p.waitStatus(waiting, api.StatusSuspended)
+	waitQuiet(t, c, waiting, "")
+	r.save(c, "document_approval_resumed_by_signal.json", id, "")
+	r.save(c, "document_approval_suspended.json", waiting, "")
+}
+
+// recordDashboardRerun: a BuildDashboard whose second metric fails after the first was
+// stored (CheckpointAll), and its rerun with the input fixed, seeded with the stored
+// checkpoint, which runs only the missing metric and completes.
+func recordDashboardRerun(t *testing.T, r *recorder) {
+	p := newPlatform(t)
+	p.start()
+	c := p.dial()
+	failed := strings.TrimSpace(p.ok("run", "BuildDashboard", "--input", `{"metrics":["sales","bogus"]}`))
+	if rec := p.waitStatus(failed, api.StatusFailed); rec.State["sales"] == nil {
+		t.Fatalf("failed run: state %v, want sales stored", rec.State)
+	}
+	rerun := strings.Fields(p.ok("rerun", failed, "--input", `{"metrics":["sales","traffic"]}`))[0]
+	rec := p.waitStatus(rerun, api.StatusDone)
+	if countEvents(rec, "rerun") != 1 || countEvents(rec, "checkpoint") != 1 {
+		t.Fatalf("rerun: %d rerun, %d checkpoint events; want 1 and 1 (only traffic runs)", countEvents(rec, "rerun"), countEvents(rec, "checkpoint"))
+	}
+	r.save(c, "build_dashboard_partial_failure.json", failed, "")
+	r.save(c, "build_dashboard_rerun_seeded.json", rerun, "")
+}
+
+// recordAgentTurnLimit: an agent that keeps calling tools is stopped by --max-turns 2 and
+// the run fails with the turn limit.
+func recordAgentTurnLimit(t *testing.T, r *recorder) {
+	model := fakellm.New(
+		fakellm.Reply{ToolCalls: []fakellm.Call{globCall("*.md")}},
+		fakellm.Reply{ToolCalls: []fakellm.Call{readCall("brief.md")}},
+		fakellm.Reply{Content: "unreachable: the limit is two model calls"},
+	)
+	p, c := agentPlatform(t, model, historyBrief)
+	id := strings.TrimSpace(p.ok("agent", "scribe", "Look around.", "--max-turns", "2"))
+	rec := p.waitStatus(id, api.StatusFailed)
+	if rec.Error == nil || !strings.Contains(*rec.Error, workflows.ErrTurnLimit.Error()) {
+		t.Fatalf("run error %+v, want %q", rec.Error, workflows.ErrTurnLimit)
+	}
+	if n := len(model.Requests()); n != 2 {
+		t.Fatalf("model requests = %d, want 2", n)
+	}
+	r.save(c, "agent_turn_limit.json", id, "")
+}
+
+// recordAgentDockerPark: an agent in a Docker sandbox whose workspace is parked (archived,
+// container removed) while it waits for an approval longer than the idle timeout, and
+// restored into a fresh container after it; skipped where no Docker engine runs.
+func recordAgentDockerPark(t *testing.T, r *recorder) {
+	requireSandboxImage(t)
+	model := fakellm.New(
+		fakellm.Reply{ToolCalls: []fakellm.Call{writeNotes("kept across the park"), shellCall("echo scratch > scratch.txt")}},
+		fakellm.Reply{ToolCalls: []fakellm.Call{shellCall("cat notes.md scratch.txt")}},
+		fakellm.Reply{Content: "All files were still there."},
+	)
+	p := newPlatform(t)
+	p.writeConfig(`llm:
+  base_url: ` + model.Start(t) + `
+  model: fake-model
+agents:
+  - name: boxed
+    permissions:
+      mode: approve
+      approve_when:
+        - {capability: write}
+        - {capability: shell, detail: "cat *"}
+    sandbox: {type: docker, image: "nexo-sandbox:busybox", idle_timeout: 2s}
+    produces: ["notes.md"]
+`)
+	p.start()
+	c := p.dial()
+	id := strings.TrimSpace(p.ok("agent", "boxed", "Keep notes."))
+	wantPending(t, p, id, "1.2")
+	deadline := time.Now().Add(30 * time.Second)
+	for countEvents(p.record(id), "sandbox_parked") == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("not parked after 30s: %+v", p.record(id).Events)
+		}
+		time.Sleep(200 * time.Millisecond) // polling the record; the park has no signal to wait on
+	}
+	p.ok("approve", id, "--call", "1.2")
+	rec := p.waitStatus(id, api.StatusDone)
+	if countEvents(rec, "sandbox_restored") != 1 {
+		t.Fatalf("sandbox_restored events = %d, want 1", countEvents(rec, "sandbox_restored"))
+	}
+	r.save(c, "agent_docker_parked_restored.json", id, "")
 }
