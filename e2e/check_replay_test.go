@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"path/filepath"
 	"strings"
@@ -61,6 +62,11 @@ func TestCheckReplayLiveRuns(t *testing.T) {
 	}
 	if !strings.Contains(r.stdout, " 0 failed\n") || strings.Contains(r.stdout, "FAIL") || strings.Contains(r.stdout, closed) {
 		t.Errorf("check-replay output (open runs only, all ok):\n%s", r.stdout)
+	}
+	var rep replay.Report
+	if r := p.starter("check-replay", "--json"); r.code != 0 || json.Unmarshal([]byte(r.stdout), &rep) != nil ||
+		len(rep.Results) != len(open) || rep.Query != `ExecutionStatus="Running" AND TaskQueue="nexo"` {
+		t.Errorf("check-replay --json: exit %d, report %+v, want the %d open runs of the default query\n%s\n%s", r.code, rep, len(open), r.stdout, r.stderr)
 	}
 	// --closed adds the finished run; --limit 1 stops at the newest and says so.
 	if r := p.starter("check-replay", "--closed"); r.code != 0 || !strings.Contains(r.stdout, "ok "+closed+" ") {

@@ -2,6 +2,7 @@ package replay
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -22,6 +23,16 @@ func BindFlags(fs *pflag.FlagSet) {
 	fs.Int("limit", DefaultLimit, "replay at most this many runs, newest first")
 	fs.Bool("closed", false, "also replay recently closed runs (newest first, up to --limit)")
 	fs.StringSlice("histories", nil, "replay these recorded JSON histories (files or directories of *.json) instead of runs on the server; no server needed")
+	fs.Bool("json", false, `print {"query", "results": [{"workflow_id", "run_id", "workflow_type", "file", "ok", "error"}], "truncated"} instead of lines`)
+}
+
+// Report is what check-replay prints with --json.
+type Report struct {
+	// Query is the visibility query that selected the runs ("" for files).
+	Query   string   `json:"query,omitempty"`
+	Results []Result `json:"results"`
+	// Truncated is true when more runs matched than --limit.
+	Truncated bool `json:"truncated"`
 }
 
 // WantsServer reports whether the command line parsed into fs replays runs from a server
@@ -62,25 +73,40 @@ func RunFlags(ctx context.Context, fs *pflag.FlagSet, args []string, c client.Cl
 	o.Query, _ = fs.GetString("query")
 	o.Limit, _ = fs.GetInt("limit")
 	o.Closed, _ = fs.GetBool("closed")
+	asJSON, _ := fs.GetBool("json")
+	var rep Report
 	if !WantsServer(fs) {
 		paths, _ := fs.GetStringSlice("histories")
 		results, err := Files(append(paths, args...), register, o)
 		if err != nil {
 			return err
 		}
-		return Report(stdout, results)
+		rep.Results = results
+	} else {
+		results, truncated, err := check(ctx, c, register, o)
+		if err != nil {
+			return err
+		}
+		rep = Report{Query: o.query(), Results: results, Truncated: truncated}
 	}
-	results, truncated, err := check(ctx, c, register, o)
-	if err != nil {
-		return err
+	if asJSON {
+		if rep.Results == nil {
+			rep.Results = []Result{}
+		}
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return fmt.Errorf("encode output: %w", err)
+		}
+		return failures(rep.Results)
 	}
-	if len(results) == 0 {
-		fmt.Fprintf(stdout, "no runs match %s\n", o.query())
+	if len(rep.Results) == 0 {
+		fmt.Fprintf(stdout, "no runs match %s\n", rep.Query)
 		return nil
 	}
-	err = Report(stdout, results)
-	if truncated {
-		fmt.Fprintf(stdout, "stopped at --limit %d: more runs match %s\n", o.limit(), o.query())
+	err := Print(stdout, rep.Results)
+	if rep.Truncated {
+		fmt.Fprintf(stdout, "stopped at --limit %d: more runs match %s\n", o.limit(), rep.Query)
 	}
 	return err
 }

@@ -379,19 +379,31 @@ func compactAttributes(s string) string {
 	return b.String()
 }
 
-// Report prints one line per result and a summary, and returns an error wrapping
+// Print prints one line per result and a summary, and returns an error wrapping
 // ErrDiverged when any failed.
-func Report(w io.Writer, results []Result) error {
-	failed := 0
+func Print(w io.Writer, results []Result) error {
 	for _, r := range results {
-		if !r.OK {
-			failed++
-		}
 		fmt.Fprintln(w, r)
 	}
-	fmt.Fprintf(w, "%d replayed: %d ok, %d failed\n", len(results), len(results)-failed, failed)
-	if failed > 0 {
-		return fmt.Errorf("%d of %d runs %w", failed, len(results), ErrDiverged)
+	err := failures(results)
+	fmt.Fprintf(w, "%d replayed: %d ok, %d failed\n", len(results), len(results)-countFailed(results), countFailed(results))
+	return err
+}
+
+func countFailed(results []Result) int {
+	n := 0
+	for _, r := range results {
+		if !r.OK {
+			n++
+		}
+	}
+	return n
+}
+
+// failures is an error wrapping ErrDiverged when any result failed, else nil.
+func failures(results []Result) error {
+	if n := countFailed(results); n > 0 {
+		return fmt.Errorf("%d of %d runs %w", n, len(results), ErrDiverged)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package replay_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"path/filepath"
 	"strings"
@@ -96,6 +97,22 @@ func TestFilesReportTheFirstDivergence(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "FAIL ") || !strings.Contains(out.String(), " failed\n") {
 		t.Errorf("output:\n%s", out.String())
+	}
+}
+
+func TestRunCommandJSON(t *testing.T) {
+	var out strings.Builder
+	err := replay.RunCommand(context.Background(), []string{"--histories", filepath.Join(testdata, "document_approval_denied.json"), "--json"}, nil, withPublishFirst, &out)
+	if !errors.Is(err, replay.ErrDiverged) {
+		t.Fatalf("RunCommand --json = %v, want ErrDiverged", err)
+	}
+	var rep replay.Report
+	if err := json.Unmarshal([]byte(out.String()), &rep); err != nil {
+		t.Fatalf("output is not JSON: %v\n%s", err, out.String())
+	}
+	if len(rep.Results) != 1 || rep.Results[0].OK || rep.Results[0].WorkflowType != workflows.DocumentApprovalName ||
+		rep.Results[0].RunID == "" || !strings.Contains(rep.Results[0].Error, api.ActivityPublishDocument) {
+		t.Errorf("report = %+v, want one failed DocumentApproval naming %s", rep, api.ActivityPublishDocument)
 	}
 }
 
