@@ -306,6 +306,11 @@ func TestRecordOffloadedHistory(t *testing.T) {
 	if os.Getenv("NEXO_RECORD_HISTORIES") != "1" {
 		t.Skip("set NEXO_RECORD_HISTORIES=1 to re-record workflows/testdata")
 	}
+	// A fixture is never overwritten (see TestRecordHistories).
+	fixture := filepath.Join("..", "workflows", "testdata", "document_approval_offloaded.json")
+	if _, err := os.Stat(fixture); err == nil {
+		t.Skipf("%s exists: kept", fixture)
+	}
 	p := newPlatform(t)
 	p.extraEnv = append(p.extraEnv, "NEXO_PAYLOADS_OFFLOAD_THRESHOLD=1024")
 	p.start()
@@ -356,7 +361,14 @@ func TestRecordOffloadedHistory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "document_approval_offloaded.json"), b, 0o644); err != nil {
+	f, err := os.OpenFile(fixture, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("recorded %d events with %d references", len(hist.Events), refs)
