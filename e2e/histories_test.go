@@ -766,6 +766,8 @@ func recordAgentTurnLimit(t *testing.T, r *recorder) {
 // restored into a fresh container after it; skipped where no Docker engine runs.
 func recordAgentDockerPark(t *testing.T, r *recorder) {
 	requireSandboxImage(t)
+	// TestDockerAgentParksWhileWaiting's agent and script: the write runs at once, both
+	// shell commands wait for a human.
 	model := fakellm.New(
 		fakellm.Reply{ToolCalls: []fakellm.Call{writeNotes("kept across the park"), shellCall("echo scratch > scratch.txt")}},
 		fakellm.Reply{ToolCalls: []fakellm.Call{shellCall("cat notes.md scratch.txt")}},
@@ -781,7 +783,7 @@ agents:
       mode: approve
       approve_when:
         - {capability: write}
-        - {capability: shell, detail: "cat *"}
+        - {capability: shell, detail: "echo *"}
     sandbox: {type: docker, image: "nexo-sandbox:busybox", idle_timeout: 2s}
     produces: ["notes.md"]
 `)
@@ -797,6 +799,8 @@ agents:
 		time.Sleep(200 * time.Millisecond) // polling the record; the park has no signal to wait on
 	}
 	p.ok("approve", id, "--call", "1.2")
+	wantPending(t, p, id, "2.1")
+	p.ok("approve", id, "--call", "2.1")
 	rec := p.waitStatus(id, api.StatusDone)
 	if countEvents(rec, "sandbox_restored") != 1 {
 		t.Fatalf("sandbox_restored events = %d, want 1", countEvents(rec, "sandbox_restored"))
