@@ -122,6 +122,16 @@ var historyScenarios = []struct {
 	}, recordDashboardRerun},
 	{"agent turn limit", issue14Prefix, []string{"agent_turn_limit.json"}, recordAgentTurnLimit},
 	{"agent Docker park and restore", issue14Prefix, []string{"agent_docker_parked_restored.json"}, recordAgentDockerPark},
+	// The agent and session scenarios on today's code (threadref_* predate the heartbeat
+	// timeouts and cancel-outcome), so the shape new runs have is guarded too.
+	{"agent approved, issue 14", issue14Prefix, []string{"agent_approved.json"}, recordAgentApproved},
+	{"agent denied and always, issue 14", issue14Prefix, []string{"agent_denied.json", "agent_always.json"}, recordAgentDeniedAndAlways},
+	{"agent suspended, issue 14", issue14Prefix, []string{"agent_suspended_on_approval.json"}, recordAgentSuspended},
+	{"agent MCP, issue 14", issue14Prefix, []string{"agent_mcp_stdio.json"}, recordAgentMCP},
+	{"session, issue 14", issue14Prefix, []string{
+		"session_first_run_continued_as_new.json", "session_continued_run_closed.json",
+		"session_reopened_suspended_on_approval.json", "session_reopened_idle.json",
+	}, recordSession},
 }
 
 // issue14Prefix names the fixtures added for issue 14 (scenarios without one before).
