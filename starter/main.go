@@ -148,7 +148,7 @@ func printOverview(w io.Writer, cmds []*command) {
 	fmt.Fprintln(w, "starter: start, inspect and approve Nexo runs on Temporal.")
 	fmt.Fprintln(w, "\nUsage: starter <command> [arguments] [flags]\n\nCommands:")
 	for _, c := range cmds {
-		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-13s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w, "\nRun 'starter <command> --help' for a command's arguments and flags.")
 	fmt.Fprintln(w, "Run 'starter --version' for the version.")
