@@ -190,6 +190,47 @@ func TestCustomWorkerExampleAsWritten(t *testing.T) {
 	if bad.code != 1 || !strings.Contains(bad.stderr, `RefundRequest payload: "amount" must be more than 0, got 0; "reason" is required`) {
 		t.Errorf("incomplete payload: exit %d\n%s\n%s", bad.code, bad.stdout, bad.stderr)
 	}
+
+	// The deploy gate of the user's own binary: the server's runs (the refunds with the
+	// shipped registry run) and the recorded histories replay against its workflows.
+	recorded, err := filepath.Abs(filepath.Join("..", "examples", "custom-worker", "testdata"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(recorded, filepath.Join(p.dir, "examples", "custom-worker", "testdata")); err != nil {
+		t.Fatal(err)
+	}
+	gate := readmeCustomWorkerCommands(t, "custom-worker check-replay --histories")
+	if len(gate) != 2 || gate[0][0] != "check-replay" || gate[1][0] != "check-replay" {
+		t.Fatalf("README's check-replay block of the example is %q: update the test", gate)
+	}
+	out := p.runBin(p.bin, gate[0]...)
+	if out.code != 0 || !strings.Contains(out.stdout, approved+" ") || !strings.Contains(out.stdout, id+" ") || !strings.Contains(out.stdout, " 0 failed") {
+		t.Errorf("custom-worker %s: exit %d, want both refunds ok:\n%s\n%s", strings.Join(gate[0], " "), out.code, out.stdout, out.stderr)
+	}
+	out = p.runBin(p.bin, gate[1]...)
+	if out.code != 0 || strings.Count(out.stdout, "ok ") < 2 || !strings.Contains(out.stdout, "2 replayed: 2 ok, 0 failed") {
+		t.Errorf("custom-worker %s: exit %d:\n%s\n%s", strings.Join(gate[1], " "), out.code, out.stdout, out.stderr)
+	}
+	// A workflow set without RefundRequest (the shipped starter's) cannot replay them: the
+	// gate is the binary's own.
+	out = p.starter("check-replay", "--histories", "examples/custom-worker/testdata")
+	if out.code != 1 || !strings.Contains(out.stdout, "FAIL") {
+		t.Errorf("starter check-replay of RefundRequest histories: exit %d, want 1 with FAIL:\n%s\n%s", out.code, out.stdout, out.stderr)
+	}
+}
+
+// readmeCustomWorkerCommands are the arguments after `go run ./examples/custom-worker` of
+// each such line of the README's sh block containing marker.
+func readmeCustomWorkerCommands(t *testing.T, marker string) [][]string {
+	t.Helper()
+	var cmds [][]string
+	for _, line := range strings.Split(readmeBlock(t, "sh", marker), "\n") {
+		if w := shellWords(t, line); len(w) > 3 && w[0] == "go" && w[1] == "run" && w[2] == "./examples/custom-worker" {
+			cmds = append(cmds, w[3:])
+		}
+	}
+	return cmds
 }
 
 // TestRecordRefundRequestHistories records RefundRequest's approved and denied histories

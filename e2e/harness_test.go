@@ -264,21 +264,27 @@ type result struct {
 // starter runs the starter binary in the platform's directory.
 func (p *platform) starter(args ...string) result {
 	p.t.Helper()
+	return p.runBin(bins.starter, args...)
+}
+
+// runBin runs bin with args in the platform's directory and environment, like starter.
+func (p *platform) runBin(bin string, args ...string) result {
+	p.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bins.starter, args...)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Dir = p.dir
 	cmd.Env = p.env()
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
 	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {
 		code = ee.ExitCode()
 	} else if err != nil {
-		p.t.Fatalf("starter %v: %v", args, err)
+		p.t.Fatalf("%s %v: %v", bin, args, err)
 	}
-	return result{stdout: out.String(), stderr: errb.String(), code: code}
+	return result{stdout: stdout.String(), stderr: stderr.String(), code: code}
 }
 
 // ok runs the starter and fails the test on a non-zero exit.

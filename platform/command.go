@@ -61,7 +61,7 @@ func (c Command) ExitCode(err error, stderr io.Writer) int {
 
 // UsageLine is what a usage error prints after it: the one usage line, not the whole help.
 func (c Command) UsageLine() string {
-	return fmt.Sprintf("Usage: %s [--dev] [flags]   (%s --help lists the flags)", c.Name, c.Name)
+	return fmt.Sprintf("Usage: %s [--dev] [flags] | %s check-replay [flags]   (--help lists the flags)", c.Name, c.Name)
 }
 
 // usageError is a mistake in the command line: exit code 2 and the usage line.
@@ -69,9 +69,12 @@ type usageError struct{ err error }
 
 func (e *usageError) Error() string { return e.err.Error() }
 
-// Run parses argv, loads the config, takes the configured secrets out of the environment
+// Run parses argv (or runs the check-replay subcommand when argv starts with it), loads the config, takes the configured secrets out of the environment
 // and runs the platform until ctx ends. --help prints the flags and returns pflag.ErrHelp.
 func (c Command) Run(ctx context.Context, argv []string, stdout, stderr io.Writer) error {
+	if len(argv) > 0 && argv[0] == checkReplayCommand {
+		return c.checkReplay(ctx, argv[1:], stdout, stderr)
+	}
 	fs := pflag.NewFlagSet(c.Name, pflag.ContinueOnError)
 	fs.SetOutput(io.Discard) // ExitCode prints the error and the usage line, not the whole help
 	dev := fs.Bool("dev", false, "start an embedded Temporal server (SQLite under .nexo/, Web UI), run the worker against it, and serve the HTTP API and web page on gateway.addr")
