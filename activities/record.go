@@ -9,8 +9,9 @@ import (
 )
 
 // StoreRecord stores a closing run's final record as a blob (its JSON, named by its
-// sha256) and returns the reference the run puts in its memo (api.MemoRecord). The write
-// is idempotent: a retried attempt writes the same blob.
+// sha256) and returns the reference the run puts in its memo (api.MemoRecord). The run
+// calls it as a local activity, so the record never enters history. The write is
+// idempotent: a retried attempt writes the same blob.
 func (a *Activities) StoreRecord(ctx context.Context, rec api.Record) (api.RecordRef, error) {
 	body, err := json.Marshal(rec)
 	if err != nil {

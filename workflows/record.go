@@ -18,9 +18,8 @@ const changeRecordAtClose = "record-at-close"
 
 // storeRecordOptions: storing the record is one blob write; a few attempts, then the run
 // closes without it (clients fall back to the query).
-var storeRecordOptions = workflow.ActivityOptions{
+var storeRecordOptions = workflow.LocalActivityOptions{
 	StartToCloseTimeout: time.Minute,
-	HeartbeatTimeout:    ActivityHeartbeatTimeout,
 	RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
 }
 
@@ -29,17 +28,18 @@ var storeRecordOptions = workflow.ActivityOptions{
 // Best effort: a failure is logged and leaves no reference, never a changed outcome (no
 // event either, which would make the stored record differ from the query's).
 //
-// The activity's input is the record itself: a workflow hands bytes to a worker only
-// through history. A record over the offload threshold goes to the blob store by External
-// Storage, and history keeps its reference; the memo always holds a reference only.
+// A local activity, because its input never reaches history: the record goes from the
+// workflow's memory to the worker's activity in-process, and history keeps only the
+// marker with the activity's result, the reference. (A worker that does not register
+// StoreRecord fails it at once; the run closes without a stored record.)
 func (rt *runtime) persist(ctx workflow.Context) {
 	if workflow.GetVersion(ctx, changeRecordAtClose, workflow.DefaultVersion, 1) < 1 {
 		return
 	}
 	rec, _ := rt.query()
 	var ref api.RecordRef
-	actx := workflow.WithActivityOptions(ctx, storeRecordOptions)
-	if err := workflow.ExecuteActivity(actx, api.ActivityStoreRecord, rec).Get(actx, &ref); err != nil {
+	lctx := workflow.WithLocalActivityOptions(ctx, storeRecordOptions)
+	if err := workflow.ExecuteLocalActivity(lctx, api.ActivityStoreRecord, rec).Get(lctx, &ref); err != nil {
 		workflow.GetLogger(ctx).Warn("store the run record failed; clients read this run by replaying it", "error", err)
 		return
 	}
