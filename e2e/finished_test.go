@@ -116,6 +116,8 @@ func TestFinishedRunsWithoutAWorker(t *testing.T) {
 		// The stored record is read, not a query waiting for a worker that never comes.
 		if d := time.Since(began); d > 4*time.Second {
 			t.Errorf("show %s with no worker took %v", id, d)
+		} else {
+			t.Logf("show --json %s with no worker: %v", id, d.Round(time.Millisecond))
 		}
 	}
 	rec := p.record(doc)
@@ -182,7 +184,9 @@ func TestFinishedRunsWithoutAWorker(t *testing.T) {
 	}
 
 	// The terminated run: history alone, said so; rerun refuses.
+	began := time.Now()
 	r := p.starter("show", term, "--json")
+	t.Logf("show --json of the terminated run with no worker: %v; stderr: %s", time.Since(began).Round(time.Millisecond), r.stderr)
 	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil || r.code != 0 ||
 		!strings.Contains(got.Warning, "no worker replayed it") || !strings.Contains(r.stderr, "warning: run "+term) {
 		t.Errorf("show of a terminated run with no worker: exit %d, warning %q, stderr %q (%v)", r.code, got.Warning, r.stderr, err)
