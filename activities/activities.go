@@ -113,6 +113,7 @@ func (a *Activities) Register(r Registry) {
 		api.ActivityListMCPTools:     a.ListMCPTools,
 		api.ActivityCallMCPTool:      a.CallMCPTool,
 		api.ActivityCloseMCP:         a.CloseMCP,
+		api.ActivityStoreRecord:      a.StoreRecord,
 	} {
 		r.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}

@@ -5,6 +5,14 @@ package api
 const (
 	// QueryRun returns the run record (Record) of a run.
 	QueryRun = "nexo.run"
+	// QueryEvents returns the events of a run after a seq, a page at a time, with its
+	// status and what it waits for (EventPage). Arguments: after (int64), limit (int).
+	// Followers use it instead of QueryRun, so each change costs what changed.
+	QueryEvents = "nexo.events"
+	// MemoRecord is the memo key under which a run that closed holds the reference
+	// (RecordRef) of its final record, stored in the blob store, so clients read it with
+	// no worker.
+	MemoRecord = "nexo.record"
 	// SignalResume continues a run paused by Suspend. Payload: ResumeSignal.
 	SignalResume = "nexo.resume"
 	// SignalApproval decides a tool call waiting for a human. Payload: ApprovalSignal.
@@ -28,6 +36,8 @@ const (
 	ActivityReleaseSandbox = "ReleaseSandbox"
 	ActivityParkSandbox    = "ParkSandbox"
 	ActivityRestoreSandbox = "RestoreSandbox"
+	// ActivityStoreRecord stores a closing run's final record in the blob store.
+	ActivityStoreRecord = "StoreRecord"
 )
 
 // Reserved state keys. A checkpoint may not use them; they are removed when a run is done.

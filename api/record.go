@@ -20,6 +20,11 @@ type Record struct {
 	Artifacts []Artifact                 `json:"artifacts"`
 	CreatedAt time.Time                  `json:"created_at"`
 	UpdatedAt time.Time                  `json:"updated_at"`
+	// Warning, set by clients and never by the workflow, says the record is incomplete
+	// and why: a closed run that stored no record (closed before records were stored, or
+	// terminated) and that no worker could replay is rebuilt from history, which holds no
+	// state, events or artifacts.
+	Warning string `json:"warning,omitempty"`
 }
 
 // Event is one entry of a run's ordered event log. Seq starts at 1 and has no gaps.
@@ -92,3 +97,48 @@ func (r Record) FindArtifact(name string) (Artifact, bool) {
 	}
 	return Artifact{}, false
 }
+
+// RecordRef names the final record of a closed run in the blob store: the blob is the
+// record's JSON, named by its sha256. A run holds it in its memo under MemoRecord.
+type RecordRef struct {
+	SHA256 string `json:"sha256"`
+	Size   int64  `json:"size"`
+}
+
+// EventPage is the answer of QueryEvents: the events with seq after the query's after,
+// oldest first, at most limit of them, and the run's status and what it waits for.
+type EventPage struct {
+	ID     string  `json:"id"`
+	Status Status  `json:"status"`
+	Events []Event `json:"events"`
+	// LastSeq is the seq of the run's last event (0: none yet). More says events after
+	// the page's last remain (the page was cut at its limit or byte bound).
+	LastSeq int64 `json:"last_seq"`
+	More    bool  `json:"more"`
+	// FirstSeq is the first seq this execution holds: a session that continued as new
+	// keeps its earlier events in archived stream segments (its artifacts), not here.
+	FirstSeq int64 `json:"first_seq"`
+	// Waiting holds the reserved state keys (StateSuspend, StateApproval) the run has now.
+	Waiting map[string]json.RawMessage `json:"waiting,omitempty"`
+	// Checkpoints names the other state keys, sorted, and Artifacts names the artifacts
+	// with their sha256 (no content): a follower whose copy differs reads the record.
+	Checkpoints []string      `json:"checkpoints"`
+	Artifacts   []ArtifactSum `json:"artifacts"`
+	Error       *string       `json:"error"`
+	UpdatedAt   time.Time     `json:"updated_at"`
+}
+
+// ArtifactSum is an artifact's name and sha256, in an EventPage.
+type ArtifactSum struct {
+	Name   string `json:"name"`
+	SHA256 string `json:"sha256"`
+}
+
+// Limits of QueryEvents: limit defaults to DefaultEventPage and is capped at
+// MaxEventPage, and a page stops before its events pass MaxEventPageBytes of JSON (a
+// query result is a payload, bounded by Temporal at 2 MB).
+const (
+	DefaultEventPage  = 200
+	MaxEventPage      = 1000
+	MaxEventPageBytes = 1 << 20
+)

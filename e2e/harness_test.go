@@ -74,6 +74,9 @@ type platform struct {
 	// user's own) in place of bins.worker, with args after --dev.
 	bin  string
 	args []string
+	// plain runs the worker without --dev, against a server the test started on frontend
+	// (startDevServer), so the worker can stop while the server stays up.
+	plain bool
 }
 
 // newPlatform picks free ports and a fresh directory; start() runs the worker.
@@ -118,14 +121,18 @@ func (l lockedWriter) Write(b []byte) (int, error) {
 	return l.w.Write(b)
 }
 
-// start runs `worker --dev` and returns once it says it is ready.
+// start runs `worker --dev` (`worker` when plain) and returns once it says it is ready.
 func (p *platform) start() {
 	p.t.Helper()
 	bin := bins.worker
 	if p.bin != "" {
 		bin = p.bin
 	}
-	cmd := exec.Command(bin, append([]string{"--dev"}, p.args...)...)
+	args := append([]string{"--dev"}, p.args...)
+	if p.plain {
+		args = p.args
+	}
+	cmd := exec.Command(bin, args...)
 	cmd.Dir = p.dir
 	cmd.Env = p.env()
 	stdout, err := cmd.StdoutPipe()

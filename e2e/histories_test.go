@@ -132,6 +132,32 @@ var historyScenarios = []struct {
 		"session_first_run_continued_as_new.json", "session_continued_run_closed.json",
 		"session_reopened_suspended_on_approval.json", "session_reopened_idle.json",
 	}, recordSession},
+	// A run that closes stores its record and references it in its memo (version 1 of
+	// "record-at-close"): every way to close, again.
+	{"DocumentApproval and BuildDashboard, record at close", recordClosePrefix, []string{
+		"document_approval_approved.json", "document_approval_denied.json", "build_dashboard.json",
+	}, recordExamples},
+	{"BuildDashboard failed, record at close", recordClosePrefix, []string{"build_dashboard_failed.json"}, recordDashboardFailed},
+	{"agent approved, record at close", recordClosePrefix, []string{"agent_approved.json"}, recordAgentApproved},
+	{"agent canceled in a tool call, record at close", recordClosePrefix, []string{"agent_canceled_in_tool_call.json"}, recordAgentCanceledInTool},
+	{"session, record at close", recordClosePrefix, []string{
+		"session_first_run_continued_as_new.json", "session_continued_run_closed.json",
+		"session_reopened_suspended_on_approval.json", "session_reopened_idle.json",
+	}, recordSession},
+}
+
+// recordClosePrefix names the fixtures recorded with the record stored at close.
+const recordClosePrefix = "recordclose_"
+
+// recordDashboardFailed: a BuildDashboard whose second metric fails; the run closes
+// failed.
+func recordDashboardFailed(t *testing.T, r *recorder) {
+	p := newPlatform(t)
+	p.start()
+	c := p.dial()
+	id := strings.TrimSpace(p.ok("run", "BuildDashboard", "--input", `{"metrics":["sales","bogus"]}`))
+	p.waitStatus(id, api.StatusFailed)
+	r.save(c, "build_dashboard_failed.json", id, "")
 }
 
 // issue14Prefix names the fixtures added for issue 14 (scenarios without one before).

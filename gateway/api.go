@@ -201,8 +201,16 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	if rec.Warning != "" {
+		// The array has no room for it: the events may be missing, say so.
+		w.Header().Set(headerRecordWarning, rec.Warning)
+	}
 	s.writeJSON(w, r, http.StatusOK, eventsAfter(rec, after))
 }
+
+// headerRecordWarning carries api.Record.Warning on the events list of a run whose record
+// is incomplete.
+const headerRecordWarning = "Nexo-Record-Warning"
 
 // afterSeq is where a client's event list resumes: Last-Event-ID (set by an EventSource
 // reconnecting) wins over ?after=.

@@ -408,3 +408,27 @@ func TestArtifacts(t *testing.T) {
 		t.Errorf("If-None-Match with the sha256: status %d, want 304", resp.StatusCode)
 	}
 }
+
+// TestIncompleteRecordIsSaidSo: a record rebuilt from history (Record.Warning) keeps its
+// warning on every view: the JSON record, the event list's header, the page, which also
+// offers no re-run (there is nothing to seed).
+func TestIncompleteRecordIsSaidSo(t *testing.T) {
+	const warning = "run t1: it stored no record and no worker replayed it"
+	msg := "terminated: test"
+	f := &fakeRuns{get: func(context.Context, string) (api.Record, error) {
+		return api.Record{ID: "t1", Workflow: "DocumentApproval", Status: api.StatusInterrupted, Error: &msg,
+			State: map[string]json.RawMessage{}, Events: []api.Event{}, Artifacts: []api.Artifact{}, Warning: warning}, nil
+	}}
+	s := newServer(t, f, Options{})
+	var rec api.Record
+	if err := json.Unmarshal([]byte(readBody(t, do(t, s, request{method: "GET", path: "/v1/runs/t1"}))), &rec); err != nil || rec.Warning != warning {
+		t.Errorf("GET /v1/runs/t1: warning %q (%v)", rec.Warning, err)
+	}
+	if resp := do(t, s, request{method: "GET", path: "/v1/runs/t1/events"}); resp.Header.Get(headerRecordWarning) != warning {
+		t.Errorf("events list: %s = %q, want the warning", headerRecordWarning, resp.Header.Get(headerRecordWarning))
+	}
+	page := readBody(t, do(t, s, request{method: "GET", path: "/runs/t1"}))
+	if !strings.Contains(page, warning) || strings.Contains(page, "Re-run</button>") {
+		t.Errorf("run page: warning shown %v, re-run offered %v", strings.Contains(page, warning), strings.Contains(page, "Re-run</button>"))
+	}
+}

@@ -188,7 +188,7 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 		CanApprove: p.has(config.ScopeApprove), CanOperate: p.has(config.ScopeOperate)}
 	switch rec.Status {
 	case api.StatusFailed, api.StatusInterrupted, api.StatusCanceled:
-		v.Rerunnable = true
+		v.Rerunnable = rec.Warning == "" // its checkpoints are unknown: nothing to seed
 	}
 	if s.temporalUI != "" {
 		// Without a run id the UI shows the workflow id's latest run, which is this run.

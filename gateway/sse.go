@@ -79,10 +79,12 @@ type StreamStatus struct {
 	Error   *string         `json:"error,omitempty"`
 	// LastSeq is the seq of the run's last event (0: none yet).
 	LastSeq int64 `json:"last_seq"`
+	// Warning says the run's record is incomplete, and why (api.Record.Warning).
+	Warning string `json:"warning,omitempty"`
 }
 
 func streamStatus(rec api.Record) StreamStatus {
-	st := StreamStatus{ID: rec.ID, Status: rec.Status, Pending: pendingOf(rec), Error: rec.Error}
+	st := StreamStatus{ID: rec.ID, Status: rec.Status, Pending: pendingOf(rec), Error: rec.Error, Warning: rec.Warning}
 	if rec.Status.Closed() && len(rec.Result) > 0 && string(rec.Result) != "null" {
 		st.Result = rec.Result
 	}

@@ -282,6 +282,11 @@ func (c *Client) Rerun(ctx context.Context, id string, payload json.RawMessage) 
 		return "", &StateError{ID: id, Status: rec.Status, Want: "failed, interrupted or canceled",
 			Hint: "only a run that did not finish can be re-run"}
 	}
+	if rec.Warning != "" {
+		// Its checkpoints are unknown: a re-run would pay for every step again.
+		return "", &StateError{ID: id, Status: rec.Status, Want: "readable",
+			Hint: "its checkpoints cannot be read to seed a re-run: " + rec.Warning}
+	}
 	seed := map[string]json.RawMessage{}
 	for k, v := range rec.State {
 		if !api.IsReservedStateKey(k) {
@@ -377,7 +382,10 @@ func listQuery(req ListRequest) (string, error) {
 
 // Follow calls fn with the run's record now and every time it changes, until fn returns
 // true, the run closes, or ctx ends. It waits on history with a long poll rather than
-// polling the query, so an idle run costs nothing. It returns the last record.
+// polling the query, so an idle run costs nothing, and on each change reads only the new
+// events, the status and what the run waits for (the nexo.events query); the record is
+// read whole only when a checkpoint or an artifact changed, and when the run closes. It
+// returns the last record.
 func (c *Client) Follow(ctx context.Context, id string, fn func(rec api.Record) bool) (api.Record, error) {
 	return c.follow(ctx, id, fn, nil)
 }
@@ -434,8 +442,9 @@ func (c *Client) follow(ctx context.Context, id string, fn func(rec api.Record) 
 		var next api.Record
 		switch ev.GetEventType() {
 		case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
-			// The run is open and its state just changed: the query alone says how.
-			next, err = c.query(ctx, id)
+			// The run is open and its state just changed: its events query says how, a
+			// page of what is new at a time.
+			next, err = c.advance(ctx, id, rec)
 			if err != nil {
 				next, err = c.Get(ctx, id)
 			}
@@ -475,4 +484,92 @@ func (c *Client) follow(ctx context.Context, id string, fn func(rec api.Record) 
 		return rec, ctx.Err()
 	}
 	return c.Get(ctx, id)
+}
+
+// advance brings rec, a record of open run id, up to date through the events query: only
+// the events after rec's last, the status and what the run waits for cross the wire. A
+// record that cannot be advanced that way (none yet, a checkpoint or artifact was added or
+// changed, the execution holds no events as old as rec's next, or a worker from before the
+// events query) is read whole instead. rec itself is never changed: a follower may still
+// hold it.
+func (c *Client) advance(ctx context.Context, id string, rec api.Record) (api.Record, error) {
+	if rec.ID == "" {
+		return c.query(ctx, id)
+	}
+	last := lastEventSeq(rec)
+	events := rec.Events
+	for {
+		p, err := c.queryEvents(ctx, id, last)
+		if err != nil {
+			return c.query(ctx, id)
+		}
+		if p.FirstSeq > last+1 || !sameShape(rec, p) {
+			return c.query(ctx, id)
+		}
+		if len(p.Events) > 0 {
+			events = append(events[:len(events):len(events)], p.Events...)
+			last = p.Events[len(p.Events)-1].Seq
+		}
+		if p.More && len(p.Events) > 0 {
+			continue
+		}
+		next := rec
+		next.Events = events
+		next.Status, next.Error, next.UpdatedAt = p.Status, p.Error, p.UpdatedAt
+		next.State = make(map[string]json.RawMessage, len(rec.State))
+		for k, v := range rec.State {
+			if !api.IsReservedStateKey(k) {
+				next.State[k] = v
+			}
+		}
+		for k, v := range p.Waiting {
+			next.State[k] = v
+		}
+		return next, nil
+	}
+}
+
+// queryEvents asks run id for its events after seq after (one page).
+func (c *Client) queryEvents(ctx context.Context, id string, after int64) (api.EventPage, error) {
+	qctx, cancel := context.WithTimeout(ctx, c.QueryTimeout)
+	defer cancel()
+	v, err := c.tc.QueryWorkflow(qctx, id, "", api.QueryEvents, after, api.MaxEventPage)
+	if err != nil {
+		return api.EventPage{}, err
+	}
+	var p api.EventPage
+	if err := v.Get(&p); err != nil {
+		return api.EventPage{}, fmt.Errorf("decode events of run %s: %w", id, err)
+	}
+	return p, nil
+}
+
+// sameShape reports whether rec has the checkpoints and artifacts page names.
+func sameShape(rec api.Record, p api.EventPage) bool {
+	n := 0
+	for k := range rec.State {
+		if !api.IsReservedStateKey(k) {
+			if !slices.Contains(p.Checkpoints, k) {
+				return false
+			}
+			n++
+		}
+	}
+	if n != len(p.Checkpoints) || len(rec.Artifacts) != len(p.Artifacts) {
+		return false
+	}
+	for i, a := range rec.Artifacts {
+		if a.Name != p.Artifacts[i].Name || a.SHA256 != p.Artifacts[i].SHA256 {
+			return false
+		}
+	}
+	return true
+}
+
+// lastEventSeq is the seq of rec's last event, 0 when it has none.
+func lastEventSeq(rec api.Record) int64 {
+	if n := len(rec.Events); n > 0 {
+		return rec.Events[n-1].Seq
+	}
+	return 0
 }

@@ -25,6 +25,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/nexo-temporal/nexo/api"
+	"github.com/nexo-temporal/nexo/artifacts"
 	"github.com/nexo-temporal/nexo/payloads"
 )
 
@@ -94,8 +95,12 @@ type Client struct {
 	// resolves them everywhere else. Nil leaves such a payload out of the record.
 	Payloads *payloads.Driver
 	// DataConverter decodes what the Temporal client hands over undecoded (a model call's
-	// heartbeat details): the one tc was dialled with (default: the SDK's).
+	// heartbeat details, the memo): the one tc was dialled with (default: the SDK's).
 	DataConverter converter.DataConverter
+	// Blobs is the blob store (artifacts.url) closed runs store their final record in (see
+	// api.MemoRecord). Nil reads closed runs by replaying their query, as before records
+	// were stored.
+	Blobs artifacts.Blobs
 }
 
 // New returns a Client over a connected Temporal client.
@@ -235,12 +240,61 @@ func (c *Client) getDescribed(ctx context.Context, id string, desc *workflowserv
 		return api.Record{}, &NoWorkerError{ID: id, TaskQueue: c.taskQueue, Err: qerr}
 	}
 	closed := closedStatus(st)
+	// A run that closed stored its final record: read it, no worker needed.
+	stored, serr := c.storedRecord(ctx, id, desc)
+	if serr == nil && stored != nil {
+		stored.Status = closed
+		return *stored, nil
+	}
+	// Closed before records were stored, terminated or timed out (no code of the run ran
+	// at its close), or the store failed: a worker replays the run to answer the query.
 	rec, qerr := c.query(ctx, id)
 	if qerr != nil {
-		return c.fromHistory(ctx, id, closed)
+		rec, err := c.fromHistory(ctx, id, closed)
+		if err != nil {
+			return api.Record{}, err
+		}
+		why := "it stored no record (it closed before runs stored one, or was terminated or timed out)"
+		if serr != nil {
+			why = fmt.Sprintf("its stored record could not be read (%v)", serr)
+		}
+		rec.Warning = fmt.Sprintf("run %s: %s and no worker replayed it (query %s: %v): its state, events and artifacts are missing here; start a worker for task queue %q and read it again",
+			id, why, api.QueryRun, qerr, c.taskQueue)
+		return rec, nil
 	}
 	rec.Status = closed
 	return rec, nil
+}
+
+// storedRecord reads the final record a closed run stored, nil when its memo names none.
+func (c *Client) storedRecord(ctx context.Context, id string, desc *workflowservice.DescribeWorkflowExecutionResponse) (*api.Record, error) {
+	p := desc.GetWorkflowExecutionInfo().GetMemo().GetFields()[api.MemoRecord]
+	if p == nil {
+		return nil, nil
+	}
+	dc := c.DataConverter
+	if dc == nil {
+		dc = converter.GetDefaultDataConverter()
+	}
+	var ref api.RecordRef
+	if err := dc.FromPayload(p, &ref); err != nil {
+		return nil, fmt.Errorf("decode memo %s: %w", api.MemoRecord, err)
+	}
+	if !artifacts.ValidSum(ref.SHA256) {
+		return nil, fmt.Errorf("memo %s names no blob (sha256 %q)", api.MemoRecord, ref.SHA256)
+	}
+	if c.Blobs == nil {
+		return nil, fmt.Errorf("record blob %s: this client has no blob store (artifacts.url)", ref.SHA256)
+	}
+	body, err := c.Blobs.GetBlob(ctx, ref.SHA256)
+	if err != nil {
+		return nil, fmt.Errorf("read record blob %s (is artifacts.url the store the worker writes?): %w", ref.SHA256, err)
+	}
+	var rec api.Record
+	if err := json.Unmarshal(body, &rec); err != nil {
+		return nil, fmt.Errorf("decode record blob %s: %w", ref.SHA256, err)
+	}
+	return &rec, nil
 }
 
 func (c *Client) describe(ctx context.Context, id string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {

@@ -237,6 +237,9 @@ func showCmd() *command {
 			if err != nil {
 				return err
 			}
+			if rec.Warning != "" {
+				fmt.Fprintln(e.stderr, "warning:", rec.Warning)
+			}
 			if asJSON, _ := fs.GetBool("json"); asJSON {
 				return e.printJSON(rec)
 			}
@@ -359,7 +362,12 @@ func logsCmd() *command {
 			}
 			asJSON, _ := fs.GetBool("json")
 			var last int64
+			warned := false
 			print := func(rec api.Record) {
+				if rec.Warning != "" && !warned {
+					warned = true
+					fmt.Fprintln(e.stderr, "warning:", rec.Warning)
+				}
 				for _, ev := range rec.Events {
 					if ev.Seq <= last {
 						continue
@@ -541,6 +549,9 @@ func artifactsCmd() *command {
 			rec, err := e.record(ctx, args[0])
 			if err != nil {
 				return err
+			}
+			if rec.Warning != "" {
+				fmt.Fprintln(e.stderr, "warning:", rec.Warning)
 			}
 			if asJSON, _ := fs.GetBool("json"); asJSON {
 				return e.printJSON(rec.Artifacts)

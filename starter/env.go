@@ -74,6 +74,7 @@ func (e *env) runs(ctx context.Context) (*runs.Client, error) {
 	e.tc = tc
 	e.client = runs.New(tc, cfg.Temporal.Namespace, cfg.Temporal.TaskQueue)
 	e.client.Payloads = payloads.NewDriver(store)
+	e.client.Blobs = store // closed runs' stored records
 	return e.client, nil
 }
 

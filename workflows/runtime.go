@@ -152,6 +152,9 @@ func start(ctx workflow.Context, name string, payload json.RawMessage, ro *api.R
 	if err := workflow.SetQueryHandler(ctx, api.QueryRun, rt.query); err != nil {
 		panic(fmt.Sprintf("register query %s: %v", api.QueryRun, err)) // only on a duplicate name: a programming error
 	}
+	if err := workflow.SetQueryHandler(ctx, api.QueryEvents, rt.eventsPage); err != nil {
+		panic(fmt.Sprintf("register query %s: %v", api.QueryEvents, err))
+	}
 	startSignalDispatcher(ctx, rt)
 
 	if ro != nil {
@@ -247,6 +250,7 @@ func (rt *runtime) finish(ctx workflow.Context, result json.RawMessage) {
 	rt.release(ctx)
 	rt.emit(ctx, "done", nil)
 	rt.setStatus(ctx, api.StatusDone)
+	rt.persist(ctx)
 }
 
 // changeCancelOutcome: a canceled run returns a CanceledError whatever its step made of the
@@ -263,6 +267,7 @@ func (rt *runtime) fail(ctx workflow.Context, err error) error {
 		rt.release(dctx)
 		rt.emit(dctx, "canceled", nil)
 		rt.setStatus(dctx, api.StatusCanceled)
+		rt.persist(dctx)
 		// Temporal closes a run canceled only when it returns a CanceledError; a step that
 		// rewrapped its cancellation (a tool call's "canceled") would close it failed.
 		if !errors.As(err, &canceled) && workflow.GetVersion(dctx, changeCancelOutcome, workflow.DefaultVersion, 1) >= 1 {
@@ -279,6 +284,7 @@ func (rt *runtime) fail(ctx workflow.Context, err error) error {
 	rt.release(ctx)
 	rt.emit(ctx, "failed", map[string]any{"error": msg})
 	rt.setStatus(ctx, api.StatusFailed)
+	rt.persist(ctx)
 	return err
 }
 
