@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
 	openai "github.com/sashabaranov/go-openai"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/nexo-temporal/nexo/agents"
 	"github.com/nexo-temporal/nexo/api"
 )
 
@@ -18,8 +20,9 @@ import (
 // Ollama, vLLM, ...). The API key stays here, on the worker: it never enters workflow
 // history, events or logs.
 type LLM struct {
-	client *openai.Client
-	model  string
+	client   *openai.Client
+	model    string
+	retryFor time.Duration
 }
 
 // LLMConfig configures NewLLM.
@@ -29,6 +32,10 @@ type LLMConfig struct {
 	APIKey  string
 	// Timeout bounds one HTTP request (default 5m).
 	Timeout time.Duration
+	// RetryFor is the retry budget of a model call for agents whose definition sets no
+	// retry_for (config llm.retry_for); ResolveAgent records it in the agent's spec, so
+	// the workflow gets it deterministically. Zero: the workflows' DefaultRetryFor.
+	RetryFor time.Duration
 }
 
 // NewLLM returns the model client. go-openai does not retry on its own; Temporal retries
@@ -40,8 +47,63 @@ func NewLLM(c LLMConfig) *LLM {
 	if timeout <= 0 {
 		timeout = 5 * time.Minute
 	}
-	cfg.HTTPClient = &http.Client{Timeout: timeout}
-	return &LLM{client: openai.NewClientWithConfig(cfg), model: c.Model}
+	cfg.HTTPClient = &http.Client{Timeout: timeout, Transport: retryAfterTransport{http.DefaultTransport}}
+	return &LLM{client: openai.NewClientWithConfig(cfg), model: c.Model, retryFor: c.RetryFor}
+}
+
+// retryAfterKey carries a *time.Duration in a request's context: retryAfterTransport sets
+// it from the Retry-After header of a 429 or 503 answer (go-openai's errors keep no
+// headers), and classifyModelError hands it to Temporal as the next retry's delay.
+type retryAfterKey struct{}
+
+// maxRetryAfter bounds a provider's Retry-After: a longer wait is still retried, just
+// asked again after this long (the call's retry budget bounds the whole).
+const maxRetryAfter = time.Hour
+
+type retryAfterTransport struct{ base http.RoundTripper }
+
+func (t retryAfterTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.base.RoundTrip(r)
+	if err != nil || (resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusServiceUnavailable) {
+		return resp, err
+	}
+	if d, ok := r.Context().Value(retryAfterKey{}).(*time.Duration); ok {
+		*d = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+	}
+	return resp, nil
+}
+
+// parseRetryAfter reads a Retry-After value, seconds or an HTTP date (RFC 9110 10.2.3);
+// 0 when absent or unreadable.
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	var d time.Duration
+	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
+		d = time.Duration(secs) * time.Second
+	} else if at, err := http.ParseTime(v); err == nil {
+		d = at.Sub(now)
+	}
+	if d <= 0 {
+		return 0
+	}
+	return min(d, maxRetryAfter)
+}
+
+// withRetryAfter returns ctx carrying a place for the Retry-After of the requests made
+// with it.
+func withRetryAfter(ctx context.Context) (context.Context, *time.Duration) {
+	d := new(time.Duration)
+	return context.WithValue(ctx, retryAfterKey{}, d), d
+}
+
+func retryAfterOf(ctx context.Context) time.Duration {
+	if d, ok := ctx.Value(retryAfterKey{}).(*time.Duration); ok {
+		return *d
+	}
+	return 0
 }
 
 // CompleteChat asks the model for the next message of an agent's thread. The system
@@ -122,12 +184,13 @@ func (a *Activities) CompleteChat(ctx context.Context, req api.CompleteChatReque
 func (a *Activities) complete(ctx context.Context, model string, creq openai.ChatCompletionRequest, req api.CompleteChatRequest) (api.CompleteChatResult, error) {
 	stop := keepAlive(ctx)
 	defer stop()
+	ctx, _ = withRetryAfter(ctx)
 	if req.StreamTo != "" || req.StreamLive {
 		return a.completeStreaming(ctx, model, creq, req)
 	}
 	resp, err := a.llm.client.CreateChatCompletion(ctx, creq)
 	if err != nil {
-		return api.CompleteChatResult{}, classifyModelError(model, err)
+		return api.CompleteChatResult{}, classifyModelError(model, err, retryAfterOf(ctx))
 	}
 	if len(resp.Choices) == 0 {
 		return api.CompleteChatResult{}, fmt.Errorf("complete chat with %s: the reply has no choices", model)
@@ -163,6 +226,16 @@ func (a *Activities) model(op, agentModel string) (string, error) {
 	return model, nil
 }
 
+// withRetryBudget gives spec the worker's model retry budget (llm.retry_for) unless its
+// definition sets its own; the resolved spec is recorded, so the workflow reads it
+// deterministically.
+func (a *Activities) withRetryBudget(spec agents.Spec) agents.Spec {
+	if spec.RetryFor == 0 && a.llm != nil && a.llm.retryFor > 0 {
+		spec.RetryFor = api.Duration(a.llm.retryFor)
+	}
+	return spec
+}
+
 // SystemPrompt is the system message of a model request: the agent's instructions, the
 // sandbox's own instructions, then each skill's text, in that order, each once, separated
 // by a blank line; blank parts are left out.
@@ -176,10 +249,12 @@ func SystemPrompt(instructions, sandboxInstructions string, skills []string) str
 	return strings.Join(parts, "\n\n")
 }
 
-// classifyModelError: 408, 429 and 5xx are transient (Temporal retries them); any other
-// 4xx means the request itself is wrong (bad model name, bad key, context too long) and
-// retrying cannot help, so it fails at once with the provider's message.
-func classifyModelError(model string, err error) error {
+// classifyModelError: 408, 429, 5xx and a provider that cannot be reached are transient
+// (api.ErrTypeModelUnavailable: Temporal retries them within the call's retry budget, after
+// the provider's Retry-After when it sent one); any other 4xx means the request itself is
+// wrong (bad model name, bad key, context too long) and retrying cannot help, so it fails
+// at once, non-retryable, with the provider's message.
+func classifyModelError(model string, err error, retryAfter time.Duration) error {
 	status := 0
 	msg := err.Error()
 	var apiErr *openai.APIError
@@ -201,8 +276,13 @@ func classifyModelError(model string, err error) error {
 		status, msg = apiErr.HTTPStatusCode, apiErr.Message
 	}
 	text := fmt.Sprintf("model %s: HTTP %d: %s", model, status, msg)
+	if status == 0 && errors.Is(err, context.Canceled) {
+		return fmt.Errorf("model %s: %w", model, err) // the call was canceled: not the provider's failure
+	}
 	if status == 0 {
-		return fmt.Errorf("model %s: %w", model, err)
+		// Not an answer (connection refused, reset, timed out): the provider may be back soon.
+		return temporal.NewApplicationErrorWithOptions(fmt.Sprintf("model %s: %v", model, err), api.ErrTypeModelUnavailable,
+			temporal.ApplicationErrorOptions{})
 	}
 	if status >= 400 && status < 500 && status != http.StatusRequestTimeout && status != http.StatusTooManyRequests {
 		if status == http.StatusRequestEntityTooLarge {
@@ -215,7 +295,8 @@ func classifyModelError(model string, err error) error {
 		}
 		return temporal.NewNonRetryableApplicationError(text, api.ErrTypeBadInput, nil)
 	}
-	return temporal.NewApplicationError(text, "ModelUnavailable")
+	return temporal.NewApplicationErrorWithOptions(text, api.ErrTypeModelUnavailable,
+		temporal.ApplicationErrorOptions{NextRetryDelay: retryAfter})
 }
 
 // contextExceeded recognises a provider's "the request is longer than my context"

@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"go.temporal.io/sdk/temporal"
 
@@ -374,4 +375,67 @@ func TestCompleteChatTransportErrors(t *testing.T) {
 			t.Errorf("err = %v, want it to say the reply had no choices", err)
 		}
 	})
+}
+
+// Transient provider answers are ErrTypeModelUnavailable and retryable; the provider's
+// Retry-After (seconds or an HTTP date) becomes the next retry's delay.
+func TestCompleteChatTransientErrorsCarryRetryAfter(t *testing.T) {
+	tests := []struct {
+		name       string
+		status     int
+		retryAfter string
+		wantDelay  time.Duration
+	}{
+		{"429 with seconds", http.StatusTooManyRequests, "7", 7 * time.Second},
+		{"503 with a date", http.StatusServiceUnavailable, time.Now().Add(90 * time.Second).UTC().Format(http.TimeFormat), 90 * time.Second},
+		{"429 without a header", http.StatusTooManyRequests, "", 0},
+		{"429 asking for a day", http.StatusTooManyRequests, "86400", time.Hour},
+		{"502 with a header it does not mean", http.StatusBadGateway, "7", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if tt.retryAfter != "" {
+					w.Header().Set("Retry-After", tt.retryAfter)
+				}
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(tt.status)
+				fmt.Fprint(w, `{"error":{"message":"slow down","type":"rate_limit"}}`)
+			}))
+			t.Cleanup(srv.Close)
+			e := newEnv(t, activities.Deps{LLM: activities.NewLLM(activities.LLMConfig{BaseURL: srv.URL + "/v1", Model: "m"})})
+			_, err := e.a.CompleteChat(context.Background(), api.CompleteChatRequest{Messages: userAsks("Hi")})
+			app := wantAppError(t, err, false, api.ErrTypeModelUnavailable)
+			// An HTTP date has a resolution of a second.
+			if got := app.NextRetryDelay(); got > tt.wantDelay || got < tt.wantDelay-2*time.Second {
+				t.Errorf("NextRetryDelay = %s, want %s", got, tt.wantDelay)
+			}
+		})
+	}
+	t.Run("connection refused", func(t *testing.T) {
+		srv := httptest.NewServer(http.NotFoundHandler())
+		url := srv.URL + "/v1"
+		srv.Close()
+		e := newEnv(t, activities.Deps{LLM: activities.NewLLM(activities.LLMConfig{BaseURL: url, Model: "m"})})
+		_, err := e.a.CompleteChat(context.Background(), api.CompleteChatRequest{Messages: userAsks("Hi")})
+		wantAppError(t, err, false, api.ErrTypeModelUnavailable)
+	})
+}
+
+// The worker's llm.retry_for reaches the workflow in the resolved (recorded) spec; an
+// agent's own retry_for wins.
+func TestResolveAgentCarriesTheRetryBudget(t *testing.T) {
+	e := newEnv(t, activities.Deps{
+		LLM:    activities.NewLLM(activities.LLMConfig{BaseURL: "http://127.0.0.1:1/v1", Model: "m", RetryFor: 2 * time.Hour}),
+		Agents: []agents.Spec{{Name: "plain"}, {Name: "patient", RetryFor: api.Duration(72 * time.Hour)}},
+	})
+	for name, want := range map[string]time.Duration{"plain": 2 * time.Hour, "patient": 72 * time.Hour} {
+		spec, err := e.a.ResolveAgent(context.Background(), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := time.Duration(spec.RetryFor); got != want {
+			t.Errorf("agent %s: retry_for = %s, want %s", name, got, want)
+		}
+	}
 }

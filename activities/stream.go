@@ -36,7 +36,7 @@ func (a *Activities) completeStreaming(ctx context.Context, model string, creq o
 	creq.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
 	stream, err := a.llm.client.CreateChatCompletionStream(ctx, creq)
 	if err != nil {
-		return api.CompleteChatResult{}, classifyModelError(model, err)
+		return api.CompleteChatResult{}, classifyModelError(model, err, retryAfterOf(ctx))
 	}
 	defer stream.Close()
 	var sink textSink
@@ -58,7 +58,7 @@ func (a *Activities) completeStreaming(ctx context.Context, model string, creq o
 			break
 		}
 		if err != nil {
-			return api.CompleteChatResult{}, classifyModelError(model, err)
+			return api.CompleteChatResult{}, classifyModelError(model, err, retryAfterOf(ctx))
 		}
 		if resp.Model != "" {
 			out.Model = resp.Model

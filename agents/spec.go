@@ -11,6 +11,7 @@ import (
 	"path"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/nexo-temporal/nexo/api"
 	"github.com/nexo-temporal/nexo/permissions"
@@ -62,6 +63,11 @@ type Spec struct {
 	// no bound, and a thread that outgrows the model fails with a message naming this
 	// setting.
 	Context api.ContextPolicy `json:"context,omitzero" mapstructure:"context" yaml:"context"`
+	// RetryFor is how long a model call's transient failures (HTTP 408, 429, 5xx, the
+	// provider unreachable) are retried before the run fails, e.g. "6h". Zero: the worker's
+	// llm.retry_for (default 6h). It is recorded with the spec, so a run keeps the budget it
+	// started with.
+	RetryFor api.Duration `json:"retry_for,omitempty" mapstructure:"retry_for" yaml:"retry_for"`
 }
 
 // Turns is MaxTurns or the default.
@@ -164,6 +170,9 @@ func (s Spec) Validate() error {
 	validateRequires(s.Requires, s.Sandbox.Type, bad)
 	if s.MaxTurns < 0 {
 		bad("max_turns", "%d is negative", s.MaxTurns)
+	}
+	if s.RetryFor != 0 && time.Duration(s.RetryFor) < time.Minute {
+		bad("retry_for", "%s is under a minute (want a budget such as 6h; leave it out for llm.retry_for)", time.Duration(s.RetryFor))
 	}
 	switch c := s.Context; {
 	case c.MaxTokens < 0:

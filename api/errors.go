@@ -18,4 +18,18 @@ const (
 	ErrTypeReservedKey = "NexoReservedStateKey"
 	// ErrTypeRequirements: an agent's sandbox does not meet its `requires`.
 	ErrTypeRequirements = "NexoRequirementsUnmet"
+	// ErrTypeSessionHandover: a session refused a prompt because it is handing over to
+	// its continue-as-new run (retryable: the same prompt sent again reaches the new run).
+	// Its detail is a SessionHandover.
+	ErrTypeSessionHandover = "NexoSessionHandover"
+	// ErrTypeModelUnavailable: the model provider answered 408, 429 or 5xx, or could not
+	// be reached (retryable within the model call's retry budget, llm.retry_for).
+	ErrTypeModelUnavailable = "NexoModelUnavailable"
 )
+
+// SessionHandover is the detail of an ErrTypeSessionHandover error.
+type SessionHandover struct {
+	// Session is the session's workflow id; RunID the run that refused the prompt.
+	Session string `json:"session"`
+	RunID   string `json:"run_id"`
+}

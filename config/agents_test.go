@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nexo-temporal/nexo/permissions"
 )
@@ -21,6 +22,7 @@ agents:
     fetch_allow: [example.com]
     produces: ["notes/*.md"]
     max_turns: 10
+    retry_for: 72h
 `
 
 func TestLoadAgents(t *testing.T) {
@@ -42,7 +44,7 @@ func TestLoadAgents(t *testing.T) {
 	a := cfg.Agents[0]
 	if a.Name != "scribe" || a.Permissions.Mode != permissions.ModeApprove || a.Sandbox.Dir != "./workspace" ||
 		a.MaxTurns != 10 || len(a.Permissions.ApproveWhen) != 1 || a.Permissions.ApproveWhen[0].Detail != "notes/**" ||
-		a.FetchAllow[0] != "example.com" || a.Produces[0] != "notes/*.md" {
+		a.FetchAllow[0] != "example.com" || a.Produces[0] != "notes/*.md" || time.Duration(a.RetryFor) != 72*time.Hour {
 		t.Errorf("agent = %+v", a)
 	}
 }
@@ -55,6 +57,7 @@ func TestAgentErrorsNameTheField(t *testing.T) {
 		{"bad name", "llm: {base_url: http://x:1/v1}\nagents:\n  - name: 'a b'\n", "name"},
 		{"typo in agent", "llm: {base_url: http://x:1/v1}\nagents:\n  - name: a\n    instructons: hi\n", "instructons"},
 		{"web_search without a backend", "llm: {base_url: http://x:1/v1}\nagents:\n  - name: a\n    web_search: true\n", "agents[a].web_search"},
+		{"retry budget under a minute", "llm: {base_url: http://x:1/v1}\nagents:\n  - name: a\n    retry_for: 10s\n", "agents[a].retry_for"},
 		{"escaping produces", "llm: {base_url: http://x:1/v1}\nagents:\n  - name: a\n    produces: [../x]\n", "agents[a].produces[0]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

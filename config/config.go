@@ -33,6 +33,7 @@
 //	llm.model                NEXO_LLM_MODEL                   ""
 //	llm.api_key_env          NEXO_LLM_API_KEY_ENV             OPENAI_API_KEY
 //	llm.timeout              NEXO_LLM_TIMEOUT                 5m
+//	llm.retry_for            NEXO_LLM_RETRY_FOR               6h
 //	agents                   NEXO_AGENTS                      none (a list; set it in the file)
 //	skills_path              NEXO_SKILLS_PATH                 skills
 //	mcp.credentials_file     NEXO_MCP_CREDENTIALS_FILE        .nexo/mcp-credentials.json
@@ -117,6 +118,7 @@ func Defaults() Config {
 		LLM: LLM{
 			APIKeyEnv: "OPENAI_API_KEY",
 			Timeout:   5 * time.Minute,
+			RetryFor:  6 * time.Hour,
 		},
 		Gateway: Gateway{
 			Addr:         "127.0.0.1:8234",
@@ -231,6 +233,10 @@ type LLM struct {
 	APIKeyEnv string `mapstructure:"api_key_env"`
 	// Timeout bounds one model request (default 5m).
 	Timeout time.Duration `mapstructure:"timeout"`
+	// RetryFor is how long a model call's transient failures (HTTP 408, 429, 5xx, the
+	// provider unreachable) are retried before the run fails (default 6h), for agents
+	// whose definition sets no retry_for. Other 4xx fail at once.
+	RetryFor time.Duration `mapstructure:"retry_for"`
 }
 
 // APIKey reads the model API key from the environment variable LLM.APIKeyEnv names.

@@ -53,7 +53,7 @@ func TestDefaults(t *testing.T) {
 		Payloads:   Payloads{OffloadThreshold: 256 << 10},
 		Sandbox:    Sandbox{Root: ".nexo/workspaces", ShellTimeout: 2 * time.Minute},
 		Log:        Log{Level: "info", Format: "text"},
-		LLM:        LLM{APIKeyEnv: "OPENAI_API_KEY", Timeout: 5 * time.Minute},
+		LLM:        LLM{APIKeyEnv: "OPENAI_API_KEY", Timeout: 5 * time.Minute, RetryFor: 6 * time.Hour},
 		Gateway:    Gateway{Addr: "127.0.0.1:8234", MaxBodyBytes: 1 << 20},
 		SkillsPath: "skills",
 		MCP:        MCP{CredentialsFile: ".nexo/mcp-credentials.json"},

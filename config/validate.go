@@ -164,6 +164,9 @@ func (c Config) Validate() error {
 		bad("llm.api_key_env", l.APIKeyEnv,
 			"want the name of an environment variable, such as OPENAI_API_KEY (the key itself never goes in config)")
 	}
+	if l.RetryFor < time.Minute {
+		bad("llm.retry_for", l.RetryFor, "want at least 1m (a budget such as 6h)")
+	}
 	if l.Timeout < time.Second {
 		bad("llm.timeout", l.Timeout, "want at least 1s")
 	}

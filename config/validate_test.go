@@ -55,6 +55,7 @@ func TestValidate(t *testing.T) {
 			`gateway.codec_origins[0] "temporal-ui.example.com": want a browser origin: scheme://host[:port], such as http://127.0.0.1:8233`},
 		{"empty sandbox root", func(c *Config) { c.Sandbox.Root = "" }, `sandbox.root "": must not be empty`},
 		{"shell timeout below a second", func(c *Config) { c.Sandbox.ShellTimeout = 120 }, `sandbox.shell_timeout 120ns: want at least 1s`},
+		{"model retry budget under a minute", func(c *Config) { c.LLM.RetryFor = 30 * time.Second }, `llm.retry_for 30s: want at least 1m (a budget such as 6h)`},
 		{"unknown log level", func(c *Config) { c.Log.Level = "verbose" }, `log.level "verbose": want one of debug, info, warn, error`},
 		{"unknown log format", func(c *Config) { c.Log.Format = "xml" }, `log.format "xml": want one of text, json`},
 		{"temporal ui without a scheme", func(c *Config) { c.Gateway.TemporalUI = "127.0.0.1:8233" },
@@ -120,6 +121,7 @@ func TestValidateAccepts(t *testing.T) {
 		{"artifacts in memory", func(c *Config) { c.Artifacts.URL = "mem://" }},
 		{"log level in capitals", func(c *Config) { c.Log.Level = "WARN" }},
 		{"one second shell timeout", func(c *Config) { c.Sandbox.ShellTimeout = time.Second }},
+		{"model retry budget of three days", func(c *Config) { c.LLM.RetryFor = 72 * time.Hour }},
 		{"codec origins, lowest offload threshold", func(c *Config) {
 			c.Gateway.CodecOrigins = []string{"http://127.0.0.1:8233", "https://ui.example.com/"}
 			c.Payloads.OffloadThreshold = MinOffloadThreshold
