@@ -31,7 +31,7 @@ var debugSteps = os.Getenv("NEXO_BENCH_STEPS") == "1"
 // rawApproval is DocumentApproval's shape written directly on the Temporal SDK: fetch,
 // wait for a signal, publish. No run record, no search attribute, no events.
 func rawApproval(ctx workflow.Context, docID string) (string, error) {
-	ctx = workflow.WithActivityOptions(ctx, workflows.DefaultActivityOptions)
+	ctx = workflow.WithActivityOptions(ctx, workflows.DefaultActivityOptions())
 	status := "fetching"
 	if err := workflow.SetQueryHandler(ctx, "status", func() (string, error) { return status, nil }); err != nil {
 		return "", err

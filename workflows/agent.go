@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"path"
 	"sort"
 	"strings"
@@ -30,28 +31,51 @@ var ErrModelCallTooLarge = errors.New("model call input too large")
 // payload limit (limit.blobSize.error) with room for the rest of the command.
 const maxModelCallInput = 1_800_000
 
-// modelCallOptions: a model call may take minutes; transient provider errors (408, 429,
-// 5xx, network) are retried with backoff, other 4xx are non-retryable at the source.
-var modelCallOptions = workflow.ActivityOptions{
-	StartToCloseTimeout: 10 * time.Minute,
-	// The activity heartbeats every 5s (half this): a call in flight on a killed worker is retried
-	// elsewhere after this long, not after the start-to-close timeout.
-	HeartbeatTimeout: 10 * time.Second,
-	RetryPolicy: &temporal.RetryPolicy{
-		InitialInterval:        2 * time.Second,
-		BackoffCoefficient:     2,
-		MaximumInterval:        time.Minute,
-		MaximumAttempts:        6,
-		NonRetryableErrorTypes: []string{api.ErrTypeBadInput, api.ErrTypeTooLarge},
-	},
+// DefaultRetryFor is how long a model call's transient failures are retried when the
+// agent's spec carries no retry_for (the worker fills it from llm.retry_for).
+const DefaultRetryFor = 6 * time.Hour
+
+// modelCallOptions: a model call may take minutes. Transient provider errors (408, 429,
+// 5xx, the provider unreachable: api.ErrTypeModelUnavailable) are retried for as long as
+// the agent's budget (spec.RetryFor) allows, not a number of attempts: a run that waited days for a human
+// must not fail because its provider was overloaded for a minute. Other 4xx are
+// non-retryable at the source and fail at once. The activity may set the next delay (a
+// provider's Retry-After). The budget comes from the recorded agent spec, so it is the
+// same on every replay.
+func modelCallOptions(spec agents.Spec) workflow.ActivityOptions {
+	retryFor := time.Duration(spec.RetryFor)
+	if retryFor <= 0 {
+		retryFor = DefaultRetryFor
+	}
+	return workflow.ActivityOptions{
+		ScheduleToCloseTimeout: retryFor,
+		StartToCloseTimeout:    10 * time.Minute,
+		// The activity heartbeats every 5s (half this): a call in flight on a killed worker
+		// is retried elsewhere after this long, not after the start-to-close timeout.
+		HeartbeatTimeout: 10 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    2 * time.Second,
+			BackoffCoefficient: 2,
+			MaximumInterval:    time.Minute,
+			// The budget ends the retries; this count (one a second of the budget) is only
+			// a bound the budget reaches first (and an explicit count: Temporal's testsuite
+			// caps "unlimited" at 10 attempts).
+			MaximumAttempts:        int32(min(retryFor/time.Second, math.MaxInt32)),
+			NonRetryableErrorTypes: []string{api.ErrTypeBadInput, api.ErrTypeTooLarge},
+		},
+	}
 }
 
 // toolCallOptions: a command may run for minutes (bounded by sandbox.shell_timeout); the
-// activity heartbeats, so a killed worker's call is retried within seconds.
-var toolCallOptions = workflow.ActivityOptions{
-	StartToCloseTimeout: 15 * time.Minute,
-	HeartbeatTimeout:    10 * time.Second,
-	RetryPolicy:         DefaultActivityOptions.RetryPolicy,
+// activity heartbeats, so a killed worker's call is retried within seconds. Attempts stay
+// bounded: a tool that runs and fails is a result the model sees, so an activity error
+// here is broken infrastructure, which fails the run for a re-run.
+func toolCallOptions() workflow.ActivityOptions {
+	return workflow.ActivityOptions{
+		StartToCloseTimeout: 15 * time.Minute,
+		HeartbeatTimeout:    10 * time.Second,
+		RetryPolicy:         defaultRetryPolicy(),
+	}
 }
 
 // AgentRun is the generic workflow that runs one configured agent on one prompt:
@@ -70,7 +94,11 @@ func AgentRun(ctx workflow.Context, in api.AgentRunInput) (api.AgentResult, erro
 	if in.MaxTurns > 0 {
 		spec.MaxTurns = in.MaxTurns
 	}
-	runtimeOf(ctx).sandbox = spec.Sandbox // the run owns the agent's sandbox
+	rt, err := runtimeOf(ctx, "agent "+in.Agent)
+	if err != nil {
+		return api.AgentResult{}, err
+	}
+	rt.sandbox = spec.Sandbox // the run owns the agent's sandbox
 	return RunAgent(ctx, spec, in.Prompt)
 }
 
@@ -80,7 +108,10 @@ func AgentRun(ctx workflow.Context, in api.AgentRunInput) (api.AgentResult, erro
 // (no worker is held) until nexo.approval decides it. The agent acts in the run's
 // sandbox; its `produces` files are recorded as artifacts when it ends, also on failure.
 func RunAgent(ctx workflow.Context, spec agents.Spec, prompt string) (api.AgentResult, error) {
-	rt := runtimeOf(ctx)
+	rt, err := runtimeOf(ctx, "agent "+spec.Name)
+	if err != nil {
+		return api.AgentResult{Agent: spec.Name}, err
+	}
 	spec.Sandbox = rt.sandbox
 	rt.sandboxUsed = true
 	res := api.AgentResult{Agent: spec.Name}
@@ -100,7 +131,7 @@ func RunAgent(ctx workflow.Context, spec agents.Spec, prompt string) (api.AgentR
 	}
 	tools, err := rt.toolset(ctx, spec)
 	if err != nil {
-		return res, fmt.Errorf("agent %s: %w", spec.Name, err)
+		return res, wrap(err, "agent %s", spec.Name)
 	}
 	start := map[string]any{"agent": spec.Name, "prompt": prompt, "tools": tools.names()}
 	if len(spec.Skills) > 0 {
@@ -129,7 +160,7 @@ type loopStyle struct {
 func (rt *runtime) agentLoop(ctx workflow.Context, spec agents.Spec, tools toolset, skills []string, conv *conversation, style loopStyle) (api.AgentResult, error) {
 	res := api.AgentResult{Agent: spec.Name}
 	defs := tools.defs()
-	mctx := workflow.WithActivityOptions(ctx, modelCallOptions)
+	mctx := workflow.WithActivityOptions(ctx, modelCallOptions(spec))
 	for turn := 1; ; turn++ {
 		if turn > spec.Turns() {
 			rt.emit(ctx, "turn_limit_exceeded", map[string]int{"turns": turn - 1, "max_turns": spec.Turns()})
@@ -138,7 +169,7 @@ func (rt *runtime) agentLoop(ctx workflow.Context, spec agents.Spec, tools tools
 		}
 		callTag := fmt.Sprintf("%s%d", style.idPrefix, turn)
 		if err := rt.compact(ctx, spec, conv); err != nil {
-			return res, fmt.Errorf("agent %s: compact the thread before model call %d: %s", spec.Name, turn, errorMessage(err))
+			return res, wrap(err, "agent %s: compact the thread before model call %d", spec.Name, turn)
 		}
 		req := api.CompleteChatRequest{Model: spec.Model, RunID: rt.rec.ID, Sandbox: spec.Sandbox}
 		conv.request(&req, spec, skills, defs, callTag)
@@ -164,7 +195,7 @@ func (rt *runtime) agentLoop(ctx workflow.Context, spec agents.Spec, tools tools
 		streamed := rt.streamed[callTag]
 		delete(rt.streamed, callTag) // also when the call failed: a failed turn leaves nothing behind
 		if err != nil {
-			return res, fmt.Errorf("agent %s: model call %d: %s", spec.Name, turn, errorMessage(err))
+			return res, wrap(err, "agent %s: model call %d", spec.Name, turn)
 		}
 		res.Turns = turn
 		res.Usage.PromptTokens += out.Usage.PromptTokens
@@ -206,7 +237,7 @@ func (rt *runtime) agentLoop(ctx workflow.Context, spec agents.Spec, tools tools
 		for _, call := range msg.ToolCalls {
 			result, err := rt.callTool(ctx, spec, tools, call, style.session, conv.byRef)
 			if err != nil {
-				return res, fmt.Errorf("agent %s: tool call %s (%s): %w", spec.Name, call.ID, call.Name, err)
+				return res, wrap(err, "agent %s: tool call %s (%s)", spec.Name, call.ID, call.Name)
 			}
 			conv.add(api.ChatMessage{Role: api.RoleTool, ToolCallID: call.ID, Content: result.Content,
 				ContentRef: result.ContentRef, ContentBytes: result.ContentBytes})
@@ -249,14 +280,17 @@ func (ts toolset) defs() []api.ToolDef {
 }
 
 // mcpCallOptions: a broken transport is retried a few times; then the model gets an error
-// result naming the server, and the run goes on.
-var mcpCallOptions = workflow.ActivityOptions{
-	StartToCloseTimeout: 5 * time.Minute,
-	HeartbeatTimeout:    10 * time.Second,
-	RetryPolicy: &temporal.RetryPolicy{
-		InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second, MaximumAttempts: 3,
-		NonRetryableErrorTypes: []string{api.ErrTypeBadInput, api.ErrTypeNotFound},
-	},
+// result naming the server, and the run goes on (the run never fails on it, so no budget
+// of hours is needed here).
+func mcpCallOptions() workflow.ActivityOptions {
+	return workflow.ActivityOptions{
+		StartToCloseTimeout: 5 * time.Minute,
+		HeartbeatTimeout:    10 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second, MaximumAttempts: 3,
+			NonRetryableErrorTypes: []string{api.ErrTypeBadInput, api.ErrTypeNotFound},
+		},
+	}
 }
 
 func (rt *runtime) toolset(ctx workflow.Context, spec agents.Spec) (toolset, error) {
@@ -270,9 +304,9 @@ func (rt *runtime) toolset(ctx workflow.Context, spec agents.Spec) (toolset, err
 	// The list is an activity: its result is in history, so replay never needs a live
 	// server and the tools offered cannot change under a running agent.
 	var list api.ListMCPToolsResult
-	lctx := workflow.WithActivityOptions(ctx, mcpCallOptions)
+	lctx := workflow.WithActivityOptions(ctx, mcpCallOptions())
 	if err := workflow.ExecuteActivity(lctx, api.ActivityListMCPTools, api.ListMCPToolsRequest{RunID: rt.rec.ID, Servers: spec.MCP}).Get(ctx, &list); err != nil {
-		return ts, fmt.Errorf("list MCP tools: %s", errorMessage(err))
+		return ts, wrap(err, "list MCP tools")
 	}
 	for _, name := range sortedKeys(list.Errors) {
 		rt.emit(ctx, "mcp_server_error", map[string]string{"server": name, "error": list.Errors[name]})
@@ -410,8 +444,9 @@ func (rt *runtime) decideAndRun(ctx workflow.Context, spec agents.Spec, tools to
 		}
 	}
 	var res api.RunToolResult
-	if err := rt.onSandbox(ctx, &toolCallOptions, api.ActivityRunTool, req, &res); err != nil {
-		return api.RunToolResult{}, errors.New(errorMessage(err))
+	opts := toolCallOptions()
+	if err := rt.onSandbox(ctx, &opts, api.ActivityRunTool, req, &res); err != nil {
+		return api.RunToolResult{}, &wrapError{err: err}
 	}
 	if key != "" && res.Stamp != nil {
 		if rt.stamps == nil {
@@ -492,7 +527,7 @@ func (rt *runtime) callMCP(ctx workflow.Context, server api.MCPServerSpec, tool 
 	req := api.CallMCPToolRequest{RunID: rt.rec.ID, CallID: call.ID, Server: server, Tool: tool.Name,
 		Args: json.RawMessage(orEmptyObject(call.Arguments)), StoreOver: storeOver}
 	var res api.RunToolResult
-	mctx := workflow.WithActivityOptions(ctx, mcpCallOptions)
+	mctx := workflow.WithActivityOptions(ctx, mcpCallOptions())
 	if err := workflow.ExecuteActivity(mctx, api.ActivityCallMCPTool, req).Get(ctx, &res); err != nil {
 		return errorResult("MCP server %s: %s failed: %s", server.Name, tool.Name, errorMessage(err))
 	}

@@ -33,7 +33,11 @@ type ArtifactSource struct {
 // and records its metadata, with the content inline when it is small. A second artifact of
 // the same name replaces the first.
 func Artifact(ctx workflow.Context, name string, src ArtifactSource) (api.Artifact, error) {
-	return runtimeOf(ctx).artifact(ctx, name, src, true)
+	rt, err := runtimeOf(ctx, "artifact "+name)
+	if err != nil {
+		return api.Artifact{}, err
+	}
+	return rt.artifact(ctx, name, src, true)
 }
 
 // artifact stores an artifact; emit=false keeps it out of the event log (a session's
@@ -67,7 +71,7 @@ func (rt *runtime) artifact(ctx workflow.Context, name string, src ArtifactSourc
 	}
 	var meta api.Artifact
 	if err := rt.onSandbox(ctx, nil, api.ActivityWriteArtifact, req, &meta); err != nil {
-		return api.Artifact{}, fmt.Errorf("artifact %s: %s", name, errorMessage(err))
+		return api.Artifact{}, wrap(err, "artifact %s", name)
 	}
 	replaced := false
 	for i := range rt.rec.Artifacts {
@@ -120,7 +124,10 @@ func render(name, tmpl string, data any) ([]byte, error) {
 // Stage writes files into the run's sandbox (through an activity), emits a "staged"
 // event with the count, and returns the count. Keys are workspace-relative paths.
 func Stage(ctx workflow.Context, files map[string][]byte) (int, error) {
-	rt := runtimeOf(ctx)
+	rt, err := runtimeOf(ctx, fmt.Sprintf("stage %d files", len(files)))
+	if err != nil {
+		return 0, err
+	}
 	req := api.StageFilesRequest{RunID: rt.rec.ID, Sandbox: rt.sandbox}
 	for _, p := range sortedKeys(files) {
 		if len(files[p]) > api.MaxArtifactBytes {
@@ -133,7 +140,7 @@ func Stage(ctx workflow.Context, files map[string][]byte) (int, error) {
 	rt.sandboxUsed = true
 	var res api.StageFilesResult
 	if err := rt.onSandbox(ctx, nil, api.ActivityStageFiles, req, &res); err != nil {
-		return 0, fmt.Errorf("stage %d files: %s", len(files), errorMessage(err))
+		return 0, wrap(err, "stage %d files", len(files))
 	}
 	rt.emit(ctx, "staged", map[string]int{"count": len(req.Files)})
 	return len(req.Files), nil

@@ -41,14 +41,17 @@ func Checkpoint[T any](ctx workflow.Context, name string, activity any, args ...
 // run activities); its JSON result is stored under state[name] and returned.
 func Step[T any](ctx workflow.Context, name string, fn func(ctx workflow.Context) (T, error)) (T, error) {
 	var zero T
-	rt := runtimeOf(ctx)
+	rt, err := runtimeOf(ctx, "checkpoint "+name)
+	if err != nil {
+		return zero, err
+	}
 	if err := checkName(name); err != nil {
 		return zero, err
 	}
 	if raw, ok := rt.rec.State[name]; ok {
 		return decodeStored[T](name, raw)
 	}
-	v, err := fn(ctx)
+	v, err := fn(withDefaultOptions(ctx))
 	if err != nil {
 		return zero, &StepError{Name: name, Err: err}
 	}
@@ -57,6 +60,16 @@ func Step[T any](ctx workflow.Context, name string, fn func(ctx workflow.Context
 		return zero, err
 	}
 	return decodeStored[T](name, raw)
+}
+
+// withDefaultOptions gives ctx the run's default activity options when it has none: the
+// context the SDK hands an update handler derives from its own root, not from the run's,
+// so a checkpoint in a user's update handler would otherwise fail for want of a timeout.
+func withDefaultOptions(ctx workflow.Context) workflow.Context {
+	if o := workflow.GetActivityOptions(ctx); o.StartToCloseTimeout == 0 && o.ScheduleToCloseTimeout == 0 {
+		return workflow.WithActivityOptions(ctx, DefaultActivityOptions())
+	}
+	return ctx
 }
 
 // store records a checkpoint's result under state[name] and emits its event.
@@ -114,8 +127,11 @@ func (e *StepError) Unwrap() error { return e.Err }
 //
 // The result maps every name to its stored JSON.
 func CheckpointAll(ctx workflow.Context, steps map[string]StepFunc) (map[string]json.RawMessage, error) {
-	rt := runtimeOf(ctx)
 	names := sortedKeys(steps)
+	rt, err := runtimeOf(ctx, fmt.Sprintf("checkpoints %v", names))
+	if err != nil {
+		return nil, err
+	}
 	for _, name := range names {
 		if err := checkName(name); err != nil {
 			return nil, err
@@ -135,7 +151,7 @@ func CheckpointAll(ctx workflow.Context, steps map[string]StepFunc) (map[string]
 			name, step := name, steps[name]
 			workflow.Go(cctx, func(gctx workflow.Context) {
 				defer func() { running-- }()
-				v, err := step(gctx)
+				v, err := step(withDefaultOptions(gctx))
 				if err != nil {
 					err = &StepError{Name: name, Err: err}
 				} else {

@@ -21,7 +21,11 @@ func Emit(ctx workflow.Context, eventType string, data any) error {
 	if err != nil {
 		return fmt.Errorf("emit %s: data is not JSON: %w", eventType, err)
 	}
-	runtimeOf(ctx).appendEvent(ctx, eventType, raw)
+	rt, err := runtimeOf(ctx, "emit "+eventType)
+	if err != nil {
+		return err
+	}
+	rt.appendEvent(ctx, eventType, raw)
 	return nil
 }
 

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -45,6 +47,9 @@ type RunFunc func(ctx workflow.Context, payload json.RawMessage, opts *api.RunOp
 func Wrap[In, Out any](name string, fn func(ctx workflow.Context, in In) (Out, error), opts Options) RunFunc {
 	return func(ctx workflow.Context, payload json.RawMessage, ro *api.RunOptions) (json.RawMessage, error) {
 		rt, ctx := start(ctx, name, payload, ro, opts)
+		// Also when the execution is evicted from the worker's cache: the SDK ends the
+		// workflow's coroutines with runtime.Goexit, which runs this.
+		defer forgetRuntime(ctx)
 		var in In
 		if err := decodePayload(payload, &in); err != nil {
 			return nil, rt.fail(ctx, temporal.NewNonRetryableApplicationError(
@@ -74,8 +79,6 @@ func decodePayload(payload json.RawMessage, in any) error {
 	}
 	return json.Unmarshal(payload, in)
 }
-
-type runtimeKey struct{}
 
 // runtime is the state of one run. It lives in workflow memory and is rebuilt by replay,
 // so it is never persisted separately; the query serves it.
@@ -143,8 +146,8 @@ func start(ctx workflow.Context, name string, payload json.RawMessage, ro *api.R
 		},
 		sandbox: opts.Sandbox,
 	}
-	ctx = workflow.WithValue(ctx, runtimeKey{}, rt)
-	ctx = workflow.WithActivityOptions(ctx, DefaultActivityOptions)
+	keepRuntime(ctx, rt)
+	ctx = workflow.WithActivityOptions(ctx, DefaultActivityOptions())
 	rt.rootCtx = ctx
 
 	// The query handler is registered before anything can block, so a run is readable
@@ -175,17 +178,24 @@ func start(ctx workflow.Context, name string, payload json.RawMessage, ro *api.R
 // a worker silent this long is taken as lost and the attempt is retried.
 const ActivityHeartbeatTimeout = 10 * time.Second
 
-// DefaultActivityOptions apply to every activity a Nexo workflow runs unless the workflow
-// sets its own with workflow.WithActivityOptions. Retries are bounded so a step that keeps
-// failing fails the run (which can then be re-run) instead of retrying forever.
+// DefaultActivityOptions are the options of every activity a Nexo workflow runs unless the
+// workflow sets its own with workflow.WithActivityOptions. Retries are bounded so a step
+// that keeps failing fails the run (which can then be re-run) instead of retrying forever.
+// Each call returns a fresh value (its RetryPolicy too), so no caller can change another's.
 //
 // Every activity heartbeats while it runs (the worker keeps each one alive, see
 // activities.Register), so an attempt on a worker that was killed is retried elsewhere
 // after ActivityHeartbeatTimeout, not after its start-to-close timeout.
-var DefaultActivityOptions = workflow.ActivityOptions{
-	StartToCloseTimeout: 5 * time.Minute,
-	HeartbeatTimeout:    ActivityHeartbeatTimeout,
-	RetryPolicy: &temporal.RetryPolicy{
+func DefaultActivityOptions() workflow.ActivityOptions {
+	return workflow.ActivityOptions{
+		StartToCloseTimeout: 5 * time.Minute,
+		HeartbeatTimeout:    ActivityHeartbeatTimeout,
+		RetryPolicy:         defaultRetryPolicy(),
+	}
+}
+
+func defaultRetryPolicy() *temporal.RetryPolicy {
+	return &temporal.RetryPolicy{
 		InitialInterval:    time.Second,
 		BackoffCoefficient: 2,
 		MaximumInterval:    time.Minute,
@@ -193,15 +203,51 @@ var DefaultActivityOptions = workflow.ActivityOptions{
 		NonRetryableErrorTypes: []string{
 			api.ErrTypeBadInput, api.ErrTypeNotFound, api.ErrTypeEscape, api.ErrTypeTooLarge,
 		},
-	},
+	}
 }
 
-func runtimeOf(ctx workflow.Context) *runtime {
-	rt, ok := ctx.Value(runtimeKey{}).(*runtime)
+// ErrNoRuntime is returned (wrapped with the operation) by the authoring API (Checkpoint,
+// Emit, Suspend, Artifact, RunAgent, ...) called from a workflow that was not registered
+// through Register or Wrap, so it has no run record to work on.
+var ErrNoRuntime = errors.New("workflow has no run runtime: register it with workflows.Register")
+
+// runtimes holds the run runtime of every execution this process is running, keyed by the
+// execution's *workflow.Info. The SDK hands the same Info pointer to every context of one
+// execution (the workflow function's, a workflow.Go goroutine's, and the root-derived
+// context an update handler gets, which carries none of the workflow's ctx values) and a
+// fresh one to every new execution (continue-as-new, a replay after cache eviction). The
+// SDK has no workflow-local variable; this is its equivalent. Wrap removes the entry when
+// the workflow function returns or is unwound by an eviction.
+var runtimes = struct {
+	sync.Mutex
+	m map[*workflow.Info]*runtime
+}{m: map[*workflow.Info]*runtime{}}
+
+func keepRuntime(ctx workflow.Context, rt *runtime) {
+	info := workflow.GetInfo(ctx)
+	runtimes.Lock()
+	defer runtimes.Unlock()
+	runtimes.m[info] = rt
+}
+
+func forgetRuntime(ctx workflow.Context) {
+	info := workflow.GetInfo(ctx)
+	runtimes.Lock()
+	defer runtimes.Unlock()
+	delete(runtimes.m, info)
+}
+
+// runtimeOf returns the run runtime of ctx's execution, from any context of it, or an
+// error naming op and wrapping ErrNoRuntime.
+func runtimeOf(ctx workflow.Context, op string) (*runtime, error) {
+	info := workflow.GetInfo(ctx)
+	runtimes.Lock()
+	rt, ok := runtimes.m[info]
+	runtimes.Unlock()
 	if !ok {
-		panic("nexo: workflow context has no run runtime; register the workflow with workflows.Register")
+		return nil, fmt.Errorf("%s in workflow %s (%s): %w", op, info.WorkflowType.Name, info.WorkflowExecution.ID, ErrNoRuntime)
 	}
-	return rt
+	return rt, nil
 }
 
 // query answers api.QueryRun. It returns a copy, so a caller cannot alias workflow state.
@@ -285,14 +331,74 @@ func (rt *runtime) fail(ctx workflow.Context, err error) error {
 	rt.emit(ctx, "failed", map[string]any{"error": msg})
 	rt.setStatus(ctx, api.StatusFailed)
 	rt.persist(ctx)
-	return err
+	return failure(msg, err)
+}
+
+// failure is the error a failed run closes with. When err is workflow code's wrapping
+// around an ApplicationError (a checkpoint's, an agent's model call's), the run closes with
+// an ApplicationError of the same type and non-retryable flag whose message is the
+// record's, so a client or parent workflow matches the type at the top with errors.As
+// (without it the top would be a Go wrapper the SDK names by its Go type, retryable);
+// Temporal's own errors under the wrapping (activity, cause) stay as its cause. Any other
+// error is returned as it is.
+func failure(msg string, err error) error {
+	var app *temporal.ApplicationError
+	if !errors.As(err, &app) || error(app) == err {
+		return err
+	}
+	return temporal.NewApplicationErrorWithOptions(msg, app.Type(), temporal.ApplicationErrorOptions{
+		NonRetryable: app.NonRetryable(),
+		Cause:        temporalCause(err),
+	})
+}
+
+// temporalCause is the first Temporal error in err's chain: what is under workflow code's
+// wrappers, whose text the run's message already carries.
+func temporalCause(err error) error {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		switch e.(type) {
+		case *temporal.ApplicationError, *temporal.ActivityError, *temporal.ChildWorkflowExecutionError,
+			*temporal.CanceledError, *temporal.TimeoutError, *temporal.PanicError, *temporal.TerminatedError,
+			*temporal.ServerError:
+			return e
+		}
+	}
+	return nil
+}
+
+// wrapError puts the operation that failed in front of err without flattening it: its
+// message reads "op: what failed" (errorMessage: no Temporal wrapping), and errors.As and
+// errors.Is still reach what is underneath (an ApplicationError with its type and
+// non-retryable flag, a CanceledError, a sentinel such as ErrTurnLimit).
+type wrapError struct {
+	op  string // "" adds nothing to the message
+	err error
+}
+
+func (e *wrapError) Error() string {
+	if e.op == "" {
+		return errorMessage(e.err)
+	}
+	return e.op + ": " + errorMessage(e.err)
+}
+
+func (e *wrapError) Unwrap() error { return e.err }
+
+// wrap returns err behind the operation format names; use it where workflow code adds
+// context to an error, never fmt.Errorf("...: %s", errorMessage(err)), which loses the type.
+func wrap(err error, format string, args ...any) error {
+	return &wrapError{op: fmt.Sprintf(format, args...), err: err}
 }
 
 // errorMessage says what went wrong without Temporal's wrapping: an activity failure reads
 // "activity error (type: X, scheduledEventID: 5, ...): msg", which tells a user nothing more
-// than "X: msg".
+// than "X: msg". It is the text for the record and events; the error itself travels
+// wrapped (see wrap).
 func errorMessage(err error) string {
 	if act, ok := err.(*temporal.ActivityError); ok && errors.Unwrap(act) != nil {
+		if act.RetryState() == enumspb.RETRY_STATE_TIMEOUT {
+			return fmt.Sprintf("%s: %s (retried until its retry budget ran out)", act.ActivityType().GetName(), innerMessage(errors.Unwrap(act)))
+		}
 		return fmt.Sprintf("%s: %s", act.ActivityType().GetName(), innerMessage(errors.Unwrap(act)))
 	}
 	return err.Error()
@@ -308,10 +414,12 @@ func innerMessage(err error) string {
 }
 
 // releaseOptions: removing a sandbox is quick; a few attempts, then an event.
-var releaseOptions = workflow.ActivityOptions{
-	StartToCloseTimeout: time.Minute,
-	HeartbeatTimeout:    ActivityHeartbeatTimeout,
-	RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
+func releaseOptions() workflow.ActivityOptions {
+	return workflow.ActivityOptions{
+		StartToCloseTimeout: time.Minute,
+		HeartbeatTimeout:    ActivityHeartbeatTimeout,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
+	}
 }
 
 // release removes the run's own sandbox when it has one. Best effort: a failure is an
@@ -321,7 +429,7 @@ func (rt *runtime) release(ctx workflow.Context) {
 		return
 	}
 	rt.sandboxUsed = false
-	opts := releaseOptions
+	opts := releaseOptions()
 	err := rt.onSandbox(ctx, &opts, api.ActivityReleaseSandbox, api.ReleaseSandboxRequest{
 		RunID: rt.rec.ID, Sandbox: rt.sandbox,
 	}, nil)

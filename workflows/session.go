@@ -20,9 +20,19 @@ const sessionHistoryBound = 10_000
 // sessionSegmentBytes bounds one archived segment of a session's stream (see archive).
 var sessionSegmentBytes = 512 << 10 // a var so a test can make segments small
 
-// ErrSessionContinuing is the refusal a prompt gets while a session hands over to its
-// continue-as-new run; clients retry it.
+// ErrSessionContinuing is the message of the refusal a prompt gets while a session hands
+// over to its continue-as-new run. Clients match the refusal by its type,
+// api.ErrTypeSessionHandover (see handoverError), never by this text, and retry it.
 const ErrSessionContinuing = "session is continuing as new; retry the prompt"
+
+// handoverError is the typed refusal of a prompt during a handover, with an
+// api.SessionHandover detail naming the run that refused it.
+func handoverError(ctx workflow.Context) error {
+	info := workflow.GetInfo(ctx)
+	return temporal.NewApplicationErrorWithOptions(ErrSessionContinuing, api.ErrTypeSessionHandover,
+		temporal.ApplicationErrorOptions{Details: []any{api.SessionHandover{
+			Session: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID}}})
+}
 
 // session is the state of one session run.
 type session struct {
@@ -53,7 +63,10 @@ type session struct {
 // never authority: its sandbox, permissions, MCP servers and fetch allow-list are exactly
 // the agent's.
 func Session(ctx workflow.Context, in api.SessionInput) (api.SessionCarry, error) {
-	rt := runtimeOf(ctx)
+	rt, err := runtimeOf(ctx, "session "+in.Agent+"/"+in.Instance)
+	if err != nil {
+		return api.SessionCarry{}, err
+	}
 	if in.Agent == "" || api.ValidateInstance(in.Instance) != nil {
 		return api.SessionCarry{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("session needs an agent and a valid instance id (got %q, %q)", in.Agent, in.Instance), api.ErrTypeBadInput, nil)
@@ -91,7 +104,7 @@ func Session(ctx workflow.Context, in api.SessionInput) (api.SessionCarry, error
 				return errors.New("session is closing; prompt again after it closed to reopen it")
 			}
 			if s.continuing {
-				return errors.New(ErrSessionContinuing)
+				return handoverError(ctx)
 			}
 			return nil
 		}}); err != nil {

@@ -35,7 +35,7 @@ import (
 var setupOptions = workflow.ActivityOptions{
 	StartToCloseTimeout: 5 * time.Minute,
 	HeartbeatTimeout:    ActivityHeartbeatTimeout,
-	RetryPolicy:         DefaultActivityOptions.RetryPolicy,
+	RetryPolicy:         defaultRetryPolicy(),
 }
 
 // prepareAgent readies the run's sandbox for spec and returns the skill texts its model
@@ -53,8 +53,8 @@ func (rt *runtime) prepareAgent(ctx workflow.Context, spec agents.Spec) ([]strin
 		return nil, nil
 	}
 	// A checkpoint, so the recorded snapshot is also what a re-run seeded from this run
-	// uses. (A session's update handler context lacks the runtime value: add it.)
-	cctx := workflow.WithValue(workflow.WithActivityOptions(ctx, setupOptions), runtimeKey{}, rt)
+	// uses.
+	cctx := workflow.WithActivityOptions(ctx, setupOptions)
 	loaded, err := Checkpoint[api.LoadSkillsResult](cctx, "skills:"+strings.Join(spec.Skills, ","),
 		api.ActivityLoadSkills, api.LoadSkillsRequest{RunID: rt.rec.ID, Names: spec.Skills})
 	if err != nil {
@@ -76,7 +76,7 @@ func (rt *runtime) prepareAgent(ctx workflow.Context, spec agents.Spec) ([]strin
 		rt.skillFiles[spec.Name] = req
 		var res api.MaterializeSkillsResult
 		if err := rt.onSandbox(ctx, &setupOptions, api.ActivityMaterializeSkills, req, &res); err != nil {
-			return nil, fmt.Errorf("agent %s: copy skill files into the sandbox: %s", spec.Name, errorMessage(err))
+			return nil, wrap(err, "agent %s: copy skill files into the sandbox", spec.Name)
 		}
 		rt.emit(ctx, "skills_materialized", skillsEvent(req, res, "start"))
 	}
@@ -92,7 +92,7 @@ func (rt *runtime) probeRequirements(ctx workflow.Context, spec agents.Spec) err
 	var res api.ProbeSandboxResult
 	if err := rt.onSandbox(ctx, &setupOptions, api.ActivityProbeSandbox, req, &res); err != nil {
 		return temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("agent %s: check requires: %s", spec.Name, errorMessage(err)), api.ErrTypeRequirements, nil)
+			fmt.Sprintf("agent %s: check requires: %s", spec.Name, errorMessage(err)), api.ErrTypeRequirements, temporalCause(err))
 	}
 	unmet := res.Unmet
 	if unmet == nil {

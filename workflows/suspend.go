@@ -68,7 +68,10 @@ func decodeResumeInput[T any](in map[string]any) (T, error) {
 }
 
 func suspend(ctx workflow.Context, reason, resumeKey string, check func(map[string]any) error) (map[string]any, error) {
-	rt := runtimeOf(ctx)
+	rt, err := runtimeOf(ctx, "suspend ("+reason+")")
+	if err != nil {
+		return nil, err
+	}
 	rt.suspendGen++
 	rt.suspended = true
 	rt.suspendKey = resumeKey
@@ -79,7 +82,7 @@ func suspend(ctx workflow.Context, reason, resumeKey string, check func(map[stri
 	rt.emit(ctx, "suspended", map[string]string{"reason": reason, "resume_key": resumeKey})
 	rt.setStatus(ctx, api.StatusSuspended)
 
-	err := rt.waitForHuman(ctx, func() bool { return rt.resumeReady })
+	err = rt.waitForHuman(ctx, func() bool { return rt.resumeReady })
 	rt.suspended = false
 	rt.suspendCheck = nil
 	if err != nil {

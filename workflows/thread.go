@@ -148,9 +148,6 @@ func (c *conversation) nextTokens() int {
 	return max(c.ref.Tokens, c.ctxTokens) + api.EstimateTokens(c.pending)
 }
 
-// compactOptions: one summary request; a provider hiccup is retried like a model call.
-var compactOptions = modelCallOptions
-
 // compact summarises the oldest turns when the next request would pass the agent's
 // context budget, and records a context_compacted event.
 func (rt *runtime) compact(ctx workflow.Context, spec agents.Spec, c *conversation) error {
@@ -161,7 +158,8 @@ func (rt *runtime) compact(ctx workflow.Context, spec agents.Spec, c *conversati
 	req := api.CompactThreadRequest{RunID: rt.rec.ID, Model: spec.Model, Thread: c.ref, Messages: c.pending,
 		KeepRecent: spec.Context.Recent(), MaxTokens: limit, ContextTokens: c.ctxTokens}
 	var res api.CompactThreadResult
-	cctx := workflow.WithActivityOptions(ctx, compactOptions)
+	// One summary request: a provider hiccup is retried like a model call.
+	cctx := workflow.WithActivityOptions(ctx, modelCallOptions(spec))
 	if err := workflow.ExecuteActivity(cctx, api.ActivityCompactThread, req).Get(ctx, &res); err != nil {
 		return err
 	}
