@@ -79,11 +79,37 @@ func (c *Client) Prompt(ctx context.Context, agent, instance, text string, o Pro
 	}
 }
 
+// acceptedUpdateCompletedWorkflow is the type of the server's failure of an update whose
+// workflow closed before the update completed (go.temporal.io/server update package).
+const acceptedUpdateCompletedWorkflow = "AcceptedUpdateCompletedWorkflow"
+
+// handover reports whether err is a prompt that met the session handing over to its
+// continue-as-new run, by the error's type, never its wording: the session's own refusal
+// (api.ErrTypeSessionHandover), the server's failure of an accepted update whose run then
+// closed, or NotFound from an update-with-start, which creates the session when it is
+// absent, so NotFound means the run closed under the update.
 func handover(err error) bool {
-	msg := err.Error()
-	return strings.Contains(msg, "continuing as new") || strings.Contains(msg, "completed before the Update completed") ||
-		strings.Contains(msg, "workflow execution already completed")
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) {
+		return app.Type() == api.ErrTypeSessionHandover || app.Type() == acceptedUpdateCompletedWorkflow
+	}
+	var nf *serviceerror.NotFound
+	return errors.As(err, &nf)
 }
+
+// updateError is a session update's failure as the session reported it: the message is
+// the session's own (without the SDK's wrapping), Unwrap gives the Temporal error, so a
+// caller still matches its type.
+type updateError struct {
+	id  string
+	err error
+}
+
+func (e *updateError) Error() string {
+	return fmt.Sprintf("session %s: %s", e.id, updateMessage(e.err))
+}
+
+func (e *updateError) Unwrap() error { return e.err }
 
 func (c *Client) promptOnce(ctx context.Context, id string, in api.SessionInput, text string) (api.PromptReply, error) {
 	op := c.tc.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
@@ -105,7 +131,7 @@ func (c *Client) promptOnce(ctx context.Context, id string, in api.SessionInput,
 	}
 	var reply api.PromptReply
 	if err := handle.Get(ctx, &reply); err != nil {
-		return api.PromptReply{}, fmt.Errorf("session %s: %s", id, updateMessage(err))
+		return api.PromptReply{}, &updateError{id: id, err: err}
 	}
 	return reply, nil
 }
@@ -178,7 +204,7 @@ func (c *Client) CloseSession(ctx context.Context, agent, instance string) error
 		return fmt.Errorf("close session %s: %w", id, err)
 	}
 	if err := h.Get(ctx, nil); err != nil {
-		return fmt.Errorf("close session %s: %s", id, updateMessage(err))
+		return fmt.Errorf("close %w", &updateError{id: id, err: err})
 	}
 	return nil
 }
