@@ -144,6 +144,10 @@ var historyScenarios = []struct {
 		"session_first_run_continued_as_new.json", "session_continued_run_closed.json",
 		"session_reopened_suspended_on_approval.json", "session_reopened_idle.json",
 	}, recordSession},
+	// The same with errors that keep their type (workflows.wrapError): the tool call's
+	// cancellation reaches the run's outcome as a CanceledError, so "cancel-outcome" is
+	// no longer asked (no marker).
+	{"agent canceled in a tool call, typed errors", "typederrors_", []string{"agent_canceled_in_tool_call.json"}, recordAgentCanceledInTool},
 }
 
 // recordClosePrefix names the fixtures recorded with the record stored at close.
