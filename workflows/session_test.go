@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
@@ -436,5 +438,55 @@ func TestSessionCarriesDecisionsAndStamps(t *testing.T) {
 	}
 	if string(carry.Approvals) != string(approvals) || carry.Stamps["notes.md"].ModUnix != 1 {
 		t.Errorf("carry approvals %s, stamps %v; want the grant and the write's new stamp", carry.Approvals, carry.Stamps)
+	}
+}
+
+// TestPromptDuringHandoverIsTypedRefusal: a prompt that arrives while the session hands over
+// to its continue-as-new run (here: while its stream is being archived) is refused with an
+// ApplicationError of type NexoSessionHandover naming the session and run, which clients
+// match by type and send again.
+func TestPromptDuringHandoverIsTypedRefusal(t *testing.T) {
+	env := newEnv(t)
+	m := &echoModel{}
+	m.register(env, sessionSpec)
+	var (
+		once     sync.Once
+		refusal  error
+		accepted bool
+		decided  = make(chan struct{})
+	)
+	env.RegisterActivityWithOptions(func(_ context.Context, req api.WriteArtifactRequest) (api.Artifact, error) {
+		// The archive runs only during the handover: a prompt now must be refused.
+		once.Do(func() {
+			env.UpdateWorkflow(api.UpdatePrompt, "during-handover", &testsuite.TestUpdateCallback{
+				OnReject: func(err error) { refusal = err; close(decided) }, OnAccept: func() { accepted = true; close(decided) },
+				OnComplete: func(any, error) {},
+			}, api.PromptRequest{Text: "Are you there?"})
+			select {
+			case <-decided:
+			case <-time.After(5 * time.Second):
+			}
+		})
+		c := string(req.Content)
+		return api.Artifact{Name: req.Name, Size: int64(len(c)), Content: &c}, nil
+	}, activity.RegisterOptions{Name: api.ActivityWriteArtifact})
+	var out []promptResult
+	prompt(env, time.Minute, "My name is Mac.", &out)
+	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: api.SessionID("assistant", "ho")})
+	env.ExecuteWorkflow(api.WorkflowSession, sessionInput(t, api.SessionInput{Agent: "assistant", Instance: "ho", ContinueAfterTurns: 1}))
+	var can *workflow.ContinueAsNewError
+	if err := env.GetWorkflowError(); !errors.As(err, &can) {
+		t.Fatalf("err = %v, want continue-as-new after one turn", err)
+	}
+	if accepted {
+		t.Fatal("a prompt during the handover was accepted; it would be lost with the run")
+	}
+	var app *temporal.ApplicationError
+	if !errors.As(refusal, &app) || app.Type() != api.ErrTypeSessionHandover {
+		t.Fatalf("refusal = %v, want an ApplicationError of type %s", refusal, api.ErrTypeSessionHandover)
+	}
+	var detail api.SessionHandover
+	if err := app.Details(&detail); err != nil || detail.Session != api.SessionID("assistant", "ho") || detail.RunID == "" {
+		t.Errorf("detail = %+v (%v), want the session id and the refusing run", detail, err)
 	}
 }
