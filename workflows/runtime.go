@@ -314,8 +314,9 @@ func (rt *runtime) fail(ctx workflow.Context, err error) error {
 		rt.emit(dctx, "canceled", nil)
 		rt.setStatus(dctx, api.StatusCanceled)
 		rt.persist(dctx)
-		// Temporal closes a run canceled only when it returns a CanceledError; a step that
-		// rewrapped its cancellation (a tool call's "canceled") would close it failed.
+		// Temporal closes a run canceled only when it returns a CanceledError (errors.As
+		// through wrappers); a step that flattened its cancellation to text (a tool call's,
+		// before errors kept their type, and any user code that does) would close it failed.
 		if !errors.As(err, &canceled) && workflow.GetVersion(dctx, changeCancelOutcome, workflow.DefaultVersion, 1) >= 1 {
 			return temporal.NewCanceledError(msg)
 		}

@@ -206,7 +206,9 @@ func (s *session) prompt(ctx workflow.Context, rt *runtime, req api.PromptReques
 		s.continueNow = true // once idle; this run only, not carried into the next one's input
 	}
 	if err != nil {
-		return api.PromptReply{Turn: n}, err
+		// The turn's error keeps its type for the client (the update's failure), under the
+		// same text as the turn's record.
+		return api.PromptReply{Turn: n}, failure(err.Error(), err)
 	}
 	return api.PromptReply{Turn: n, Reply: reply}, nil
 }
