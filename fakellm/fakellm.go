@@ -94,6 +94,9 @@ type Reply struct {
 	// FailTimes answers the first n requests for this reply with Status (a transient
 	// error), then with the reply.
 	FailTimes int `json:"fail_times,omitempty"`
+	// RetryAfter is sent as the Retry-After header of a Status answer ("5", or an HTTP
+	// date), as a provider that rate-limits does.
+	RetryAfter string `json:"retry_after,omitempty"`
 	// ChunkDelayMS spaces the chunks of a streamed reply (the content is streamed word by
 	// word when the request asks for a stream).
 	ChunkDelayMS int `json:"chunk_delay_ms,omitempty"`
@@ -326,6 +329,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if reply.Status != 0 && (reply.FailTimes == 0 || n < reply.FailTimes) {
+		if reply.RetryAfter != "" {
+			w.Header().Set("Retry-After", reply.RetryAfter)
+		}
 		writeError(w, reply.Status, reply.Error)
 		return
 	}
