@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,10 +15,12 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/nexo-temporal/nexo/agents"
 	"github.com/nexo-temporal/nexo/api"
+	"github.com/nexo-temporal/nexo/payloads"
 	"github.com/nexo-temporal/nexo/permissions"
 )
 
@@ -74,9 +77,13 @@ func TestUpdateHandlerEmitsAndCheckpoints(t *testing.T) {
 		rec = queryRecord(t, env)
 		env.UpdateWorkflow("done", "u2", &testsuite.TestUpdateCallback{OnAccept: func() {}, OnReject: func(error) {}, OnComplete: func(any, error) {}})
 	}, 2*time.Minute)
+	before := runtimes.Len()
 	env.ExecuteWorkflow("NoteFlow", json.RawMessage(`{}`))
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
+	}
+	if n := runtimes.Len(); n != before {
+		t.Errorf("runtimes held = %d after the run ended, want %d (the ended run's removed)", n, before)
 	}
 	if updErr != nil || got != "HELLO" {
 		t.Fatalf("update note = %q, %v; want HELLO", got, updErr)
@@ -297,5 +304,28 @@ func TestErrorMessageSaysTheBudgetRanOut(t *testing.T) {
 	const want = "CompleteChat: model m: HTTP 429: slow down (retried until its retry budget ran out)"
 	if got := errorMessage(err); got != want {
 		t.Errorf("errorMessage = %q, want %q", got, want)
+	}
+}
+
+// TestRuntimeIsForgottenWhenAnOpenRunIsUnwound: a run still waiting (here replayed from a
+// fixture of a run suspended on an approval) is unwound by the SDK as an evicted one is
+// (runtime.Goexit on its coroutines); its runtime does not stay behind in the process.
+func TestRuntimeIsForgottenWhenAnOpenRunIsUnwound(t *testing.T) {
+	r, err := worker.NewWorkflowReplayerWithOptions(worker.WorkflowReplayerOptions{
+		ExternalStorage: payloads.ExternalStorage(fixtureBlobs(t), 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	RegisterAll(r)
+	before := runtimes.Len()
+	if err := r.ReplayWorkflowHistoryFromJSONFile(nil, filepath.Join("testdata", "threadref_agent_suspended_on_approval.json")); err != nil {
+		t.Fatal(err)
+	}
+	// The SDK unwinds the run's coroutines asynchronously, after the replay returns.
+	for deadline := time.Now().Add(10 * time.Second); runtimes.Len() != before; {
+		if time.Now().After(deadline) {
+			t.Fatalf("runtimes held = %d 10s after the replay, want %d", runtimes.Len(), before)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

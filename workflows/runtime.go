@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -14,6 +13,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/nexo-temporal/nexo/api"
+	"github.com/nexo-temporal/nexo/internal/execlocal"
 	"github.com/nexo-temporal/nexo/permissions"
 )
 
@@ -218,32 +218,17 @@ var ErrNoRuntime = errors.New("workflow has no run runtime: register it with wor
 // fresh one to every new execution (continue-as-new, a replay after cache eviction). The
 // SDK has no workflow-local variable; this is its equivalent. Wrap removes the entry when
 // the workflow function returns or is unwound by an eviction.
-var runtimes = struct {
-	sync.Mutex
-	m map[*workflow.Info]*runtime
-}{m: map[*workflow.Info]*runtime{}}
+var runtimes execlocal.Map[*workflow.Info, *runtime]
 
-func keepRuntime(ctx workflow.Context, rt *runtime) {
-	info := workflow.GetInfo(ctx)
-	runtimes.Lock()
-	defer runtimes.Unlock()
-	runtimes.m[info] = rt
-}
+func keepRuntime(ctx workflow.Context, rt *runtime) { runtimes.Set(workflow.GetInfo(ctx), rt) }
 
-func forgetRuntime(ctx workflow.Context) {
-	info := workflow.GetInfo(ctx)
-	runtimes.Lock()
-	defer runtimes.Unlock()
-	delete(runtimes.m, info)
-}
+func forgetRuntime(ctx workflow.Context) { runtimes.Delete(workflow.GetInfo(ctx)) }
 
 // runtimeOf returns the run runtime of ctx's execution, from any context of it, or an
 // error naming op and wrapping ErrNoRuntime.
 func runtimeOf(ctx workflow.Context, op string) (*runtime, error) {
 	info := workflow.GetInfo(ctx)
-	runtimes.Lock()
-	rt, ok := runtimes.m[info]
-	runtimes.Unlock()
+	rt, ok := runtimes.Get(info)
 	if !ok {
 		return nil, fmt.Errorf("%s in workflow %s (%s): %w", op, info.WorkflowType.Name, info.WorkflowExecution.ID, ErrNoRuntime)
 	}
