@@ -50,10 +50,16 @@ func (e *StateError) Error() string {
 	return msg
 }
 
-// BadRequestError: the caller's input cannot be used.
-type BadRequestError struct{ Msg string }
+// BadRequestError: the caller's input cannot be used. Err, when set, is the typed detail
+// (an UnknownFieldError).
+type BadRequestError struct {
+	Msg string
+	Err error
+}
 
 func (e *BadRequestError) Error() string { return e.Msg }
+
+func (e *BadRequestError) Unwrap() error { return e.Err }
 
 // ExistsError: a run already has the id a new run asked for (open or closed: Temporal
 // keeps a closed run's id until its retention ends).
@@ -119,7 +125,9 @@ type StartRequest struct {
 }
 
 // Start starts a run and returns its id. A workflow type that the task queue's registry
-// says no worker offers is refused with an UnknownTypeError, and nothing starts.
+// says no worker offers is refused with an UnknownTypeError, an input with a field the
+// type's input does not take with a BadRequestError wrapping an UnknownFieldError, and
+// nothing starts.
 func (c *Client) Start(ctx context.Context, req StartRequest) (string, error) {
 	if req.Workflow == "" {
 		return "", &BadRequestError{Msg: "workflow name is empty"}
@@ -140,7 +148,7 @@ func (c *Client) Start(ctx context.Context, req StartRequest) (string, error) {
 			return "", &BadRequestError{Msg: err.Error()}
 		}
 	}
-	if err := c.checkOffered(ctx, req.Workflow); err != nil {
+	if err := c.checkOffered(ctx, req.Workflow, payload); err != nil {
 		return "", err
 	}
 	if id == "" {

@@ -2,6 +2,7 @@ package runs
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -162,5 +163,75 @@ func TestStartAsksAgainForATypeItHasNotSeen(t *testing.T) {
 	fake.registry = &api.RegistryView{Workflows: []string{"DocumentApproval", "Invoice"}, Workers: []api.RegisteredWorker{{}}}
 	if _, err := c.Start(context.Background(), StartRequest{Workflow: "Invoice"}); err != nil {
 		t.Fatalf("Start(Invoice) after a worker announced it: %v", err)
+	}
+}
+
+// TestStartRefusesUnknownInputFields: a field the workflow's input does not take is
+// refused with the one meant, before anything starts; inputs of types announced without
+// fields (map inputs, older workers) start unchecked.
+func TestStartRefusesUnknownInputFields(t *testing.T) {
+	offered := &api.RegistryView{Workflows: []string{"DocumentApproval", "Loose", "Empty"},
+		Inputs:  map[string][]string{"DocumentApproval": {"approved", "doc_id"}, "Empty": {}},
+		Workers: []api.RegisteredWorker{{}}}
+	cases := []struct {
+		name, workflow, input string
+		// want is the error's text ("" : the run starts).
+		want string
+	}{
+		{"typo", "DocumentApproval", `{"docid":"42"}`, `input of DocumentApproval: unknown field "docid" (did you mean "doc_id"?)`},
+		{"two unknown", "DocumentApproval", `{"doc_id":"42","aproved":true,"zzz":1}`,
+			`input of DocumentApproval: unknown field "aproved" (did you mean "approved"?); unknown field "zzz" (it takes approved, doc_id)`},
+		{"no fields at all", "Empty", `{"x":1}`, `input of Empty: unknown field "x" (it takes no fields)`},
+		{"not an object", "DocumentApproval", `["42"]`, `input of DocumentApproval must be a JSON object (its fields: approved, doc_id), not ["42"]`},
+		{"known fields", "DocumentApproval", `{"doc_id":"42","approved":true}`, ""},
+		{"case as encoding/json matches it", "DocumentApproval", `{"DOC_ID":"42"}`, ""},
+		{"empty input", "DocumentApproval", ``, ""},
+		{"null input", "DocumentApproval", `null`, ""},
+		{"unchecked type", "Loose", `{"anything":1}`, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			fake := &starterClient{registry: offered}
+			_, err := New(fake, "default", "nexo").Start(context.Background(),
+				StartRequest{Workflow: tc.workflow, Payload: json.RawMessage(tc.input)})
+			if tc.want == "" {
+				if err != nil || len(fake.started) != 1 {
+					t.Fatalf("Start(%s, %s) = %v, started %v; want it started", tc.workflow, tc.input, err, fake.started)
+				}
+				return
+			}
+			var br *BadRequestError
+			if !errors.As(err, &br) || err.Error() != tc.want {
+				t.Fatalf("Start(%s, %s) = %v\nwant a BadRequestError %q", tc.workflow, tc.input, err, tc.want)
+			}
+			if len(fake.started) != 0 {
+				t.Errorf("Start(%s, %s) started %v", tc.workflow, tc.input, fake.started)
+			}
+		})
+	}
+	var uf *UnknownFieldError
+	_, err := New(&starterClient{registry: offered}, "default", "nexo").Start(context.Background(),
+		StartRequest{Workflow: "DocumentApproval", Payload: json.RawMessage(`{"docid":"42"}`)})
+	if !errors.As(err, &uf) || uf.Fields[0] != "docid" || uf.Suggestions[0] != "doc_id" {
+		t.Errorf("Start error %v does not carry the UnknownFieldError", err)
+	}
+}
+
+// TestStartAsksAgainForAFieldItHasNotSeen: a field the cached answer does not know is
+// checked against a fresh one, so a worker deployed since with the field is not refused.
+func TestStartAsksAgainForAFieldItHasNotSeen(t *testing.T) {
+	fake := &starterClient{registry: &api.RegistryView{Workflows: []string{"DocumentApproval"},
+		Inputs: map[string][]string{"DocumentApproval": {"doc_id"}}, Workers: []api.RegisteredWorker{{}}}}
+	c := New(fake, "default", "nexo")
+	if _, err := c.Start(context.Background(), StartRequest{Workflow: "DocumentApproval", Payload: json.RawMessage(`{"doc_id":"1"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	fake.registry = &api.RegistryView{Workflows: []string{"DocumentApproval"},
+		Inputs: map[string][]string{"DocumentApproval": {"doc_id", "priority"}}, Workers: []api.RegisteredWorker{{}}}
+	if _, err := c.Start(context.Background(), StartRequest{Workflow: "DocumentApproval", Payload: json.RawMessage(`{"doc_id":"1","priority":2}`)}); err != nil {
+		t.Fatalf("Start with a field a new worker announced: %v", err)
+	}
+	if fake.registryQueries != 2 {
+		t.Errorf("registry asked %d times, want 2 (once more for the new field)", fake.registryQueries)
 	}
 }
