@@ -25,6 +25,8 @@ import (
 type starterClient struct {
 	client.Client
 	started []string
+	// options are the options of each start.
+	options []client.StartWorkflowOptions
 	// registry is what the task queue's registry answers; nil: there is none.
 	registry *api.RegistryView
 	// registryQueries counts the queries to it.
@@ -58,6 +60,7 @@ func (s *starterClient) ExecuteWorkflow(_ context.Context, o client.StartWorkflo
 		return nil, nil
 	}
 	s.started = append(s.started, o.ID)
+	s.options = append(s.options, o)
 	return nil, nil
 }
 
@@ -233,5 +236,30 @@ func TestStartAsksAgainForAFieldItHasNotSeen(t *testing.T) {
 	}
 	if fake.registryQueries != 2 {
 		t.Errorf("registry asked %d times, want 2 (once more for the new field)", fake.registryQueries)
+	}
+}
+
+// TestStartLinksTheRunToItsPage: with a PageURL the run's static summary and details (what
+// the Temporal Web UI shows, as Markdown) link to its Nexo page; without one, nothing.
+func TestStartLinksTheRunToItsPage(t *testing.T) {
+	fake := &starterClient{}
+	c := New(fake, "default", "nexo")
+	c.PageURL = "http://127.0.0.1:8234"
+	if _, err := c.Start(context.Background(), StartRequest{Workflow: "DocumentApproval", ID: "report-7"}); err != nil {
+		t.Fatal(err)
+	}
+	o := fake.options[0]
+	if want := "DocumentApproval run · [open in Nexo](http://127.0.0.1:8234/runs/report-7)"; o.StaticSummary != want {
+		t.Errorf("StaticSummary = %q, want %q", o.StaticSummary, want)
+	}
+	if want := "[http://127.0.0.1:8234/runs/report-7](http://127.0.0.1:8234/runs/report-7)"; !strings.Contains(o.StaticDetails, want) {
+		t.Errorf("StaticDetails = %q, want it to contain %q", o.StaticDetails, want)
+	}
+	c.PageURL = ""
+	if _, err := c.Start(context.Background(), StartRequest{Workflow: "DocumentApproval", ID: "report-8"}); err != nil {
+		t.Fatal(err)
+	}
+	if o := fake.options[1]; o.StaticSummary != "" || o.StaticDetails != "" {
+		t.Errorf("without a PageURL: summary %q, details %q; want none", o.StaticSummary, o.StaticDetails)
 	}
 }
