@@ -2,11 +2,16 @@ package e2e
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -208,4 +213,88 @@ func TestFailedFirstPromptLeavesNoSession(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestSkillsExampleAsWritten runs the README's skills commands as printed (the example's
+// config and scripted model): the agent's run ends done, and `artifact <id> logo.png -o
+// logo.png` writes the skill's logo byte for byte.
+func TestSkillsExampleAsWritten(t *testing.T) {
+	cmds := readmeStarterCommands(t, "The example is in the repository, with a fake-model script", "## Sessions")
+	want := []string{`bin/starter agent reporter "Report on Q4" --wait`, `bin/starter artifact <id> logo.png -o logo.png`}
+	if strings.Join(cmds, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("the README's skills commands changed; update this test with them:\n%s", strings.Join(cmds, "\n"))
+	}
+	p, _ := skillExample(t)
+	p.start()
+	r := p.starter(shellArgs(cmds[0])...)
+	const started = "started agent reporter run "
+	i := strings.Index(r.stderr, started)
+	if r.code != 0 || i < 0 {
+		t.Fatalf("%s: exit %d\n%s\n%s", cmds[0], r.code, r.stdout, r.stderr)
+	}
+	id := strings.Fields(r.stderr[i+len(started):])[0]
+	for _, want := range []string{"sandbox_probed", `{"name":"skills:report-kit"}`, "skills_materialized", "run " + id + " is done"} {
+		if !strings.Contains(r.stdout+r.stderr, want) {
+			t.Errorf("%s does not print %q:\n%s\n%s", cmds[0], want, r.stdout, r.stderr)
+		}
+	}
+	p.ok(shellArgs(strings.ReplaceAll(cmds[1], "<id>", id))...)
+	b, err := os.ReadFile(filepath.Join(p.dir, "logo.png"))
+	sum := sha256.Sum256(b)
+	if err != nil || hex.EncodeToString(sum[:]) != logoSum(t) {
+		t.Errorf("logo.png written by the README's artifact command: %v, sha256 %x, want the skill asset's %s", err, sum, logoSum(t))
+	}
+}
+
+// TestRealModelSectionAsWritten runs the README's "A real model" section as printed, with
+// one change: llm.base_url points at the fake model, since no key for a real one exists
+// here. Its nexo.yaml is the worker's ./nexo.yaml, OPENAI_API_KEY its literal "sk-...",
+// and the starter's command its own; the key reaches the model and the scribe asks before
+// writing notes.md.
+func TestRealModelSectionAsWritten(t *testing.T) {
+	yaml := readmeBlock(t, "yaml", "api_key_env: OPENAI_API_KEY")
+	block := readmeBlock(t, "sh", "export OPENAI_API_KEY=")
+	var key string
+	var starterArgs []string
+	for _, line := range strings.Split(block, "\n") {
+		w := shellWords(t, line)
+		switch {
+		case len(w) == 2 && w[0] == "export":
+			_, key, _ = strings.Cut(w[1], "=")
+		case len(w) > 2 && w[0] == "go" && w[1] == "run" && w[2] == "./starter":
+			starterArgs = w[3:]
+		case len(w) > 2 && w[0] == "go" && w[1] == "run" && w[2] == "./worker":
+			if strings.Join(w[3:], " ") != "--dev" {
+				t.Fatalf("README's worker command is %q; the harness runs worker --dev", line)
+			}
+		}
+	}
+	if key == "" || len(starterArgs) == 0 {
+		t.Fatalf("README's real-model block lacks the export or the starter command:\n%s", block)
+	}
+	args, _ := json.Marshal(map[string]string{"path": "notes.md", "content": "A summary."})
+	model := fakellm.New(
+		fakellm.Reply{ToolCalls: []fakellm.Call{{Name: "write_file", Arguments: args}}},
+		fakellm.Reply{Content: "I wrote notes.md."},
+	)
+	base := model.Start(t)
+	p := newPlatform(t)
+	p.writeConfig(regexp.MustCompile(`(?m)^  base_url: .*$`).ReplaceAllString(yaml, "  base_url: "+base))
+	p.extraEnv = []string{"OPENAI_API_KEY=" + key}
+	p.start()
+	r := p.starter(starterArgs...)
+	if r.code != 0 || !strings.Contains(r.stdout+r.stderr, "suspended: approval of write_file (call 1.1)") {
+		t.Fatalf("starter %s: exit %d\n%s\n%s", strings.Join(starterArgs, " "), r.code, r.stdout, r.stderr)
+	}
+	reqs := model.Requests()
+	if len(reqs) == 0 || reqs[0].Auth != "Bearer "+key {
+		t.Errorf("the model was called %d times; first Authorization %q, want the key from OPENAI_API_KEY", len(reqs), firstAuth(reqs))
+	}
+}
+
+func firstAuth(reqs []fakellm.Request) string {
+	if len(reqs) == 0 {
+		return ""
+	}
+	return reqs[0].Auth
 }
