@@ -10,8 +10,10 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -297,4 +299,181 @@ func firstAuth(reqs []fakellm.Request) string {
 		return ""
 	}
 	return reqs[0].Auth
+}
+
+// readmeShellLines returns the commands of the README's first ```sh block containing
+// marker, as sh reads them: continuation lines joined, comment-only and empty lines left out.
+func readmeShellLines(t *testing.T, marker string) []string {
+	t.Helper()
+	var out []string
+	for _, line := range strings.Split(strings.ReplaceAll(readmeBlock(t, "sh", marker), "\\\n", " "), "\n") {
+		if l := strings.TrimSpace(line); l != "" && !strings.HasPrefix(l, "#") {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// shell runs line with sh in dir, with env added, and returns its output; it fails the
+// test when sh exits non-zero.
+func shell(t *testing.T, ctx context.Context, dir, line string, env ...string) string {
+	t.Helper()
+	out, err := shellOut(ctx, dir, line, env...)
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", line, err, out)
+	}
+	return out
+}
+
+// shellOut is shell for a goroutine: the error is returned, not reported.
+func shellOut(ctx context.Context, dir, line string, env ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, "sh", "-c", line)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		err = fmt.Errorf("sh -c %q: %w", line, err)
+	}
+	return string(out), err
+}
+
+// background runs line like shellOut beside the test; the channel gets its output, or
+// the error, once it ends.
+func background(ctx context.Context, dir, line string, env ...string) chan string {
+	done := make(chan string, 1)
+	go func() {
+		out, err := shellOut(ctx, dir, line, env...)
+		if err != nil {
+			out = err.Error() + "\n" + out
+		}
+		done <- out
+	}()
+	return done
+}
+
+// TestAPIAsWritten runs the README's curl commands of the HTTP API as printed, with GW
+// the platform's gateway and the README's run ids replaced by real ones: a DocumentApproval
+// run (019ad5e3-...), an agent run waiting on call 2.1 (01a2...), a BuildDashboard run
+// (01a3...), and the assistant session of examples/sessions. The two `curl -N` streams run
+// beside the others and end when their run or session closes.
+func TestAPIAsWritten(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("no curl on this machine: the README's API commands are not run here")
+	}
+	lines := readmeShellLines(t, "curl -s -X POST $GW/v1/runs")
+	split := slices.IndexFunc(lines, func(l string) bool { return strings.Contains(l, "/v1/sessions/") })
+	if split < 0 || !strings.HasPrefix(lines[0], "GW=") {
+		t.Fatalf("README's API block: %q", lines)
+	}
+	runLines, sessionLines := lines[1:split], lines[split:]
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	// Runs, on the offline agent demo's platform (its scribe waits on call 2.1).
+	cfg, _ := exampleConfig(t, "agents", "scribe.script.json")
+	p := newPlatform(t)
+	p.writeConfig(cfg)
+	p.start()
+	gwEnv := fmt.Sprintf("GW=http://127.0.0.1:%d", p.gateway)
+	agentID := strings.TrimSpace(p.ok("agent", "scribe", "Write a haiku to notes.md"))
+	p.waitStatus(agentID, api.StatusSuspended)
+	r := p.starter("run", "BuildDashboard", "--wait")
+	dash := strings.Fields(r.stderr[strings.Index(r.stderr, "run ")+4:])[0]
+	p.waitStatus(dash, api.StatusDone)
+
+	var docID string
+	var streams []chan string
+	for _, line := range runLines {
+		line = strings.NewReplacer("019ad5e3-...", docID, "01a2...", agentID, "01a3...", dash).Replace(line)
+		if strings.Contains(line, "curl -N") {
+			streams = append(streams, background(ctx, p.dir, line, gwEnv))
+			continue
+		}
+		out := shell(t, ctx, p.dir, line, gwEnv)
+		if strings.Contains(out, `"title"`) && strings.Contains(out, `"status": 4`) {
+			t.Errorf("%s: a problem answer:\n%s", line, out)
+		}
+		if docID == "" {
+			var started struct{ ID string }
+			if err := json.Unmarshal([]byte(out), &started); err != nil || started.ID == "" {
+				t.Fatalf("%s: %q, want {\"id\": ...}", line, out)
+			}
+			docID = started.ID
+			p.waitStatus(docID, api.StatusSuspended)
+		}
+	}
+	var res map[string]any
+	if rec := p.waitStatus(docID, api.StatusDone); json.Unmarshal(rec.Result, &res) != nil || res["approver"] != "ada" {
+		t.Errorf("DocumentApproval approved through the API: result %s", rec.Result)
+	}
+	if rec := p.waitStatus(agentID, api.StatusDone); countEvents(rec, "approval_decided") != 1 || !strings.Contains(string(rec.Result), "You said no") {
+		t.Errorf("the agent run denied through the API: result %s", rec.Result)
+	}
+	if b, err := os.ReadFile(filepath.Join(p.dir, "dashboard.html")); err != nil || !strings.Contains(string(b), "<td>sales</td>") {
+		t.Errorf("dashboard.html downloaded through the API = %q, %v", b, err)
+	}
+	for _, s := range streams {
+		if out := <-s; !strings.Contains(out, "event: end") || !strings.Contains(out, `"status":"done"`) {
+			t.Errorf("the run's event stream did not end with the run done:\n%s", out)
+		}
+	}
+	p.stop()
+
+	// Sessions, on the Sessions example's platform.
+	cfg, _ = exampleConfig(t, "sessions", "assistant.script.json")
+	q := newPlatform(t)
+	q.writeConfig(cfg)
+	q.start()
+	gwEnv = fmt.Sprintf("GW=http://127.0.0.1:%d", q.gateway)
+	var stream chan string
+	for _, line := range sessionLines {
+		if strings.Contains(line, "curl -N") {
+			stream = background(ctx, q.dir, line, gwEnv)
+			continue
+		}
+		out := shell(t, ctx, q.dir, line, gwEnv)
+		if strings.Contains(line, "/prompt") && !strings.Contains(out, `"reply": "Nice to meet you, Mac."`) && !strings.Contains(out, `"reply":"Nice to meet you, Mac."`) {
+			t.Errorf("%s: %s", line, out)
+		}
+		if strings.HasSuffix(line, "/v1/sessions/assistant/u42") && !strings.Contains(out, "My name is Mac.") {
+			t.Errorf("%s does not list the turn: %s", line, out)
+		}
+	}
+	if stream == nil {
+		t.Fatal("README's API block has no session stream")
+	}
+	if out := <-stream; !strings.Contains(out, `"type":"user_input"`) || !strings.Contains(out, "Nice to meet you, Mac.") {
+		t.Errorf("the session stream (replayed, ended by close):\n%s", out)
+	}
+}
+
+// TestAccessControlAsWritten starts the worker with the README's gateway tokens (its
+// secrets made with the README's own openssl command) and runs its curl command as
+// printed: the token reads the runs; without it the gateway refuses.
+func TestAccessControlAsWritten(t *testing.T) {
+	for _, tool := range []string{"curl", "openssl"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("no %s on this machine: the README's access-control commands are not run here", tool)
+		}
+	}
+	lines := readmeShellLines(t, "export NEXO_ADA_TOKEN=")
+	if len(lines) != 2 {
+		t.Fatalf("README's access-control block: %q", lines)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	secret := strings.TrimSpace(shell(t, ctx, t.TempDir(), strings.TrimPrefix(strings.TrimSuffix(lines[0], ")"), "export NEXO_ADA_TOKEN=$(")))
+	rails := strings.TrimSpace(shell(t, ctx, t.TempDir(), "openssl rand -hex 32"))
+	p := newPlatform(t)
+	p.writeConfig(readmeBlock(t, "yaml", "token_env: NEXO_ADA_TOKEN"))
+	p.extraEnv = []string{"NEXO_ADA_TOKEN=" + secret, "NEXO_RAILS_TOKEN=" + rails}
+	p.start()
+	id := strings.TrimSpace(p.ok("run", "DocumentApproval", "--input", `{"doc_id":"42"}`))
+	gw := fmt.Sprintf("GW=http://127.0.0.1:%d", p.gateway)
+	if out := shell(t, ctx, p.dir, lines[1], gw, "NEXO_ADA_TOKEN="+secret); !strings.Contains(out, id) {
+		t.Errorf("%s: %s, want the runs (with %s)", lines[1], out, id)
+	}
+	if out := shell(t, ctx, p.dir, `curl -s $GW/v1/runs`, gw); strings.Contains(out, id) || !strings.Contains(out, "401") {
+		t.Errorf("GET /v1/runs without the token: %s, want a 401 problem", out)
+	}
 }
