@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -294,5 +295,124 @@ func TestApproveWithTheTemporalCLIAsWritten(t *testing.T) {
 	var res map[string]any
 	if err := json.Unmarshal(rec.Result, &res); err != nil || res["approver"] != "ada" || res["done"] != true {
 		t.Errorf("result after the temporal CLI's signal = %s", rec.Result)
+	}
+}
+
+// readmeCommandBlocks are the README's blocks that show commands to type: every ```sh
+// block and every transcript (a plain block with `$ ` lines), indented ones included.
+func readmeCommandBlocks(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatalf("read README: %v", err)
+	}
+	var blocks []string
+	var cur []string
+	lang, open := "", false
+	for _, line := range strings.Split(string(b), "\n") {
+		trimmed := strings.TrimSpace(line)
+		if rest, ok := strings.CutPrefix(trimmed, "```"); ok {
+			if !open {
+				lang, open, cur = rest, true, nil
+				continue
+			}
+			open = false
+			body := strings.Join(cur, "\n")
+			transcript := lang == "" && slices.ContainsFunc(cur, func(l string) bool { return strings.HasPrefix(l, "$ ") })
+			if lang == "sh" || transcript {
+				blocks = append(blocks, body)
+			}
+			continue
+		}
+		if open {
+			cur = append(cur, trimmed)
+		}
+	}
+	return blocks
+}
+
+// readmeCommandTests names, for each README block of commands (found by a line of it),
+// the tests that run its commands, or why they cannot run here; such a block says so
+// itself ("not run by the tests: ...").
+var readmeCommandTests = []struct {
+	marker string
+	tests  []string // in this repository's *_test.go files
+	notRun string
+}{
+	{marker: "GOTOOLCHAIN=go1.27.3 go run ./worker --dev", tests: []string{"TestQuickstartAsWritten"}}, // go test ./... is what .ci/run runs
+	{marker: "bin/starter list --status suspended", tests: []string{"TestQuickstartAsWritten"}},
+	{marker: "bin/starter logs 019ad5e3-...", tests: []string{"TestQuickstartAsWritten"}},
+	{marker: "temporal workflow signal --workflow-id", tests: []string{"TestApproveWithTheTemporalCLIAsWritten", "TestApproveWithRawSignal"}},
+	{marker: "bin/fakellm --script examples/agents/scribe.script.json", tests: []string{"TestOfflineAgentDemoAsWritten"}},
+	{marker: `bin/starter deny <id> --reason "not now"`, tests: []string{"TestOfflineAgentDemoAsWritten"}},
+	{marker: "bin/starter approve <id> --always --wait", tests: []string{"TestOfflineAgentDemoAsWritten"}},
+	{marker: "export OPENAI_API_KEY=sk-...", tests: []string{"TestRealModelSectionAsWritten"}},
+	{marker: "export TICKETS_MCP_TOKEN=...", notRun: "your MCP servers"},
+	{marker: "bin/fakellm --script examples/mcp/librarian.script.json", tests: []string{"TestMCPExampleAsWritten"}},
+	{marker: "go run ./starter mcp login researcher docs", tests: []string{"TestMCPLoginStatusLogout", "TestAgentMCPOAuth"}},
+	{marker: "bin/fakellm --script examples/skills/reporter.script.json", tests: []string{"TestSkillsExampleAsWritten", "TestSkillExampleEndToEnd"}},
+	{marker: "bin/fakellm --script examples/sessions/assistant.script.json", tests: []string{"TestSessionExampleAsWritten"}},
+	{marker: `$ bin/starter session prompt scribe u42 "Write it down."`, tests: []string{"TestSessionApprovalPromptApproveWatch"}},
+	{marker: "$ starter lsit", tests: []string{"TestStarterCLITranscriptAsWritten"}},
+	{marker: "curl -s -X POST $GW/v1/runs", tests: []string{"TestAPIAsWritten"}},
+	{marker: "export NEXO_ADA_TOKEN=$(openssl rand -hex 32)", tests: []string{"TestAccessControlAsWritten"}},
+	{marker: "bin/starter rerun <id>", tests: []string{"TestDashboardArtifactAndRerun"}},
+	{marker: "temporal operator search-attribute create", notRun: "the temporal CLI and a cluster"},
+	{marker: "docker compose -f docker-compose.temporal.yml up -d", notRun: "images from Docker Hub"},
+}
+
+// TestEveryReadmeCommandIsExercised: every block of commands in the README is run by a
+// named test that exists, or says in the README why it is not; a block added without
+// either fails here, so the README cannot grow a command nobody runs.
+func TestEveryReadmeCommandIsExercised(t *testing.T) {
+	tests := map[string]bool{}
+	err := filepath.WalkDir("..", func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, "_test.go") {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if rest, ok := strings.CutPrefix(line, "func Test"); ok {
+				name, _, _ := strings.Cut(rest, "(")
+				tests["Test"+name] = true
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	used := make([]bool, len(readmeCommandTests))
+	for _, block := range readmeCommandBlocks(t) {
+		matched := -1
+		for i, e := range readmeCommandTests {
+			if strings.Contains(block, e.marker) {
+				if matched >= 0 {
+					t.Errorf("README block matches %q and %q; make the markers distinct:\n%s", readmeCommandTests[matched].marker, e.marker, block)
+				}
+				matched = i
+			}
+		}
+		if matched < 0 {
+			t.Errorf("README block of commands is exercised by no test; add one (and an entry in readmeCommandTests), or say in the block why it cannot run here (\"not run by the tests: ...\"):\n%s", block)
+			continue
+		}
+		used[matched] = true
+		if e := readmeCommandTests[matched]; e.notRun != "" && !strings.Contains(block, "not run by the tests:") {
+			t.Errorf("README block needs %s and is not run; it must say so (\"not run by the tests: ...\"):\n%s", e.notRun, block)
+		}
+	}
+	for i, e := range readmeCommandTests {
+		if !used[i] {
+			t.Errorf("no README block contains %q any more; remove or update its entry", e.marker)
+		}
+		for _, name := range e.tests {
+			if !tests[name] {
+				t.Errorf("README block %q names test %s, which does not exist", e.marker, name)
+			}
+		}
 	}
 }
