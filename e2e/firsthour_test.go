@@ -477,3 +477,17 @@ func TestAccessControlAsWritten(t *testing.T) {
 		t.Errorf("GET /v1/runs without the token: %s, want a 401 problem", out)
 	}
 }
+
+// TestCustomWorkerInputFieldsAreChecked: a user's own worker built on package platform
+// (examples/custom-worker, run as the README says) announces its workflow's input fields,
+// so a mistyped field of RefundRequest is refused like one of a shipped workflow.
+func TestCustomWorkerInputFieldsAreChecked(t *testing.T) {
+	p := refundPlatform(t, readmeCustomWorker(t)[1:])
+	r := p.starter("run", "RefundRequest", "--input", `{"orderid":"A-1001","amount":42.5}`, "--id", "refund-typo")
+	if r.code != 2 || !strings.Contains(r.stderr, `input of RefundRequest: unknown field "orderid" (did you mean "order_id"?)`) {
+		t.Errorf("run RefundRequest with orderid: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if _, err := p.dial().DescribeWorkflowExecution(context.Background(), "refund-typo", ""); !isNotFound(err) {
+		t.Errorf("describe refund-typo after the refusal: %v, want not found (nothing started)", err)
+	}
+}

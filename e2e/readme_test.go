@@ -357,6 +357,7 @@ var readmeCommandTests = []struct {
 	{marker: "curl -s -X POST $GW/v1/runs", tests: []string{"TestAPIAsWritten"}},
 	{marker: "export NEXO_ADA_TOKEN=$(openssl rand -hex 32)", tests: []string{"TestAccessControlAsWritten"}},
 	{marker: "bin/starter rerun <id>", tests: []string{"TestDashboardArtifactAndRerun"}},
+	{marker: "go run ./examples/custom-worker --dev", tests: []string{"TestCustomWorkerExampleAsWritten"}},
 	{marker: "temporal operator search-attribute create", notRun: "the temporal CLI and a cluster"},
 	{marker: "docker compose -f docker-compose.temporal.yml up -d", notRun: "images from Docker Hub"},
 }
