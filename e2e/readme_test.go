@@ -358,6 +358,8 @@ var readmeCommandTests = []struct {
 	{marker: "export NEXO_ADA_TOKEN=$(openssl rand -hex 32)", tests: []string{"TestAccessControlAsWritten"}},
 	{marker: "bin/starter rerun <id>", tests: []string{"TestDashboardArtifactAndRerun"}},
 	{marker: "go run ./examples/custom-worker --dev", tests: []string{"TestCustomWorkerExampleAsWritten"}},
+	{marker: "$ starter check-replay", tests: []string{"TestCheckReplayLiveRuns"}},
+	{marker: "bin/starter check-replay --histories workflows/testdata", tests: []string{"TestCheckReplayRecordedHistories"}},
 	{marker: "temporal operator search-attribute create", notRun: "the temporal CLI and a cluster"},
 	{marker: "docker compose -f docker-compose.temporal.yml up -d", notRun: "images from Docker Hub"},
 }
