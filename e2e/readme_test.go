@@ -359,6 +359,8 @@ var readmeCommandTests = []struct {
 	{marker: "bin/starter rerun <id>", tests: []string{"TestDashboardArtifactAndRerun"}},
 	{marker: "go run ./examples/custom-worker --dev", tests: []string{"TestCustomWorkerExampleAsWritten"}},
 	{marker: "$ starter check-replay", tests: []string{"TestCheckReplayLiveRuns"}},
+	{marker: "go run ./examples/custom-worker check-replay --config", tests: []string{"TestCustomWorkerExampleAsWritten"}},
+	{marker: "bin/starter show <run-id>", tests: []string{"TestFinishedRunsWithoutAWorker"}},
 	{marker: "bin/starter check-replay --histories workflows/testdata", tests: []string{"TestCheckReplayRecordedHistories"}},
 	{marker: "temporal operator search-attribute create", notRun: "the temporal CLI and a cluster"},
 	{marker: "docker compose -f docker-compose.temporal.yml up -d", notRun: "images from Docker Hub"},
