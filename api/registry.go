@@ -44,6 +44,11 @@ type WorkerAnnouncement struct {
 	Workflows []string `json:"workflows"`
 	// Agents are the agent names of the worker's configuration.
 	Agents []string `json:"agents"`
+	// Inputs are the JSON field names each workflow type's input takes (workflow type →
+	// names, sorted), so a client refuses an unknown field (a typo such as "docid") before
+	// it starts a run. A type whose input is not a struct (a map, any, raw JSON) or decodes
+	// itself (json.Unmarshaler) is absent: its input is not checked.
+	Inputs map[string][]string `json:"inputs,omitempty"`
 	// At is when the worker sent it, by the worker's clock (informative only).
 	At time.Time `json:"at"`
 }
@@ -59,7 +64,11 @@ type RegisteredWorker struct {
 // RegistryView is the answer of QueryRegistry: the union of what the registered workers
 // offer (sorted, without duplicates) and each worker's own announcement, by identity.
 type RegistryView struct {
-	Workflows []string           `json:"workflows"`
-	Agents    []string           `json:"agents"`
-	Workers   []RegisteredWorker `json:"workers"`
+	Workflows []string `json:"workflows"`
+	Agents    []string `json:"agents"`
+	// Inputs are the input fields of the workflow types every worker offering them
+	// announced fields for (the union over those workers, so a field one version of a
+	// rolling deploy knows is accepted); a type some worker offers unchecked is absent.
+	Inputs  map[string][]string `json:"inputs,omitempty"`
+	Workers []RegisteredWorker  `json:"workers"`
 }

@@ -44,6 +44,7 @@
 //	gateway.tokens           NEXO_GATEWAY_TOKENS              none (a list; set it in the file)
 //	gateway.codec_origins    NEXO_GATEWAY_CODEC_ORIGINS       none (comma-separated in the environment)
 //	gateway.temporal_ui      NEXO_GATEWAY_TEMPORAL_UI         "" (no links; worker --dev: its Web UI)
+//	gateway.url              NEXO_GATEWAY_URL                 "" (http://<gateway.addr> when it is a loopback address)
 //
 // The environment variable of a key is NEXO_ followed by the key in upper case with "."
 // replaced by "_". An empty variable counts as unset.
@@ -72,6 +73,7 @@
 package config
 
 import (
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -187,6 +189,27 @@ type Gateway struct {
 	// TemporalUI is the base URL of the Temporal Web UI (e.g. http://127.0.0.1:8233): the
 	// web page links each run to its page there. `worker --dev` sets its embedded UI.
 	TemporalUI string `mapstructure:"temporal_ui"`
+	// URL is the base URL users open the web page at (https://nexo.example.com): each run
+	// started links back to its page there from the Temporal Web UI (PageURL).
+	URL string `mapstructure:"url"`
+}
+
+// PageURL is the base URL of the web page, without a trailing slash: URL when set, else
+// http://<Addr> when Addr is a loopback address (the page is then reachable only there,
+// at exactly that address); "" when neither says where users reach it (a wildcard
+// address behind a proxy: set URL).
+func (g Gateway) PageURL() string {
+	if g.URL != "" {
+		return strings.TrimRight(g.URL, "/")
+	}
+	host, _, err := net.SplitHostPort(g.Addr)
+	if err != nil {
+		return ""
+	}
+	if ip := net.ParseIP(host); (ip != nil && ip.IsLoopback()) || host == "localhost" {
+		return "http://" + g.Addr
+	}
+	return ""
 }
 
 // Scopes a gateway token can hold: read runs; operate them (start, resume, cancel,

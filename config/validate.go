@@ -231,6 +231,12 @@ func (c Config) Validate() error {
 			bad("gateway.temporal_ui", g.TemporalUI, "want the Web UI's base URL, such as http://127.0.0.1:8233")
 		}
 	}
+	if g.URL != "" {
+		if u, err := url.Parse(g.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
+			u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+			bad("gateway.url", g.URL, "want the web page's base URL, such as https://nexo.example.com")
+		}
+	}
 	names := map[string]bool{}
 	for i, tok := range g.Tokens {
 		field := fmt.Sprintf("gateway.tokens[%d]", i)

@@ -60,6 +60,8 @@ func TestValidate(t *testing.T) {
 		{"unknown log format", func(c *Config) { c.Log.Format = "xml" }, `log.format "xml": want one of text, json`},
 		{"temporal ui without a scheme", func(c *Config) { c.Gateway.TemporalUI = "127.0.0.1:8233" },
 			`gateway.temporal_ui "127.0.0.1:8233": want the Web UI's base URL, such as http://127.0.0.1:8233`},
+		{"gateway url without a scheme", func(c *Config) { c.Gateway.URL = "nexo.example.com" },
+			`gateway.url "nexo.example.com": want the web page's base URL, such as https://nexo.example.com`},
 		{"gateway address without port", func(c *Config) { c.Gateway.Addr = "localhost" }, `gateway.addr "localhost": want host:port`},
 		{"gateway body limit too small", func(c *Config) { c.Gateway.MaxBodyBytes = 100 }, `gateway.max_body_bytes 100: want 1024 to 67108864 bytes`},
 		{"gateway token secret pasted instead of a variable name", func(c *Config) {
@@ -166,5 +168,25 @@ func TestValidateListsAllProblems(t *testing.T) {
 func TestArtifactSchemesMatchTheStore(t *testing.T) {
 	if !slices.Equal(artifactSchemes, artifacts.Schemes) {
 		t.Errorf("config accepts artifacts.url schemes %v, the store opens %v", artifactSchemes, artifacts.Schemes)
+	}
+}
+
+// TestGatewayPageURL: the Temporal UI links back to the page at gateway.url, or at the
+// loopback address the gateway listens on; a wildcard address says nothing about where
+// users reach it, so there is no link.
+func TestGatewayPageURL(t *testing.T) {
+	for _, tt := range []struct {
+		g    Gateway
+		want string
+	}{
+		{Gateway{Addr: "127.0.0.1:8234"}, "http://127.0.0.1:8234"},
+		{Gateway{Addr: "localhost:9000"}, "http://localhost:9000"},
+		{Gateway{Addr: "[::1]:8234"}, "http://[::1]:8234"},
+		{Gateway{Addr: "0.0.0.0:8234"}, ""},
+		{Gateway{Addr: "0.0.0.0:8234", URL: "https://nexo.example.com/"}, "https://nexo.example.com"},
+	} {
+		if got := tt.g.PageURL(); got != tt.want {
+			t.Errorf("%+v.PageURL() = %q, want %q", tt.g, got, tt.want)
+		}
 	}
 }

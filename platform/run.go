@@ -222,7 +222,7 @@ func (p *Platform) Run(ctx context.Context) error {
 // announcement is what this worker tells its task queue's registry it offers: the
 // workflow types registered on it (shipped and the user's) and the agents of its config.
 func announcement(identity string, registered *workflows.TypeRecorder, agentNames []string) api.WorkerAnnouncement {
-	return api.WorkerAnnouncement{Identity: identity, Workflows: registered.Types(), Agents: agentNames}
+	return api.WorkerAnnouncement{Identity: identity, Workflows: registered.Types(), Inputs: registered.Inputs(), Agents: agentNames}
 }
 
 // checkSearchAttribute fails fast when the namespace lacks NexoStatus: without it every

@@ -12,6 +12,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -50,10 +52,16 @@ func (e *StateError) Error() string {
 	return msg
 }
 
-// BadRequestError: the caller's input cannot be used.
-type BadRequestError struct{ Msg string }
+// BadRequestError: the caller's input cannot be used. Err, when set, is the typed detail
+// (an UnknownFieldError).
+type BadRequestError struct {
+	Msg string
+	Err error
+}
 
 func (e *BadRequestError) Error() string { return e.Msg }
+
+func (e *BadRequestError) Unwrap() error { return e.Err }
 
 // ExistsError: a run already has the id a new run asked for (open or closed: Temporal
 // keeps a closed run's id until its retention ends).
@@ -94,6 +102,10 @@ type Client struct {
 	// large payloads, for a record rebuilt from history (a run's input or result); the SDK
 	// resolves them everywhere else. Nil leaves such a payload out of the record.
 	Payloads *payloads.Driver
+	// PageURL is the base URL of the Nexo web page (config's Gateway.PageURL): a run
+	// started through the Client carries a link to its page there as the static summary
+	// and details the Temporal Web UI shows, the way back from the UI. "" for none.
+	PageURL string
 	// DataConverter decodes what the Temporal client hands over undecoded (a model call's
 	// heartbeat details, the memo): the one tc was dialled with (default: the SDK's).
 	DataConverter converter.DataConverter
@@ -119,7 +131,9 @@ type StartRequest struct {
 }
 
 // Start starts a run and returns its id. A workflow type that the task queue's registry
-// says no worker offers is refused with an UnknownTypeError, and nothing starts.
+// says no worker offers is refused with an UnknownTypeError, an input with a field the
+// type's input does not take with a BadRequestError wrapping an UnknownFieldError, and
+// nothing starts.
 func (c *Client) Start(ctx context.Context, req StartRequest) (string, error) {
 	if req.Workflow == "" {
 		return "", &BadRequestError{Msg: "workflow name is empty"}
@@ -140,7 +154,7 @@ func (c *Client) Start(ctx context.Context, req StartRequest) (string, error) {
 			return "", &BadRequestError{Msg: err.Error()}
 		}
 	}
-	if err := c.checkOffered(ctx, req.Workflow); err != nil {
+	if err := c.checkOffered(ctx, req.Workflow, payload); err != nil {
 		return "", err
 	}
 	if id == "" {
@@ -170,6 +184,8 @@ func (c *Client) Start(ctx context.Context, req StartRequest) (string, error) {
 		// Elsewhere (the starter CLI) the SDK has no local worker and starts normally; the
 		// server declines it for a delayed start.
 		EnableEagerStart: true,
+		StaticSummary:    c.pageSummary(req.Workflow+" run", "/runs/"+url.PathEscape(id)),
+		StaticDetails:    c.pageDetails("/runs/" + url.PathEscape(id)),
 	}, req.Workflow, args...)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &started) {
@@ -179,6 +195,29 @@ func (c *Client) Start(ctx context.Context, req StartRequest) (string, error) {
 		return "", fmt.Errorf("start %s run %s: %w", req.Workflow, id, err)
 	}
 	return id, nil
+}
+
+// pageSummary is the Temporal UI's one-line summary of a workflow whose Nexo page is at
+// path: Markdown, which the UI renders with the link ("" without a PageURL).
+func (c *Client) pageSummary(what, path string) string {
+	if c.PageURL == "" {
+		return ""
+	}
+	return fmt.Sprintf("%s · [open in Nexo](%s)", what, markdownURL(c.PageURL+path))
+}
+
+// pageDetails is the Temporal UI's details of a workflow whose Nexo page is at path.
+func (c *Client) pageDetails(path string) string {
+	if c.PageURL == "" {
+		return ""
+	}
+	u := markdownURL(c.PageURL + path)
+	return fmt.Sprintf("Its record, events, artifacts and approvals in Nexo: [%s](%s)", u, u)
+}
+
+// markdownURL escapes what would end a Markdown link target early.
+func markdownURL(u string) string {
+	return strings.NewReplacer("(", "%28", ")", "%29", " ", "%20", "[", "%5B", "]", "%5D").Replace(u)
 }
 
 // exists describes the run holding id for an ExistsError.

@@ -2,6 +2,7 @@ package runs
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -24,6 +25,8 @@ import (
 type starterClient struct {
 	client.Client
 	started []string
+	// options are the options of each start.
+	options []client.StartWorkflowOptions
 	// registry is what the task queue's registry answers; nil: there is none.
 	registry *api.RegistryView
 	// registryQueries counts the queries to it.
@@ -57,6 +60,7 @@ func (s *starterClient) ExecuteWorkflow(_ context.Context, o client.StartWorkflo
 		return nil, nil
 	}
 	s.started = append(s.started, o.ID)
+	s.options = append(s.options, o)
 	return nil, nil
 }
 
@@ -162,5 +166,100 @@ func TestStartAsksAgainForATypeItHasNotSeen(t *testing.T) {
 	fake.registry = &api.RegistryView{Workflows: []string{"DocumentApproval", "Invoice"}, Workers: []api.RegisteredWorker{{}}}
 	if _, err := c.Start(context.Background(), StartRequest{Workflow: "Invoice"}); err != nil {
 		t.Fatalf("Start(Invoice) after a worker announced it: %v", err)
+	}
+}
+
+// TestStartRefusesUnknownInputFields: a field the workflow's input does not take is
+// refused with the one meant, before anything starts; inputs of types announced without
+// fields (map inputs, older workers) start unchecked.
+func TestStartRefusesUnknownInputFields(t *testing.T) {
+	offered := &api.RegistryView{Workflows: []string{"DocumentApproval", "Loose", "Empty"},
+		Inputs:  map[string][]string{"DocumentApproval": {"approved", "doc_id"}, "Empty": {}},
+		Workers: []api.RegisteredWorker{{}}}
+	cases := []struct {
+		name, workflow, input string
+		// want is the error's text ("" : the run starts).
+		want string
+	}{
+		{"typo", "DocumentApproval", `{"docid":"42"}`, `input of DocumentApproval: unknown field "docid" (did you mean "doc_id"?)`},
+		{"two unknown", "DocumentApproval", `{"doc_id":"42","aproved":true,"zzz":1}`,
+			`input of DocumentApproval: unknown field "aproved" (did you mean "approved"?); unknown field "zzz" (it takes approved, doc_id)`},
+		{"no fields at all", "Empty", `{"x":1}`, `input of Empty: unknown field "x" (it takes no fields)`},
+		{"not an object", "DocumentApproval", `["42"]`, `input of DocumentApproval must be a JSON object (its fields: approved, doc_id), not ["42"]`},
+		{"known fields", "DocumentApproval", `{"doc_id":"42","approved":true}`, ""},
+		{"case as encoding/json matches it", "DocumentApproval", `{"DOC_ID":"42"}`, ""},
+		{"empty input", "DocumentApproval", ``, ""},
+		{"null input", "DocumentApproval", `null`, ""},
+		{"unchecked type", "Loose", `{"anything":1}`, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			fake := &starterClient{registry: offered}
+			_, err := New(fake, "default", "nexo").Start(context.Background(),
+				StartRequest{Workflow: tc.workflow, Payload: json.RawMessage(tc.input)})
+			if tc.want == "" {
+				if err != nil || len(fake.started) != 1 {
+					t.Fatalf("Start(%s, %s) = %v, started %v; want it started", tc.workflow, tc.input, err, fake.started)
+				}
+				return
+			}
+			var br *BadRequestError
+			if !errors.As(err, &br) || err.Error() != tc.want {
+				t.Fatalf("Start(%s, %s) = %v\nwant a BadRequestError %q", tc.workflow, tc.input, err, tc.want)
+			}
+			if len(fake.started) != 0 {
+				t.Errorf("Start(%s, %s) started %v", tc.workflow, tc.input, fake.started)
+			}
+		})
+	}
+	var uf *UnknownFieldError
+	_, err := New(&starterClient{registry: offered}, "default", "nexo").Start(context.Background(),
+		StartRequest{Workflow: "DocumentApproval", Payload: json.RawMessage(`{"docid":"42"}`)})
+	if !errors.As(err, &uf) || uf.Fields[0] != "docid" || uf.Suggestions[0] != "doc_id" {
+		t.Errorf("Start error %v does not carry the UnknownFieldError", err)
+	}
+}
+
+// TestStartAsksAgainForAFieldItHasNotSeen: a field the cached answer does not know is
+// checked against a fresh one, so a worker deployed since with the field is not refused.
+func TestStartAsksAgainForAFieldItHasNotSeen(t *testing.T) {
+	fake := &starterClient{registry: &api.RegistryView{Workflows: []string{"DocumentApproval"},
+		Inputs: map[string][]string{"DocumentApproval": {"doc_id"}}, Workers: []api.RegisteredWorker{{}}}}
+	c := New(fake, "default", "nexo")
+	if _, err := c.Start(context.Background(), StartRequest{Workflow: "DocumentApproval", Payload: json.RawMessage(`{"doc_id":"1"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	fake.registry = &api.RegistryView{Workflows: []string{"DocumentApproval"},
+		Inputs: map[string][]string{"DocumentApproval": {"doc_id", "priority"}}, Workers: []api.RegisteredWorker{{}}}
+	if _, err := c.Start(context.Background(), StartRequest{Workflow: "DocumentApproval", Payload: json.RawMessage(`{"doc_id":"1","priority":2}`)}); err != nil {
+		t.Fatalf("Start with a field a new worker announced: %v", err)
+	}
+	if fake.registryQueries != 2 {
+		t.Errorf("registry asked %d times, want 2 (once more for the new field)", fake.registryQueries)
+	}
+}
+
+// TestStartLinksTheRunToItsPage: with a PageURL the run's static summary and details (what
+// the Temporal Web UI shows, as Markdown) link to its Nexo page; without one, nothing.
+func TestStartLinksTheRunToItsPage(t *testing.T) {
+	fake := &starterClient{}
+	c := New(fake, "default", "nexo")
+	c.PageURL = "http://127.0.0.1:8234"
+	if _, err := c.Start(context.Background(), StartRequest{Workflow: "DocumentApproval", ID: "report-7"}); err != nil {
+		t.Fatal(err)
+	}
+	o := fake.options[0]
+	if want := "DocumentApproval run · [open in Nexo](http://127.0.0.1:8234/runs/report-7)"; o.StaticSummary != want {
+		t.Errorf("StaticSummary = %q, want %q", o.StaticSummary, want)
+	}
+	if want := "[http://127.0.0.1:8234/runs/report-7](http://127.0.0.1:8234/runs/report-7)"; !strings.Contains(o.StaticDetails, want) {
+		t.Errorf("StaticDetails = %q, want it to contain %q", o.StaticDetails, want)
+	}
+	c.PageURL = ""
+	if _, err := c.Start(context.Background(), StartRequest{Workflow: "DocumentApproval", ID: "report-8"}); err != nil {
+		t.Fatal(err)
+	}
+	if o := fake.options[1]; o.StaticSummary != "" || o.StaticDetails != "" {
+		t.Errorf("without a PageURL: summary %q, details %q; want none", o.StaticSummary, o.StaticDetails)
 	}
 }

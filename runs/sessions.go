@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 
@@ -79,6 +80,11 @@ func (c *Client) Prompt(ctx context.Context, agent, instance, text string, o Pro
 	}
 }
 
+// sessionPath is the path of a session's Nexo page.
+func sessionPath(agent, instance string) string {
+	return "/sessions/" + url.PathEscape(agent) + "/" + url.PathEscape(instance)
+}
+
 // acceptedUpdateCompletedWorkflow is the type of the server's failure of an update whose
 // workflow closed before the update completed (go.temporal.io/server update package).
 const acceptedUpdateCompletedWorkflow = "AcceptedUpdateCompletedWorkflow"
@@ -117,6 +123,8 @@ func (c *Client) promptOnce(ctx context.Context, id string, in api.SessionInput,
 		TaskQueue:                c.taskQueue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		StaticSummary:            c.pageSummary("session "+in.Agent+"/"+in.Instance, sessionPath(in.Agent, in.Instance)),
+		StaticDetails:            c.pageDetails(sessionPath(in.Agent, in.Instance)),
 	}, api.WorkflowSession, mustRaw(in))
 	handle, err := c.tc.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: op,
@@ -156,6 +164,19 @@ func (c *Client) startFailure(ctx context.Context, id string) error {
 		}
 	}
 	return serr
+}
+
+// couldNotStart reports whether the failed session run (id, runID) failed before serving
+// a turn: resolving its agent failed, or its input was refused. Unreadable: false, so
+// the run stays listed.
+func (c *Client) couldNotStart(ctx context.Context, id, runID string) bool {
+	err := c.tc.GetWorkflow(ctx, id, runID).Get(ctx, nil)
+	var act *temporal.ActivityError
+	if errors.As(err, &act) {
+		return act.ActivityType().GetName() == api.ActivityResolveAgent
+	}
+	var app *temporal.ApplicationError
+	return errors.As(err, &app) && app.Type() == api.ErrTypeBadInput
 }
 
 // closedCarry returns the carry of a closed session, so reopening it keeps its thread;
@@ -237,7 +258,12 @@ type SessionSummary struct {
 	Summary
 }
 
-// ListSessions lists sessions, newest first.
+// ListSessions lists sessions, newest first. A session run that could not start (its
+// agent is not configured or a skill of it missing, or its input is bad) is left out: it
+// never served a turn, and the prompt that tried said why. So a first prompt that failed
+// leaves no session behind, a reopen that failed leaves the session listed as it was,
+// closed, and the next prompt starts it afresh. A session that failed later (a turn that
+// fails ends the turn, not the session, so rarely) is listed as failed.
 func (c *Client) ListSessions(ctx context.Context, limit int) ([]SessionSummary, error) {
 	if limit <= 0 {
 		limit = 50
@@ -254,6 +280,9 @@ func (c *Client) ListSessions(ctx context.Context, limit int) ([]SessionSummary,
 		id := e.GetExecution().GetWorkflowId()
 		if seen[id] { // earlier runs of a session (continue-as-new, reopen)
 			continue
+		}
+		if e.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_FAILED && c.couldNotStart(ctx, id, e.GetExecution().GetRunId()) {
+			continue // an earlier run of the same session, if any, is listed
 		}
 		seen[id] = true
 		agent, inst, _ := api.ParseSessionID(id)

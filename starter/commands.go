@@ -61,6 +61,16 @@ func readInput(s string) (json.RawMessage, error) {
 	return b, nil
 }
 
+// inputMistake makes a field of --input the workflow does not take a usage error (exit 2,
+// the usage line), as invalid JSON in --input is; any other error is returned as it is.
+func inputMistake(err error) error {
+	var uf *runs.UnknownFieldError
+	if errors.As(err, &uf) {
+		return usagef("%v", uf)
+	}
+	return err
+}
+
 // readBounded reads r to its end, or fails once it passes maxInputBytes.
 func readBounded(r io.Reader, name string) ([]byte, error) {
 	b, err := io.ReadAll(io.LimitReader(r, maxInputBytes+1))
@@ -121,7 +131,7 @@ func startRun(ctx context.Context, e *env, fs *pflag.FlagSet, req runs.StartRequ
 	}
 	id, err := rc.Start(ctx, req)
 	if err != nil {
-		return err
+		return inputMistake(err)
 	}
 	asJSON, _ := fs.GetBool("json")
 	if wait, _ := fs.GetBool("wait"); wait {
@@ -671,7 +681,7 @@ func rerunCmd() *command {
 			}
 			id, err := rc.Rerun(ctx, args[0], payload)
 			if err != nil {
-				return err
+				return inputMistake(err)
 			}
 			fmt.Fprintln(e.stdout, id)
 			if wait, _ := fs.GetBool("wait"); wait {

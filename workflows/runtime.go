@@ -38,6 +38,7 @@ type Options struct {
 // argument api.RunOptions seeds checkpoints for a re-run.
 func Register[In, Out any](r Registry, name string, fn func(ctx workflow.Context, in In) (Out, error), opts Options) {
 	r.RegisterWorkflowWithOptions(Wrap(name, fn, opts), workflow.RegisterOptions{Name: name})
+	recordInput[In](r, name)
 }
 
 // RunFunc is the shape of every registered Nexo workflow.
