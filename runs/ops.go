@@ -506,6 +506,11 @@ func (c *Client) advance(ctx context.Context, id string, rec api.Record) (api.Re
 		if p.FirstSeq > last+1 || !sameShape(rec, p) {
 			return c.query(ctx, id)
 		}
+		if p.Status.Closed() {
+			// The page has no result: a run that closed (its last task's completion is
+			// read before its close event) is read whole, from its stored record.
+			return c.Get(ctx, id)
+		}
 		if len(p.Events) > 0 {
 			events = append(events[:len(events):len(events)], p.Events...)
 			last = p.Events[len(p.Events)-1].Seq
