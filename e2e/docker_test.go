@@ -38,6 +38,24 @@ func shellCall(cmd string) fakellm.Call {
 	return fakellm.Call{Name: "shell", Arguments: args}
 }
 
+// boxedAgentConfig is the agent "boxed" of the park tests: in a Docker sandbox idle after
+// 2s, writes pre-approved, shell commands other than echo waiting for a human.
+func boxedAgentConfig(modelURL string) string {
+	return `llm:
+  base_url: ` + modelURL + `
+  model: fake-model
+agents:
+  - name: boxed
+    permissions:
+      mode: approve
+      approve_when:
+        - {capability: write}
+        - {capability: shell, detail: "echo *"}
+    sandbox: {type: docker, image: "nexo-sandbox:busybox", idle_timeout: 2s}
+    produces: ["notes.md"]
+`
+}
+
 // TestDockerAgentParksWhileWaiting: an agent acts inside its container; while it waits
 // for a human longer than the idle timeout the workspace is archived and the container
 // removed; after the approval a fresh container has every file back; when the run ends no
@@ -50,19 +68,7 @@ func TestDockerAgentParksWhileWaiting(t *testing.T) {
 		fakellm.Reply{Content: "All files were still there."},
 	)
 	p := newPlatform(t)
-	p.writeConfig(`llm:
-  base_url: ` + model.Start(t) + `
-  model: fake-model
-agents:
-  - name: boxed
-    permissions:
-      mode: approve
-      approve_when:
-        - {capability: write}
-        - {capability: shell, detail: "echo *"}
-    sandbox: {type: docker, image: "nexo-sandbox:busybox", idle_timeout: 2s}
-    produces: ["notes.md"]
-`)
+	p.writeConfig(boxedAgentConfig(model.Start(t)))
 	p.start()
 	id := strings.TrimSpace(p.ok("agent", "boxed", "Keep notes."))
 	// write_file is pre-approved and runs at once; the shell command needs a human.

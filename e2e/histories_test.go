@@ -814,19 +814,7 @@ func recordAgentDockerPark(t *testing.T, r *recorder) {
 		fakellm.Reply{Content: "All files were still there."},
 	)
 	p := newPlatform(t)
-	p.writeConfig(`llm:
-  base_url: ` + model.Start(t) + `
-  model: fake-model
-agents:
-  - name: boxed
-    permissions:
-      mode: approve
-      approve_when:
-        - {capability: write}
-        - {capability: shell, detail: "echo *"}
-    sandbox: {type: docker, image: "nexo-sandbox:busybox", idle_timeout: 2s}
-    produces: ["notes.md"]
-`)
+	p.writeConfig(boxedAgentConfig(model.Start(t)))
 	p.start()
 	c := p.dial()
 	id := strings.TrimSpace(p.ok("agent", "boxed", "Keep notes."))
