@@ -172,3 +172,72 @@ agents:
 		t.Errorf("Validate with an empty credentials file: %v", err)
 	}
 }
+
+// Rules on arguments load as written (an argument's name keeps its case: MCP tools name
+// arguments like filePath) and a broken one stops the load naming the agent and the rule.
+func TestLoadArgumentRules(t *testing.T) {
+	const y = `
+llm: {base_url: http://x:1/v1}
+agents:
+  - name: builder
+    permissions:
+      mode: approve
+      approve_when: [{capability: shell, args_regex: {command: '^go test \./\.\.\.$'}}]
+      deny_when: [{capability: shell, args_regex: {command: '\brm\s+-[a-z]*(rf|fr)'}, reason: never rm -rf}]
+  - name: filer
+    permissions:
+      mode: approve
+      approve_when: [{capability: mcp, tool: "fs_*", args: {filePath: "drafts/**"}}]
+`
+	dir := t.TempDir()
+	t.Chdir(dir)
+	if err := os.WriteFile(filepath.Join(dir, DefaultFile), []byte(y), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Load(LoadOptions{Env: []string{}})
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	p := cfg.Agents[0].Permissions
+	if got := p.ApproveWhen[0].ArgsRegex["command"]; got != `^go test \./\.\.\.$` {
+		t.Errorf("approve_when[0].args_regex.command = %q", got)
+	}
+	if d := p.DenyWhen; len(d) != 1 || d[0].ArgsRegex["command"] != `\brm\s+-[a-z]*(rf|fr)` || d[0].Reason != "never rm -rf" {
+		t.Errorf("deny_when = %+v", d)
+	}
+	sh := func(cmd string) permissions.Call {
+		return permissions.Call{Capability: permissions.CapShell, Tool: "shell", Detail: cmd, Args: map[string]any{"command": cmd}}
+	}
+	for cmd, want := range map[string]permissions.Decision{"go test ./...": permissions.Allow, "ls": permissions.NeedsApproval, "rm -rf x": permissions.Deny} {
+		if v := permissions.Decide(p, sh(cmd), permissions.Approvals{}); v.Decision != want {
+			t.Errorf("Decide(%q) = %v (%s), want %v", cmd, v.Decision, v.Reason, want)
+		}
+	}
+	f := cfg.Agents[1].Permissions.ApproveWhen[0]
+	if f.Args["filePath"] != "drafts/**" {
+		t.Errorf("args = %v, want the argument name filePath as written", f.Args)
+	}
+
+	for _, tc := range []struct{ name, rules, want string }{
+		{"invalid regex", `deny_when: [{capability: shell, args_regex: {command: 'rm -(rf'}}]`,
+			`agents[a].permissions.deny_when[0].args_regex.command: invalid permission policy: regular expression "rm -(rf" does not parse`},
+		{"path glob out of the workspace", `approve_when: [{capability: write}, {capability: write, args: {path: "../**"}}]`,
+			`agents[a].permissions.approve_when[1].args.path: invalid permission policy: path pattern "../**" must stay inside the workspace`},
+		{"unfinished escape", `deny_when: [{capability: mcp, args: {q: 'a\'}}]`,
+			`agents[a].permissions.deny_when[0].args.q: invalid permission policy: pattern "a\\" ends with an unfinished escape`},
+		{"typo in a rule", `deny_when: [{capability: shell, arg_regex: {command: rm}}]`, "arg_regex"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			t.Chdir(dir)
+			y := "llm: {base_url: http://x:1/v1}\nagents:\n  - name: a\n    permissions:\n      mode: approve\n      " + tc.rules + "\n"
+			if err := os.WriteFile(filepath.Join(dir, DefaultFile), []byte(y), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Load(LoadOptions{Env: []string{}})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Load error = %v, want it to say %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -11,20 +11,25 @@ import (
 // It is pure and total: every input, valid or not, gets a Verdict, and anything that
 // cannot be understood is denied.
 //
-// Built-in capabilities, in order:
+// Every call, first:
 //  1. an invalid mode, or an unknown or empty capability → Deny;
-//  2. read and glob → Allow (in every mode);
-//  3. a capability in p.Allow → Allow;
-//  4. auto → Allow; read_only → Deny;
-//  5. ask and approve: a remembered "never" → Deny; a matching approve_when rule → Allow;
+//  2. a deny_when rule that matches the call, or cannot rule it out → Deny, in every mode,
+//     with the rule's reason. A policy without deny_when decides exactly as before
+//     deny_when existed, so a run recorded before it replays the same decisions.
+//
+// Built-in capabilities, then, in order:
+//  3. read and glob → Allow (in every mode);
+//  4. a capability in p.Allow → Allow;
+//  5. auto → Allow; read_only → Deny;
+//  6. ask and approve: a remembered "never" → Deny; a matching approve_when rule → Allow;
 //     a remembered "always" → Allow; otherwise NeedsApproval.
 //
-// MCP (CapMCP, decided per tool name; p.Allow does not apply):
-//  1. an invalid mode or an empty tool name → Deny;
-//  2. auto → Allow;
-//  3. the tool named exactly in p.MCPAllow → Allow;
-//  4. read_only → Deny;
-//  5. ask and approve: as step 5 above (rules with capability mcp).
+// MCP (CapMCP, decided per tool name; p.Allow does not apply), then:
+//  3. an empty tool name → Deny;
+//  4. auto → Allow;
+//  5. the tool named exactly in p.MCPAllow → Allow;
+//  6. read_only → Deny;
+//  7. ask and approve: as step 6 above (rules with capability mcp).
 //
 // Unlike Nexo, ask and approve decide MCP calls the same way (Nexo's ask ignored mcp_allow
 // and its predicate), and a human's "never" wins over any rule.
@@ -35,6 +40,9 @@ func Decide(p Policy, c Call, approvals Approvals) Verdict {
 	}
 	if !c.Capability.known() {
 		return deny("%s denied: unknown capability %q", describe(c), c.Capability)
+	}
+	if v, ok := denied(p, c); ok {
+		return v
 	}
 	if c.Capability == CapMCP {
 		return decideMCP(mode, p, c, approvals)
@@ -70,6 +78,24 @@ func decideMCP(mode Mode, p Policy, c Call, approvals Approvals) Verdict {
 	return gated(mode, p, c, approvals)
 }
 
+// denied applies p.DenyWhen: the first rule that matches c, or cannot rule it out, denies.
+func denied(p Policy, c Call) (Verdict, bool) {
+	for i, r := range p.DenyWhen {
+		k := r.check(c)
+		why := r.Reason
+		if why == "" {
+			why = r.String()
+		}
+		switch k.outcome {
+		case matched:
+			return deny("%s denied by deny_when[%d]: %s", describe(c), i, why), true
+		case unsure:
+			return deny("%s denied: deny_when[%d] (%s) cannot rule it out: %s", describe(c), i, why, k.why), true
+		}
+	}
+	return Verdict{}, false
+}
+
 // gated decides a call under ask or approve that no grant covered.
 func gated(mode Mode, p Policy, c Call, approvals Approvals) Verdict {
 	approved, remembered := approvals.lookup(c)
@@ -78,6 +104,9 @@ func gated(mode Mode, p Policy, c Call, approvals Approvals) Verdict {
 	}
 	for i, r := range p.ApproveWhen {
 		if r.Matches(c) {
+			if r.Reason != "" {
+				return allow("%s allowed by approve_when[%d] (%s): %s", describe(c), i, r, r.Reason)
+			}
 			return allow("%s allowed by approve_when[%d] (%s)", describe(c), i, r)
 		}
 	}
@@ -91,12 +120,13 @@ func gated(mode Mode, p Policy, c Call, approvals Approvals) Verdict {
 // its tool, detail or approvals — so the agent should not offer tools of that capability
 // to the model (Nexo 0.11 "stop advertising"). It is true for privileged capabilities
 // under read_only that Allow does not grant, for unknown capabilities, for every capability
-// when the mode is invalid, and for CapMCP under read_only with an empty MCPAllow. It is
-// false under ask and approve: those must reach the gate to ask. Not a security boundary:
+// when the mode is invalid, for CapMCP under read_only with an empty MCPAllow, and for a
+// capability a deny_when rule refuses whole (it names the capability and nothing else).
+// Otherwise it is false under ask and approve: those must reach the gate to ask. Not a security boundary:
 // Decide still gates every call.
 func NeverAllows(p Policy, c Capability) bool {
 	mode, err := ParseMode(string(p.Mode))
-	if err != nil || !c.known() {
+	if err != nil || !c.known() || deniesAll(p, c, "") {
 		return true
 	}
 	if c == CapMCP {
@@ -109,14 +139,30 @@ func NeverAllows(p Policy, c Capability) bool {
 }
 
 // NeverAllowsMCP is NeverAllows for one MCP tool: true when Decide denies every call of
-// tool under p — under read_only when the tool is not in MCPAllow, for an empty name, and
-// for an invalid mode. Nexo offered every MCP tool even when none could run.
+// tool under p — under read_only when the tool is not in MCPAllow, for an empty name, for
+// an invalid mode, and when a deny_when rule refuses the tool whole (by capability mcp and
+// a tool pattern, nothing else). Nexo offered every MCP tool even when none could run.
 func NeverAllowsMCP(p Policy, tool string) bool {
 	mode, err := ParseMode(string(p.Mode))
-	if err != nil || tool == "" {
+	if err != nil || tool == "" || deniesAll(p, CapMCP, tool) {
 		return true
 	}
 	return mode == ModeReadOnly && !slices.Contains(p.MCPAllow, tool)
+}
+
+// deniesAll reports whether a deny_when rule refuses every call of capability c (and, when
+// tool is set, of that tool): one that names the capability and nothing else, or whose
+// tool pattern covers tool and nothing else.
+func deniesAll(p Policy, c Capability, tool string) bool {
+	for _, r := range p.DenyWhen {
+		if r.Capability != c || r.Detail != "" || len(r.Args) > 0 || len(r.ArgsRegex) > 0 {
+			continue
+		}
+		if r.Tool == "" || (tool != "" && wildcard(r.Tool, tool, anyChar)) {
+			return true
+		}
+	}
+	return false
 }
 
 func allow(format string, args ...any) Verdict {

@@ -2,8 +2,9 @@
 // no clock, no randomness, only the standard library — so a workflow can call Decide
 // directly and replay gets the same answer.
 //
-// A Policy (mode, allow, mcp_allow, approve_when) comes from the agent definition. Each tool
-// call is described as a Call (capability, tool name, detail) and Decide returns a Verdict:
+// A Policy (mode, allow, mcp_allow, approve_when, deny_when) comes from the agent
+// definition. Each tool call is described as a Call (capability, tool name, detail,
+// arguments) and Decide returns a Verdict:
 // Allow, Deny, or NeedsApproval (the caller asks a human interactively under ModeAsk, or
 // suspends the run for an approval signal under ModeApprove). What humans already decided
 // in the run (an "always" approval, a "never" denial) travels in Approvals, a value the
@@ -132,10 +133,15 @@ type Policy struct {
 	// rule runs without a human. Ignored under read_only (use Allow) and auto (everything
 	// runs). See Rule for the matching.
 	ApproveWhen []Rule `json:"approve_when,omitempty" mapstructure:"approve_when" yaml:"approve_when"`
+	// DenyWhen lists calls refused in every mode, before anything else may allow them
+	// (allow, mcp_allow, auto, approve_when, a human's "always", even read and glob): a
+	// call matching any rule, or one a rule cannot rule out, is denied with the rule's
+	// Reason. See Rule for the matching.
+	DenyWhen []Rule `json:"deny_when,omitempty" mapstructure:"deny_when" yaml:"deny_when"`
 }
 
 // Validate reports every problem of the policy, each naming its field (mode,
-// allow[i], mcp_allow[i], approve_when[i].field), joined with errors.Join. A policy that
+// allow[i], mcp_allow[i], approve_when[i].field, deny_when[i].field), joined with errors.Join. A policy that
 // fails validation still decides safely (Decide fails closed), but an agent definition
 // carrying one should be rejected at load time.
 func (p Policy) Validate() error {
@@ -163,6 +169,11 @@ func (p Policy) Validate() error {
 			errs = append(errs, fmt.Errorf("approve_when[%d].%w", i, err))
 		}
 	}
+	for i, r := range p.DenyWhen {
+		if err := r.validate(); err != nil {
+			errs = append(errs, fmt.Errorf("deny_when[%d].%w", i, err))
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -180,8 +191,8 @@ type Call struct {
 	// the path for read and write, the pattern for glob, the command for shell, the URL for
 	// fetch, the query for search; for MCP, whatever summary the caller chose (often empty).
 	Detail string `json:"detail,omitempty"`
-	// Args are the call's arguments, carried for the approval record (a human approving an
-	// MCP call sees them). Decide does not consult them.
+	// Args are the call's arguments, as the tool received them (decoded JSON): what rules'
+	// args and args_regex match, and what the approval record shows a human.
 	Args map[string]any `json:"args,omitempty"`
 }
 

