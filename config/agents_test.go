@@ -220,17 +220,17 @@ agents:
 
 	for _, tc := range []struct{ name, rules, want string }{
 		{"invalid regex", `deny_when: [{capability: shell, args_regex: {command: 'rm -(rf'}}]`,
-			`agents[a].permissions.deny_when[0].args_regex.command: invalid permission policy: regular expression "rm -(rf" does not parse`},
+			`agents[builder].permissions.deny_when[0].args_regex.command: invalid permission policy: regular expression "rm -(rf" does not parse: `},
 		{"path glob out of the workspace", `approve_when: [{capability: write}, {capability: write, args: {path: "../**"}}]`,
-			`agents[a].permissions.approve_when[1].args.path: invalid permission policy: path pattern "../**" must stay inside the workspace`},
+			`agents[builder].permissions.approve_when[1].args.path: invalid permission policy: path pattern "../**" must stay inside the workspace`},
 		{"unfinished escape", `deny_when: [{capability: mcp, args: {q: 'a\'}}]`,
-			`agents[a].permissions.deny_when[0].args.q: invalid permission policy: pattern "a\\" ends with an unfinished escape`},
+			`agents[builder].permissions.deny_when[0].args.q: invalid permission policy: pattern "a\\" ends with an unfinished escape`},
 		{"typo in a rule", `deny_when: [{capability: shell, arg_regex: {command: rm}}]`, "arg_regex"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			t.Chdir(dir)
-			y := "llm: {base_url: http://x:1/v1}\nagents:\n  - name: a\n    permissions:\n      mode: approve\n      " + tc.rules + "\n"
+			y := "llm: {base_url: http://x:1/v1}\nagents:\n  - name: builder\n    permissions:\n      mode: approve\n      " + tc.rules + "\n"
 			if err := os.WriteFile(filepath.Join(dir, DefaultFile), []byte(y), 0o644); err != nil {
 				t.Fatal(err)
 			}
@@ -239,5 +239,51 @@ agents:
 				t.Errorf("Load error = %v, want it to say %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestReadmeArgumentRules: the README's three lines load and decide exactly as the README
+// says they do.
+func TestReadmeArgumentRules(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := func(lang, marker string) string {
+		for _, blk := range strings.Split(string(b), "```"+lang+"\n")[1:] {
+			blk, _, _ = strings.Cut(blk, "```")
+			if strings.Contains(blk, marker) {
+				return blk
+			}
+		}
+		t.Fatalf("README has no ```%s block containing %q", lang, marker)
+		return ""
+	}
+	rules, decisions := block("yaml", "never rm -rf"), block("text", "→ allow:")
+	dir := t.TempDir()
+	t.Chdir(dir)
+	y := "llm: {base_url: http://x:1/v1}\nagents:\n  - name: builder\n" + rules
+	if err := os.WriteFile(filepath.Join(dir, DefaultFile), []byte(y), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Load(LoadOptions{Env: []string{}})
+	if err != nil {
+		t.Fatalf("Load the README's rules: %v", err)
+	}
+	lines := strings.Split(strings.TrimSpace(decisions), "\n")
+	if len(lines) != 4 {
+		t.Fatalf("README decisions = %d lines, want 4", len(lines))
+	}
+	for _, line := range lines {
+		cmd, want, ok := strings.Cut(line, "→ ")
+		if !ok {
+			t.Fatalf("README decision line %q has no →", line)
+		}
+		cmd = strings.TrimSpace(cmd)
+		c := permissions.Call{Capability: permissions.CapShell, Tool: "shell", Detail: cmd, Args: map[string]any{"command": cmd}}
+		v := permissions.Decide(cfg.Agents[0].Permissions, c, permissions.Approvals{})
+		if got := v.Decision.String() + ": " + v.Reason; got != want {
+			t.Errorf("README says %q decides\n  %s\ngot\n  %s", cmd, want, got)
+		}
 	}
 }
