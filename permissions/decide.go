@@ -82,6 +82,10 @@ func decideMCP(mode Mode, p Policy, c Call, approvals Approvals) Verdict {
 func denied(p Policy, c Call) (Verdict, bool) {
 	for i, r := range p.DenyWhen {
 		k := r.check(c)
+		if err := r.validate(); err != nil && r.Capability == c.Capability {
+			// A deny rule that cannot be read refuses what it may have meant to.
+			k = check{outcome: unsure, why: fmt.Sprintf("the rule is invalid: %v", err)}
+		}
 		why := r.Reason
 		if why == "" {
 			why = r.String()

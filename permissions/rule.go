@@ -109,9 +109,9 @@ func (r Rule) check(c Call) check {
 	if r.Capability != c.Capability || !r.Capability.known() {
 		return check{outcome: noMatch}
 	}
-	if err := r.validate(); err != nil {
-		return check{outcome: unsure, why: fmt.Sprintf("the rule is invalid: %v", err)}
-	}
+	// A rule without args decides exactly as rules did before args existed (recorded runs
+	// replay the same decisions), so the whole rule is not validated here: deny_when
+	// validates its rules itself (see denied).
 	if r.Tool != "" && !wildcard(r.Tool, c.Tool, anyChar) {
 		return check{outcome: noMatch}
 	}
@@ -135,7 +135,10 @@ func (r Rule) globDetail(detail string) check {
 	}
 	switch r.Capability {
 	case CapRead, CapGlob, CapWrite:
-		pat, _ := workspacePath(r.Detail) // validated
+		pat, ok := workspacePath(r.Detail)
+		if !ok {
+			return check{outcome: unsure, why: fmt.Sprintf("the path pattern %q leaves the workspace", r.Detail)}
+		}
 		d, ok := workspacePath(detail)
 		if !ok {
 			return check{outcome: unsure, why: "the path is empty or leaves the workspace"}
@@ -150,6 +153,9 @@ func (r Rule) globDetail(detail string) check {
 
 // globArg matches pattern against argument name of args, with the capability's wildcards.
 func (r Rule) globArg(name, pattern string, args map[string]any) check {
+	if err := validGlob(r.Capability, pattern, true); err != nil || pattern == "" {
+		return check{outcome: unsure, why: fmt.Sprintf("args.%s is not a valid pattern", name)}
+	}
 	v, k := argText(name, args)
 	if k.outcome != matched {
 		return k
@@ -159,7 +165,7 @@ func (r Rule) globArg(name, pattern string, args map[string]any) check {
 	}
 	switch r.Capability {
 	case CapRead, CapGlob, CapWrite:
-		pat, _ := workspacePath(pattern) // validated
+		pat, _ := workspacePath(pattern) // checked by validGlob above
 		p, ok := workspacePath(v)
 		if !ok {
 			return check{outcome: unsure, why: fmt.Sprintf("argument %q is empty or leaves the workspace", name)}
@@ -177,13 +183,13 @@ func (r Rule) globArg(name, pattern string, args map[string]any) check {
 
 // regexArg matches the regular expression expr against argument name of args.
 func regexArg(name, expr string, args map[string]any) check {
+	re, err := regexp.Compile(expr)
+	if err != nil || expr == "" { // Validate refuses it; a Go caller may skip Validate
+		return check{outcome: unsure, why: fmt.Sprintf("args_regex.%s is not a valid regular expression", name)}
+	}
 	v, k := argText(name, args)
 	if k.outcome != matched {
 		return k
-	}
-	re, err := regexp.Compile(expr)
-	if err != nil { // validated; a Go caller may skip Validate
-		return check{outcome: unsure, why: fmt.Sprintf("args_regex.%s does not parse", name)}
 	}
 	return matchedIf(re.MatchString(v))
 }
