@@ -21,6 +21,11 @@ const (
 	// SearchAttributeStatus is the keyword search attribute the workflow upserts on every
 	// status transition, so `starter list --status` is a visibility query.
 	SearchAttributeStatus = "NexoStatus"
+	// SearchAttributeApprovalAgent is the keyword search attribute naming the agent whose
+	// tool call waits for a human decision; the workflow sets it when a call starts
+	// waiting and removes it when the call is decided, so `starter approvals` (the inbox
+	// across runs and sessions) is one visibility query.
+	SearchAttributeApprovalAgent = "NexoApprovalAgent"
 
 	// DefaultTaskQueue is the task queue workers poll and starters target unless configured.
 	DefaultTaskQueue = "nexo"

@@ -159,6 +159,10 @@ type loopStyle struct {
 // every request carries (the worker puts them in the system message).
 func (rt *runtime) agentLoop(ctx workflow.Context, spec agents.Spec, tools toolset, skills []string, conv *conversation, style loopStyle) (api.AgentResult, error) {
 	res := api.AgentResult{Agent: spec.Name}
+	// The inbox names the agent whose call waits (syncApprovalAttr).
+	prevAgent := rt.agent
+	rt.agent = spec.Name
+	defer func() { rt.agent = prevAgent }()
 	defs := tools.defs()
 	mctx := workflow.WithActivityOptions(ctx, modelCallOptions(spec))
 	for turn := 1; ; turn++ {

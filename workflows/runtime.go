@@ -126,6 +126,13 @@ type runtime struct {
 
 	// threadV is the run's version of changeThreadByRef, once asked (thread.go).
 	threadV *workflow.Version
+
+	// agent is the agent whose loop runs now (set by agentLoop): the value of the
+	// NexoApprovalAgent search attribute while one of its calls waits. approvalAttr is the
+	// value last upserted ("" none), inboxV the run's version of changeInbox, once asked.
+	agent        string
+	approvalAttr string
+	inboxV       *workflow.Version
 }
 
 func start(ctx workflow.Context, name string, payload json.RawMessage, ro *api.RunOptions, opts Options) (*runtime, workflow.Context) {
@@ -263,6 +270,50 @@ func (rt *runtime) setStatus(ctx workflow.Context, s api.Status) {
 	if err := workflow.UpsertTypedSearchAttributes(ctx, statusKey.ValueSet(string(s))); err != nil {
 		workflow.GetLogger(ctx).Warn("upsert NexoStatus failed", "error", err)
 	}
+	// A decided call leaves the record's approval state and sets the status: the inbox
+	// attribute follows here, so every status change re-checks it.
+	rt.syncApprovalAttr(ctx)
+}
+
+// changeInbox: the run keeps NexoApprovalAgent current while a tool call waits for a
+// decision (an upsert when the call starts waiting and when it is decided). Runs that
+// asked before it have no such commands.
+const changeInbox = "inbox-approval-attr"
+
+var approvalAgentKey = temporal.NewSearchAttributeKeyKeyword(api.SearchAttributeApprovalAgent)
+
+// syncApprovalAttr upserts NexoApprovalAgent when what the record waits for changed: the
+// agent of the pending call while state holds __approval__, unset otherwise. It asks the
+// version only once a call waits (or an upsert was made), so a run that never waits for a
+// human records no marker.
+func (rt *runtime) syncApprovalAttr(ctx workflow.Context) {
+	want := ""
+	if _, ok := rt.rec.State[api.StateApproval]; ok {
+		want = rt.agent
+		if want == "" {
+			want = rt.rec.Workflow // an approval outside an agent loop: name the workflow
+		}
+	}
+	if want == rt.approvalAttr {
+		return
+	}
+	if rt.inboxV == nil {
+		v := workflow.GetVersion(ctx, changeInbox, workflow.DefaultVersion, 1)
+		rt.inboxV = &v
+	}
+	if *rt.inboxV < 1 {
+		return
+	}
+	upd := approvalAgentKey.ValueUnset()
+	if want != "" {
+		upd = approvalAgentKey.ValueSet(want)
+	}
+	if err := workflow.UpsertTypedSearchAttributes(ctx, upd); err != nil {
+		// Only on an unregistered attribute, which the worker checks at start.
+		workflow.GetLogger(ctx).Warn("upsert "+api.SearchAttributeApprovalAgent+" failed", "error", err)
+		return
+	}
+	rt.approvalAttr = want
 }
 
 func (rt *runtime) setState(ctx workflow.Context, key string, v any) {
@@ -272,6 +323,9 @@ func (rt *runtime) setState(ctx workflow.Context, key string, v any) {
 	}
 	rt.rec.State[key] = raw
 	rt.touch(ctx)
+	if key == api.StateApproval {
+		rt.syncApprovalAttr(ctx)
+	}
 }
 
 func (rt *runtime) finish(ctx workflow.Context, result json.RawMessage) {
