@@ -33,6 +33,10 @@ const (
 	DefaultNamespace = "default"
 )
 
+// SearchAttributes are the keyword search attributes every namespace Nexo runs in needs:
+// the dev server registers them, the worker checks them at start.
+var SearchAttributes = []string{SearchAttributeStatus, SearchAttributeApprovalAgent}
+
 // Activity names. Workflows reference activities by these names only, never by importing
 // their implementations.
 const (

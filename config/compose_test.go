@@ -184,9 +184,11 @@ func TestComposeSetupCreatesSearchAttribute(t *testing.T) {
 	script := strings.Join(setup.Command, "\n")
 	for _, want := range []string{
 		"search-attribute create",
-		"--name " + api.SearchAttributeStatus,
 		"--type Keyword",
 		"namespace create",
+		// every attribute the worker checks at start, each created by the loop
+		"for attr in " + strings.Join(api.SearchAttributes, " ") + "; do",
+		`--name "$$attr"`,
 	} {
 		if !strings.Contains(script, want) {
 			t.Errorf("service %q command lacks %q", svcSetup, want)

@@ -81,8 +81,9 @@ type Options struct {
 	// Namespace is created if absent, also in an existing database. Default "default".
 	Namespace string
 	// SearchAttributes are registered on Namespace (also in an existing database) before the
-	// server starts. The keyword attribute api.SearchAttributeStatus is always registered; it
-	// is an error to ask for it with another type.
+	// server starts. The keyword attributes of api.SearchAttributes (NexoStatus,
+	// NexoApprovalAgent) are always registered; it is an error to ask for one with another
+	// type.
 	SearchAttributes map[string]enumspb.IndexedValueType
 	// Logger receives the server's logs. Default slog.Default().
 	Logger *slog.Logger
@@ -259,11 +260,13 @@ func (o Options) withDefaults() (Options, error) {
 	if attrs == nil {
 		attrs = map[string]enumspb.IndexedValueType{}
 	}
-	if typ, ok := attrs[api.SearchAttributeStatus]; ok && typ != enumspb.INDEXED_VALUE_TYPE_KEYWORD {
-		return o, fmt.Errorf("check search attribute %s: %w (got %s, want Keyword)",
-			api.SearchAttributeStatus, ErrSearchAttributeType, typ)
+	for _, name := range api.SearchAttributes {
+		if typ, ok := attrs[name]; ok && typ != enumspb.INDEXED_VALUE_TYPE_KEYWORD {
+			return o, fmt.Errorf("check search attribute %s: %w (got %s, want Keyword)",
+				name, ErrSearchAttributeType, typ)
+		}
+		attrs[name] = enumspb.INDEXED_VALUE_TYPE_KEYWORD
 	}
-	attrs[api.SearchAttributeStatus] = enumspb.INDEXED_VALUE_TYPE_KEYWORD
 	o.SearchAttributes = attrs
 	return o, nil
 }

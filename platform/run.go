@@ -225,19 +225,33 @@ func announcement(identity string, registered *workflows.TypeRecorder, agentName
 	return api.WorkerAnnouncement{Identity: identity, Workflows: registered.Types(), Inputs: registered.Inputs(), Agents: agentNames}
 }
 
-// checkSearchAttribute fails fast when the namespace lacks NexoStatus: without it every
-// status upsert fails and `starter list --status` cannot work.
+// checkSearchAttribute fails fast when the namespace lacks a search attribute Nexo
+// upserts (api.SearchAttributes): without NexoStatus every status upsert fails and
+// `starter list --status` cannot work; without NexoApprovalAgent `starter approvals`
+// finds nothing.
 func checkSearchAttribute(ctx context.Context, tc client.Client, namespace string) error {
 	resp, err := tc.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: namespace})
 	if err != nil {
 		return fmt.Errorf("list search attributes of namespace %s: %w", namespace, err)
 	}
-	if t, ok := resp.GetCustomAttributes()[api.SearchAttributeStatus]; ok {
-		if t != enumspb.INDEXED_VALUE_TYPE_KEYWORD {
-			return fmt.Errorf("search attribute %s in namespace %s has type %s, want Keyword", api.SearchAttributeStatus, namespace, t)
+	var missing []string
+	for _, name := range api.SearchAttributes {
+		t, ok := resp.GetCustomAttributes()[name]
+		if !ok {
+			missing = append(missing, name)
+			continue
 		}
+		if t != enumspb.INDEXED_VALUE_TYPE_KEYWORD {
+			return fmt.Errorf("search attribute %s in namespace %s has type %s, want Keyword", name, namespace, t)
+		}
+	}
+	if len(missing) == 0 {
 		return nil
 	}
-	return fmt.Errorf("search attribute %s is not registered in namespace %s; create it with: temporal operator search-attribute create --namespace %s --name %s --type Keyword",
-		api.SearchAttributeStatus, namespace, namespace, api.SearchAttributeStatus)
+	create := make([]string, len(missing))
+	for i, name := range missing {
+		create[i] = fmt.Sprintf("--name %s --type Keyword", name)
+	}
+	return fmt.Errorf("search attribute %s is not registered in namespace %s; create it with: temporal operator search-attribute create --namespace %s %s",
+		strings.Join(missing, ", "), namespace, namespace, strings.Join(create, " "))
 }
