@@ -36,6 +36,8 @@ type fakeRuns struct {
 	followSession func(ctx context.Context, agent, instance string, fn func(api.Record) bool) error
 	// followSessionLive, when set, answers FollowSessionLive instead of followSession.
 	followSessionLive func(ctx context.Context, agent, instance string, fn func(api.Record) bool, live func(api.LiveText)) error
+
+	approvals func(ctx context.Context, req runs.ApprovalsRequest) ([]runs.Pending, error)
 }
 
 func unexpected(method string) error { return errors.New("fake runs: unexpected call to " + method) }
@@ -139,6 +141,13 @@ func (f *fakeRuns) FollowSessionLive(ctx context.Context, agent, instance string
 		return unexpected("FollowSessionLive")
 	}
 	return f.followSession(ctx, agent, instance, fn)
+}
+
+func (f *fakeRuns) Approvals(ctx context.Context, req runs.ApprovalsRequest) ([]runs.Pending, error) {
+	if f.approvals == nil {
+		return nil, unexpected("Approvals")
+	}
+	return f.approvals(ctx, req)
 }
 
 // getRecords answers Get from a map of records; unknown ids are NotFoundError.

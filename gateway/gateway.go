@@ -66,6 +66,8 @@ type Runs interface {
 	ListSessions(ctx context.Context, limit int) ([]runs.SessionSummary, error)
 	CloseSession(ctx context.Context, agent, instance string) error
 	FollowSessionLive(ctx context.Context, agent, instance string, fn func(rec api.Record) bool, live func(api.LiveText)) error
+
+	Approvals(ctx context.Context, req runs.ApprovalsRequest) ([]runs.Pending, error)
 }
 
 var _ Runs = (*runs.Client)(nil)
@@ -390,6 +392,7 @@ func (s *Server) routeTable() []route {
 		{method: "POST", path: "/v1/runs/{id}/rerun", scope: config.ScopeOperate, handle: s.rerunRun},
 		{method: "GET", path: "/v1/runs/{id}/artifacts", scope: config.ScopeRead, handle: s.listArtifacts},
 		{method: "GET", path: "/v1/runs/{id}/artifacts/{name}", scope: config.ScopeRead, handle: s.getArtifact},
+		{method: "GET", path: "/v1/approvals", scope: config.ScopeRead, handle: s.listApprovals},
 		{method: "GET", path: "/v1/sessions", scope: config.ScopeRead, handle: s.listSessions},
 		{method: "GET", path: "/v1/sessions/{agent}/{instance}", scope: config.ScopeRead, handle: s.getSession},
 		{method: "POST", path: "/v1/sessions/{agent}/{instance}/prompt", scope: config.ScopeOperate, handle: s.promptSession},
@@ -399,6 +402,7 @@ func (s *Server) routeTable() []route {
 		{method: "GET", path: "/{$}", scope: config.ScopeRead, page: true, handle: s.runsPage},
 		{method: "GET", path: "/runs/{id}", scope: config.ScopeRead, page: true, handle: s.runPage},
 		{method: "GET", path: "/sessions", scope: config.ScopeRead, page: true, handle: s.sessionsPage},
+		{method: "GET", path: "/approvals", scope: config.ScopeRead, page: true, handle: s.approvalsPage},
 		{method: "GET", path: "/sessions/{agent}/{instance}", scope: config.ScopeRead, page: true, handle: s.sessionPage},
 		{method: "GET", path: "/login", page: true, handle: s.loginPage},
 		{method: "POST", path: "/login", page: true, csrfExempt: true, handle: s.login},

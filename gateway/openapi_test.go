@@ -109,6 +109,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"PromptRequest": PromptBody{}, "PromptReply": api.PromptReply{}, "SessionList": SessionList{},
 		"SessionSummary": runs.SessionSummary{}, "SessionView": api.SessionView{}, "SessionTurn": api.SessionTurn{},
 		"ChatMessage": api.ChatMessage{}, "ToolCall": api.ToolCall{}, "Usage": api.Usage{},
+		"ApprovalList": ApprovalList{}, "PendingCall": runs.Pending{},
 	} {
 		want := jsonNames(reflect.TypeOf(v))
 		var got []string

@@ -55,6 +55,7 @@
         say(msg, res.message + " — the run continues; this page follows it.", false);
         form.classList.add("sent");
         buttons.forEach(function (b) { b.disabled = false; });
+        form.dispatchEvent(new CustomEvent("decided", { bubbles: true }));
       } catch (e) {
         say(msg, e.message, true);
         buttons.forEach(function (b) { b.disabled = false; });
@@ -84,6 +85,57 @@
 
   runPage();
   sessionPage();
+  approvalsPage();
+
+  // The Approvals view: a decided row goes at once; every few seconds the inbox is asked
+  // again (GET /v1/approvals), rows no longer pending go, and new ones reload the page
+  // unless a reason is being typed (then a note says so).
+  function approvalsPage() {
+    const table = document.getElementById("approvals");
+    if (!table) return;
+    const live = document.getElementById("approvals-live");
+    const empty = document.getElementById("approvals-empty");
+    function rows() { return Array.from(table.querySelectorAll("tr.pending-call")); }
+    function refreshEmpty() { empty.hidden = rows().length > 0; }
+    table.addEventListener("decided", function (ev) {
+      const tr = ev.target.closest("tr.pending-call");
+      if (tr) tr.remove();
+      refreshEmpty();
+    });
+    const agent = live.dataset.agent;
+    const url = "/v1/approvals" + (agent ? "?agent=" + encodeURIComponent(agent) : "");
+    async function poll() {
+      try {
+        const res = await fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } });
+        if (!res.ok) throw new Error(res.status + " " + res.statusText);
+        const data = await res.json();
+        const now = new Set(data.approvals.map(function (p) { return p.run + " " + p.call_id; }));
+        const shown = new Set();
+        rows().forEach(function (tr) {
+          shown.add(tr.dataset.key);
+          if (!now.has(tr.dataset.key)) tr.remove();
+        });
+        refreshEmpty();
+        const added = Array.from(now).filter(function (k) { return !shown.has(k); }).length;
+        if (added > 0) {
+          const typing = rows().some(function (tr) {
+            const r = tr.querySelector("input[name=reason]");
+            return r && r.value.trim() !== "";
+          });
+          if (!typing) { window.location.reload(); return; }
+          live.textContent = added + " more call(s) waiting: reload to see them";
+        } else {
+          live.textContent = "● live";
+          live.className = "live";
+        }
+      } catch (e) {
+        live.textContent = "not updating: " + e.message;
+        live.className = "problem";
+      }
+      window.setTimeout(poll, 2000);
+    }
+    window.setTimeout(poll, 2000);
+  }
 
   // The live event stream of the run page.
   function runPage() {

@@ -1,0 +1,86 @@
+package gateway
+
+import (
+	"net/http"
+	"net/url"
+
+	"github.com/nexo-temporal/nexo/api"
+	"github.com/nexo-temporal/nexo/config"
+	"github.com/nexo-temporal/nexo/runs"
+)
+
+// ApprovalList is the answer of GET /v1/approvals: every tool call waiting for a decision,
+// in every open run and session, oldest first.
+type ApprovalList struct {
+	Approvals []runs.Pending `json:"approvals"`
+}
+
+// approvalsRequest reads the ?agent= filter of the endpoint and the page.
+func approvalsRequest(q url.Values) (runs.ApprovalsRequest, error) {
+	var req runs.ApprovalsRequest
+	if q.Has("agent") {
+		if err := checkAgentName(q.Get("agent")); err != nil {
+			return req, err
+		}
+		req.Agent = q.Get("agent")
+	}
+	return req, nil
+}
+
+// listApprovals answers GET /v1/approvals[?agent=A].
+func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request) {
+	req, err := approvalsRequest(r.URL.Query())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	rows, err := s.runs.Approvals(r.Context(), req)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if rows == nil {
+		rows = []runs.Pending{}
+	}
+	s.writeJSON(w, r, http.StatusOK, ApprovalList{Approvals: rows})
+}
+
+// approvalRow is one row of the Approvals view.
+type approvalRow struct {
+	runs.Pending
+	// Page is the run's (or the session's) page; Decide the endpoint the row's form posts to.
+	Page   string
+	Decide string
+}
+
+type approvalsView struct {
+	Agent      string
+	Rows       []approvalRow
+	Error      string
+	CanApprove bool
+}
+
+// approvalsPage is the Approvals view: the inbox of every pending call with approve / deny
+// per call (the run page's decision endpoint); app.js keeps it current.
+func (s *Server) approvalsPage(w http.ResponseWriter, r *http.Request) {
+	v := approvalsView{CanApprove: principalFrom(r.Context()).has(config.ScopeApprove)}
+	status := http.StatusOK
+	req, err := approvalsRequest(r.URL.Query())
+	v.Agent = req.Agent
+	var rows []runs.Pending
+	if err == nil {
+		rows, err = s.runs.Approvals(r.Context(), req)
+	}
+	if err != nil {
+		v.Error, status = err.Error(), statusOf(err)
+	}
+	for _, p := range rows {
+		page := "/runs/" + url.PathEscape(p.Run)
+		if agent, inst, ok := api.ParseSessionID(p.Run); ok {
+			page = sessionPagePath(agent, inst)
+		}
+		v.Rows = append(v.Rows, approvalRow{Pending: p, Page: page,
+			Decide: "/v1/runs/" + url.PathEscape(p.Run) + "/approvals/" + url.PathEscape(p.CallID)})
+	}
+	s.render(w, r, status, "approvals", "Approvals", v)
+}

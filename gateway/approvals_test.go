@@ -1,0 +1,63 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nexo-temporal/nexo/runs"
+)
+
+func inboxFake(got *runs.ApprovalsRequest) *fakeRuns {
+	at := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	return &fakeRuns{approvals: func(_ context.Context, req runs.ApprovalsRequest) ([]runs.Pending, error) {
+		*got = req
+		return []runs.Pending{
+			{Agent: "scribe", Run: "r1", Workflow: "AgentRun", CallID: "1.1", Tool: "write_file", Capability: "write",
+				Detail: "notes.md", Args: json.RawMessage(`{"path":"notes.md"}`), Since: at},
+			{Agent: "scribe", Run: "session:scribe:u1", Workflow: "Session", Instance: "u1", CallID: "1.1.1", Tool: "shell",
+				Capability: "shell", Detail: "ls", Args: json.RawMessage(`{"command":"ls"}`), Since: at.Add(time.Minute)},
+		}, nil
+	}}
+}
+
+func TestListApprovalsEndpoint(t *testing.T) {
+	var got runs.ApprovalsRequest
+	s := newServer(t, inboxFake(&got), Options{})
+	resp := do(t, s, request{method: "GET", path: "/v1/approvals?agent=scribe"})
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status = %d: %s", resp.StatusCode, readBody(t, resp))
+	}
+	var list ApprovalList
+	if err := json.Unmarshal([]byte(readBody(t, resp)), &list); err != nil {
+		t.Fatal(err)
+	}
+	if got.Agent != "scribe" || len(list.Approvals) != 2 || list.Approvals[1].Instance != "u1" || list.Approvals[0].CallID != "1.1" {
+		t.Errorf("agent filter %q, list %+v", got.Agent, list)
+	}
+	wantProblem(t, do(t, s, request{method: "GET", path: "/v1/approvals?agent=a%2Fb"}), http.StatusBadRequest, `agent "a/b"`)
+}
+
+func TestApprovalsPageListsCallsWithDecisionForms(t *testing.T) {
+	var got runs.ApprovalsRequest
+	s := newServer(t, inboxFake(&got), Options{})
+	resp := do(t, s, request{method: "GET", path: "/approvals"})
+	body := readBody(t, resp)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status = %d: %s", resp.StatusCode, body)
+	}
+	for _, want := range []string{
+		`href="/approvals">Approvals</a>`,
+		`action="/v1/runs/r1/approvals/1.1"`,
+		`action="/v1/runs/session:scribe:u1/approvals/1.1.1"`,
+		`href="/sessions/scribe/u1"`,
+		`{&#34;path&#34;:&#34;notes.md&#34;}`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("page lacks %s", want)
+		}
+	}
+}

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/nexo-temporal/nexo/runs"
+)
+
+// approvalsCmd is the approvals inbox: every tool call waiting for a decision, in every
+// run and session, found by one visibility query.
+func approvalsCmd() *command {
+	return &command{
+		name: "approvals", args: "",
+		summary: "List every tool call waiting for a decision, in every run and session, oldest first.",
+		flags: func(fs *pflag.FlagSet) {
+			fs.String("agent", "", "only calls of this agent")
+			fs.Bool("json", false, "print JSON (an array)")
+		},
+		run: func(ctx context.Context, e *env, fs *pflag.FlagSet, args []string) error {
+			if err := needArgs(args, 0, "no arguments"); err != nil {
+				return err
+			}
+			agent, _ := fs.GetString("agent")
+			rc, err := e.runs(ctx)
+			if err != nil {
+				return err
+			}
+			rows, err := rc.Approvals(ctx, runs.ApprovalsRequest{Agent: agent})
+			if err != nil {
+				return err
+			}
+			if asJSON, _ := fs.GetBool("json"); asJSON {
+				return e.printJSON(rows)
+			}
+			if len(rows) == 0 {
+				if agent != "" {
+					fmt.Fprintf(e.stdout, "no tool call of agent %s waits for a decision\n", agent)
+				} else {
+					fmt.Fprintln(e.stdout, "no tool call waits for a decision")
+				}
+				return nil
+			}
+			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "AGENT\tRUN\tCALL\tTOOL\tCAPABILITY\tDETAIL\tARGS\tWAITING SINCE")
+			for _, p := range rows {
+				if p.Error != "" {
+					fmt.Fprintf(tw, "%s\t%s\t?\t?\t?\t%s\t\t\n", p.Agent, p.Run, p.Error)
+					continue
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.Agent, p.Run, p.CallID, p.Tool, p.Capability,
+					cell(p.Detail, 40), cell(string(p.Args), 60), p.Since.Format(time.RFC3339))
+			}
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			fmt.Fprintln(e.stdout, "decide with: starter approve <run> --call <call>  or  starter deny <run> --call <call> --reason TEXT")
+			return nil
+		},
+	}
+}
+
+// cell fits s on one table line of at most n runes.
+func cell(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
