@@ -356,6 +356,7 @@ var readmeCommandTests = []struct {
 	{marker: "$ starter lsit", tests: []string{"TestStarterCLITranscriptAsWritten"}},
 	{marker: "curl -s -X POST $GW/v1/runs", tests: []string{"TestAPIAsWritten"}},
 	{marker: "export NEXO_ADA_TOKEN=$(openssl rand -hex 32)", tests: []string{"TestAccessControlAsWritten"}},
+	{marker: "bin/starter approvals --agent keeper", tests: []string{"TestApprovalsInbox"}},
 	{marker: "bin/starter rerun <id>", tests: []string{"TestDashboardArtifactAndRerun"}},
 	{marker: "go run ./examples/custom-worker --dev", tests: []string{"TestCustomWorkerExampleAsWritten"}},
 	{marker: "$ starter check-replay", tests: []string{"TestCheckReplayLiveRuns"}},
