@@ -148,7 +148,19 @@ var historyScenarios = []struct {
 	// cancellation reaches the run's outcome as a CanceledError, so "cancel-outcome" is
 	// no longer asked (no marker).
 	{"agent canceled in a tool call, typed errors", "typederrors_", []string{"agent_canceled_in_tool_call.json"}, recordAgentCanceledInTool},
+	// A run keeps NexoApprovalAgent current while a call waits (version 1 of
+	// "inbox-approval-attr"): the scenarios with approvals, again.
+	{"agent approved, inbox", inboxPrefix, []string{"agent_approved.json"}, recordAgentApproved},
+	{"agent denied and always, inbox", inboxPrefix, []string{"agent_denied.json", "agent_always.json"}, recordAgentDeniedAndAlways},
+	{"agent suspended, inbox", inboxPrefix, []string{"agent_suspended_on_approval.json"}, recordAgentSuspended},
+	{"session, inbox", inboxPrefix, []string{
+		"session_first_run_continued_as_new.json", "session_continued_run_closed.json",
+		"session_reopened_suspended_on_approval.json", "session_reopened_idle.json",
+	}, recordSession},
 }
+
+// inboxPrefix names the fixtures recorded with the NexoApprovalAgent upserts.
+const inboxPrefix = "inbox_"
 
 // recordClosePrefix names the fixtures recorded with the record stored at close.
 const recordClosePrefix = "recordclose_"
