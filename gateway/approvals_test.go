@@ -17,7 +17,7 @@ func inboxFake(got *runs.ApprovalsRequest) *fakeRuns {
 		*got = req
 		return []runs.Pending{
 			{Agent: "scribe", Run: "r1", Workflow: "AgentRun", CallID: "1.1", Tool: "write_file", Capability: "write",
-				Detail: "notes.md", Args: json.RawMessage(`{"path":"notes.md"}`), Since: at},
+				Detail: "notes.md", Args: json.RawMessage(`{"path":"notes.md","content":"<script>alert(1)</script>"}`), Since: at},
 			{Agent: "scribe", Run: "session:scribe:u1", Workflow: "Session", Instance: "u1", CallID: "1.1.1", Tool: "shell",
 				Capability: "shell", Detail: "ls", Args: json.RawMessage(`{"command":"ls"}`), Since: at.Add(time.Minute)},
 		}, nil
@@ -54,10 +54,25 @@ func TestApprovalsPageListsCallsWithDecisionForms(t *testing.T) {
 		`action="/v1/runs/r1/approvals/1.1"`,
 		`action="/v1/runs/session:scribe:u1/approvals/1.1.1"`,
 		`href="/sessions/scribe/u1"`,
-		`{&#34;path&#34;:&#34;notes.md&#34;}`,
+		`&#34;path&#34;:&#34;notes.md&#34;`,
+		`&lt;script&gt;alert(1)&lt;/script&gt;`, // a model's markup, as text
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("page lacks %s", want)
 		}
+	}
+	if strings.Contains(body, "<script>alert") {
+		t.Error("the page carries a call's markup unescaped")
+	}
+}
+
+// A token without scope approve sees the inbox but no decision buttons.
+func TestApprovalsPageForAReader(t *testing.T) {
+	var got runs.ApprovalsRequest
+	s := newServer(t, inboxFake(&got), Options{Tokens: testTokens})
+	c := login(t, s, readerSecret)
+	page := readBody(t, do(t, s, request{method: "GET", path: "/approvals?agent=scribe", header: map[string]string{"Cookie": c.Name + "=" + c.Value}}))
+	if got.Agent != "scribe" || !strings.Contains(page, "notes.md") || strings.Contains(page, `class="decide"`) || !strings.Contains(page, "needs scope approve") {
+		t.Errorf("a reader's Approvals view (agent %q):\n%s", got.Agent, page)
 	}
 }

@@ -67,6 +67,7 @@ func everythingWorks(decided *[]runs.Decision) *fakeRuns {
 			fn(sessionRecord(api.StatusDone))
 			return nil
 		},
+		approvals: func(context.Context, runs.ApprovalsRequest) ([]runs.Pending, error) { return nil, nil },
 	}
 }
 
