@@ -141,8 +141,9 @@ agents:
 		t.Errorf("the inbox is not oldest first: %v then %v", rows[0].Since, rows[2].Since)
 	}
 
+	began := time.Now()
 	table := p.ok("approvals")
-	t.Logf("starter approvals:\n%s", table)
+	t.Logf("starter approvals (%s for the process, 3 calls):\n%s", time.Since(began).Round(time.Millisecond), table)
 	for _, want := range []string{"AGENT", "RUN", "CALL", "TOOL", "CAPABILITY", "DETAIL", "ARGS", "WAITING SINCE",
 		scribeRun, keeperRun, session, "scribe.md", `{"content":"inbox","path":"keeper.md"}`, "starter approve <run> --call <call>"} {
 		if !strings.Contains(table, want) {
