@@ -185,9 +185,11 @@ func TestDevServer(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ListSearchAttributes: %v", err)
 	}
-	if typ, ok := attrs.GetCustomAttributes()[api.SearchAttributeStatus]; !ok || typ != enumspb.INDEXED_VALUE_TYPE_KEYWORD {
-		t.Fatalf("search attribute %s = %v (present %v), want Keyword; custom attributes: %v",
-			api.SearchAttributeStatus, typ, ok, attrs.GetCustomAttributes())
+	for _, name := range api.SearchAttributes {
+		if typ, ok := attrs.GetCustomAttributes()[name]; !ok || typ != enumspb.INDEXED_VALUE_TYPE_KEYWORD {
+			t.Fatalf("search attribute %s = %v (present %v), want Keyword; custom attributes: %v",
+				name, typ, ok, attrs.GetCustomAttributes())
+		}
 	}
 
 	t.Run("latency", func(t *testing.T) {
@@ -235,8 +237,9 @@ func TestDevServer(t *testing.T) {
 		t.Fatalf("ListSearchAttributes after restart: %v", err)
 	}
 	for name, want := range map[string]enumspb.IndexedValueType{
-		api.SearchAttributeStatus: enumspb.INDEXED_VALUE_TYPE_KEYWORD,
-		extra:                     enumspb.INDEXED_VALUE_TYPE_INT,
+		api.SearchAttributeStatus:        enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+		api.SearchAttributeApprovalAgent: enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+		extra:                            enumspb.INDEXED_VALUE_TYPE_INT,
 	} {
 		if got := attrs.GetCustomAttributes()[name]; got != want {
 			t.Errorf("search attribute %s after restart = %v, want %v", name, got, want)

@@ -203,7 +203,9 @@ agents:
 		body, _ := chromedp.Run(dctx, chromedp.Evaluate[string](`location.href + "\n" + document.body.innerText`))
 		return body
 	}
-	row := func(run string) string { return fmt.Sprintf(`tr.pending-call[data-key="%s %s"]`, run, byRun[run].CallID) }
+	row := func(run string) string {
+		return fmt.Sprintf(`tr.pending-call[data-key="%s %s"]`, run, byRun[run].CallID)
+	}
 	if err := chromedp.Do(bctx,
 		chromedp.Navigate(base+"/"),
 		chromedp.Click(chromedp.CSS(`header nav a[href="/approvals"]`)), // linked from the header
