@@ -28,7 +28,7 @@ func serveGateway(ctx context.Context, cfg config.Config, tc client.Client, stor
 	}
 	rc := runs.New(tc, cfg.Temporal.Namespace, cfg.Temporal.TaskQueue)
 	rc.Payloads = payloads.NewDriver(store)
-	rc.Blobs = store // closed runs' stored records
+	rc.Blobs = store                   // closed runs' stored records
 	rc.PageURL = cfg.Gateway.PageURL() // runs started through the API link back to their page
 	// The worker's own store: one cache, and under mem:// the same bytes the worker wrote.
 	gw, err := gateway.FromConfig(cfg, rc, store, getenv, logger)

@@ -74,7 +74,7 @@ func (e *env) runs(ctx context.Context) (*runs.Client, error) {
 	e.tc = tc
 	e.client = runs.New(tc, cfg.Temporal.Namespace, cfg.Temporal.TaskQueue)
 	e.client.Payloads = payloads.NewDriver(store)
-	e.client.Blobs = store // closed runs' stored records
+	e.client.Blobs = store                   // closed runs' stored records
 	e.client.PageURL = cfg.Gateway.PageURL() // the Temporal UI links each run started back to its page
 	return e.client, nil
 }
