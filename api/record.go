@@ -65,7 +65,9 @@ type ApprovalInfo struct {
 	Capability string          `json:"capability"`
 	Tool       string          `json:"tool"`
 	Args       json.RawMessage `json:"args"`
-	At         time.Time       `json:"at"`
+	// ArgsSHA256 is the hex SHA-256 of Args; a decision (UpdateDecide) carries it back.
+	ArgsSHA256 string    `json:"args_sha256,omitempty"`
+	At         time.Time `json:"at"`
 }
 
 // Suspend decodes the run's suspension, if any.

@@ -1,6 +1,8 @@
 package api
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"time"
 )
@@ -33,4 +35,64 @@ type RunOptions struct {
 	Seed map[string]json.RawMessage `json:"seed,omitempty"`
 	// RerunOf names the run this one re-runs.
 	RerunOf string `json:"rerun_of,omitempty"`
+}
+
+// UpdateDecide is the Update a human's decision on a pending tool call travels as. Unlike
+// SignalApproval, a decision that does not fit (an unknown or already decided call, a run
+// not waiting, arguments changed since the request) is refused by the run's validator
+// before it lands: the caller gets the reason and nothing is written to history.
+const UpdateDecide = "nexo.decide"
+
+// The actions of a DecideRequest.
+const (
+	// DecideApprove runs the call, with Args instead of the model's arguments when set.
+	DecideApprove = "approve"
+	// DecideDeny refuses the call; the model gets Reason.
+	DecideDeny = "deny"
+	// DecideAnswer runs no tool: the model gets Result as the tool's result, marked as
+	// written by a human.
+	DecideAnswer = "answer"
+)
+
+// DecideRequest is the input of UpdateDecide.
+type DecideRequest struct {
+	// CallID names the pending tool call (state __approval__.call_id).
+	CallID string `json:"call_id"`
+	// Action is DecideApprove, DecideDeny or DecideAnswer.
+	Action string `json:"action"`
+	// ArgsSHA256 is the pending call's ApprovalInfo.ArgsSHA256: the decision is about
+	// exactly the arguments the decider saw.
+	ArgsSHA256 string `json:"args_sha256"`
+	// Args, with DecideApprove only, are edited arguments (a JSON object) the call runs
+	// with instead of the model's.
+	Args json.RawMessage `json:"args,omitempty"`
+	// Result, with DecideAnswer only, is the human-written result the model gets.
+	Result string `json:"result,omitempty"`
+	// Reason says why (the model sees it on a denial).
+	Reason string `json:"reason,omitempty"`
+	// Always remembers the decision for the rest of the run for the same tool; not with
+	// edited arguments nor with an answer.
+	Always bool `json:"always,omitempty"`
+	// By names who decided (a user or token name, never a secret).
+	By string `json:"by,omitempty"`
+}
+
+// DecideResult is what UpdateDecide returns: the decision as the run recorded it.
+type DecideResult struct {
+	CallID string `json:"call_id"`
+	Tool   string `json:"tool"`
+	Action string `json:"action"`
+	// EditedArgs are the arguments the call runs with, when the decision edited them.
+	EditedArgs json.RawMessage `json:"edited_args,omitempty"`
+	Reason     string          `json:"reason,omitempty"`
+	Always     bool            `json:"always,omitempty"`
+	By         string          `json:"by,omitempty"`
+	At         time.Time       `json:"at"`
+}
+
+// ArgsSHA256 is the hex SHA-256 of a pending call's arguments as its record shows them
+// (ApprovalInfo.Args, compact JSON).
+func ArgsSHA256(args json.RawMessage) string {
+	sum := sha256.Sum256(args)
+	return hex.EncodeToString(sum[:])
 }

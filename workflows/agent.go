@@ -414,26 +414,82 @@ func (rt *runtime) decideAndRun(ctx workflow.Context, spec agents.Spec, tools to
 		pc = permissions.Call{Capability: permissions.CapMCP, Tool: mcpTool.QualifiedName, Args: args}
 	}
 	v := permissions.Decide(spec.Permissions, pc, rt.approvals)
+	note := "" // tells the model when a human edited its call
 	switch v.Decision {
 	case permissions.Allow:
 	case permissions.NeedsApproval:
-		sig, err := rt.awaitApproval(ctx, call, pc)
+		d, err := rt.awaitApproval(ctx, call, pc)
 		if err != nil {
 			return api.RunToolResult{}, err
 		}
-		if sig.Always {
-			rt.approvals = rt.approvals.Remember(pc, sig.Approved)
+		if d.Always {
+			rt.approvals = rt.approvals.Remember(pc, d.Action == api.DecideApprove)
 		}
-		if !sig.Approved {
-			reason := sig.Reason
+		switch d.Action {
+		case api.DecideDeny:
+			reason := d.Reason
 			if reason == "" {
 				reason = "no reason given"
 			}
 			return errorResult("a human denied this %s call: %s", pc.Tool, reason), nil
+		case api.DecideAnswer:
+			return api.RunToolResult{Content: "A human answered this call instead of running " + pc.Tool + "; their answer:\n" + d.Result}, nil
+		}
+		if len(d.Args) > 0 {
+			edited := compactJSON(d.Args)
+			call.Arguments = string(edited)
+			args = nil
+			_ = json.Unmarshal(edited, &args) // the validator made sure it is an object
+			pc.Args, pc.Detail = args, ""
+			if mcpTool == nil {
+				pc.Detail = agents.Detail(tool.Name, args)
+			}
+			note = fmt.Sprintf("A human edited this call's arguments to %s\n", edited)
+			// The edited call is decided again, as a model's call would be: an edit that
+			// leaves the workspace, or that a remembered "never" covers, is refused with
+			// the reason. An edit that would itself need approval is approved by the very
+			// human who wrote it: the tool, hence the capability, cannot change by editing.
+			if why := escapesWorkspace(tool.Name, args); why != "" {
+				return errorResult("%spermission denied: the edited %s call %s", note, pc.Tool, why), nil
+			}
+			if v := permissions.Decide(spec.Permissions, pc, rt.approvals); v.Decision == permissions.Deny {
+				return errorResult("%spermission denied: the edited call: %s", note, v.Reason), nil
+			}
 		}
 	default:
 		return errorResult("permission denied: %s", v.Reason), nil
 	}
+	res, err := rt.runAllowed(ctx, spec, tools, tool, mcpTool, call, pc, storeOver)
+	if err == nil && note != "" {
+		res.Content = note + res.Content
+	}
+	return res, err
+}
+
+// escapesWorkspace says how a file tool's path leaves the workspace, or "". It is the
+// check an edited call gets before it runs; the sandbox refuses such a path anyway (and
+// symbolic links), this names the edit as the cause.
+func escapesWorkspace(tool string, args map[string]any) string {
+	key := map[string]string{agents.ToolReadFile: "path", agents.ToolWriteFile: "path", agents.ToolGlob: "pattern"}[tool]
+	p, _ := args[key].(string)
+	if key == "" || p == "" {
+		return ""
+	}
+	clean := path.Clean(p)
+	if path.IsAbs(clean) {
+		if clean == "/workspace" || strings.HasPrefix(clean, "/workspace/") {
+			return ""
+		}
+		return fmt.Sprintf("names %s, outside the workspace", p)
+	}
+	if clean == ".." || strings.HasPrefix(clean, "../") {
+		return fmt.Sprintf("names %s, which leads outside the workspace", p)
+	}
+	return ""
+}
+
+// runAllowed runs a call the permissions (or a human) allowed.
+func (rt *runtime) runAllowed(ctx workflow.Context, spec agents.Spec, tools toolset, tool agents.Tool, mcpTool *api.MCPTool, call api.ToolCall, pc permissions.Call, storeOver int) (api.RunToolResult, error) {
 	if mcpTool != nil {
 		return rt.callMCP(ctx, tools.servers[mcpTool.Server], *mcpTool, call, storeOver), nil
 	}
@@ -465,36 +521,57 @@ func stampKey(p string) string {
 	return path.Clean(strings.TrimPrefix(p, "/workspace/"))
 }
 
-// awaitApproval records the pending call, suspends the run until nexo.approval names it,
-// and returns the decision. Nothing before the gate runs again: the run continues here.
-func (rt *runtime) awaitApproval(ctx workflow.Context, call api.ToolCall, pc permissions.Call) (api.ApprovalSignal, error) {
+// awaitApproval records the pending call, suspends the run until nexo.approval or
+// nexo.decide names it, and returns the decision. Nothing before the gate runs again: the
+// run continues here.
+func (rt *runtime) awaitApproval(ctx workflow.Context, call api.ToolCall, pc permissions.Call) (api.DecideRequest, error) {
 	now := workflow.Now(ctx).UTC()
 	args := json.RawMessage(orEmptyObject(call.Arguments))
 	if !json.Valid(args) {
 		args, _ = json.Marshal(call.Arguments)
 	}
+	args = compactJSON(args)
+	sum := api.ArgsSHA256(args)
 	detail := pc.Tool
 	if pc.Detail != "" {
 		detail += " " + pc.Detail
 	}
-	rt.setState(ctx, api.StateApproval, api.ApprovalInfo{CallID: call.ID, Capability: string(pc.Capability), Tool: pc.Tool, Args: args, At: now})
+	rt.setState(ctx, api.StateApproval, api.ApprovalInfo{CallID: call.ID, Capability: string(pc.Capability), Tool: pc.Tool, Args: args, ArgsSHA256: sum, At: now})
 	rt.setState(ctx, api.StateSuspend, api.SuspendInfo{Reason: "approval: " + detail, ResumeKey: call.ID, At: now})
-	rt.pending = &approvalWaiter{callID: call.ID}
+	rt.pending = &approvalWaiter{callID: call.ID, tool: pc.Tool, argsSHA: sum}
 	rt.emit(ctx, "approval_requested", map[string]any{"call_id": call.ID, "tool": pc.Tool, "capability": pc.Capability, "detail": pc.Detail, "args": pc.Args})
 	rt.setStatus(ctx, api.StatusSuspended)
 
 	if err := rt.waitForHuman(ctx, func() bool { return rt.pending.decision != nil }); err != nil {
 		rt.pending = nil
-		return api.ApprovalSignal{}, err
+		return api.DecideRequest{}, err
 	}
-	sig := *rt.pending.decision
+	d := *rt.pending.decision
 	rt.pending = nil
 	delete(rt.rec.State, api.StateApproval)
 	delete(rt.rec.State, api.StateSuspend)
-	rt.emit(ctx, "approval_decided", map[string]any{"call_id": call.ID, "tool": pc.Tool, "approved": sig.Approved,
-		"reason": sig.Reason, "by": sig.By, "always": sig.Always})
+	if rt.decided == nil {
+		rt.decided = map[string]string{}
+	}
+	how := d.Action + "d"
+	if d.Action == api.DecideAnswer {
+		how = "answered"
+	}
+	if d.By != "" {
+		how += " by " + d.By
+	}
+	rt.decided[call.ID] = how
+	data := map[string]any{"call_id": call.ID, "tool": pc.Tool, "action": d.Action, "approved": d.Action == api.DecideApprove,
+		"reason": d.Reason, "by": d.By, "always": d.Always}
+	switch {
+	case len(d.Args) > 0:
+		data["args"], data["edited_args"] = args, compactJSON(d.Args)
+	case d.Action == api.DecideAnswer:
+		data["result"] = d.Result
+	}
+	rt.emit(ctx, "approval_decided", data)
 	rt.setStatus(ctx, api.StatusRunning)
-	return sig, nil
+	return d, nil
 }
 
 // collectOutputs records the agent's declared outputs as artifacts. Errors never mask

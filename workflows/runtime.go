@@ -98,6 +98,7 @@ type runtime struct {
 	resumeInput  map[string]any
 	resumeReady  bool
 	pending      *approvalWaiter
+	decided      map[string]string // tool call id → how it was decided (nexo.decide refuses a second decision)
 
 	// agent state: human decisions remembered for the run, and the file versions the
 	// agent has read (for the read-before-write guard).

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/workflow"
@@ -106,6 +107,7 @@ func startSignalDispatcher(ctx workflow.Context, rt *runtime) {
 	resumeCh := workflow.GetSignalChannel(ctx, api.SignalResume)
 	approvalCh := workflow.GetSignalChannel(ctx, api.SignalApproval)
 	streamCh := workflow.GetSignalChannel(ctx, api.SignalStream)
+	registerDecide(ctx, rt)
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		for {
 			sel := workflow.NewSelector(ctx)
@@ -194,8 +196,11 @@ func (rt *runtime) scheduleResume(ctx workflow.Context, sig api.ResumeSignal) {
 
 // approvalWaiter is the tool call currently waiting for a human decision.
 type approvalWaiter struct {
-	callID   string
-	decision *api.ApprovalSignal
+	callID  string
+	tool    string
+	argsSHA string
+	// decision is set once, by nexo.approval (as approve or deny) or by nexo.decide.
+	decision *api.DecideRequest
 }
 
 func (rt *runtime) onApproval(ctx workflow.Context, raw json.RawMessage) {
@@ -213,7 +218,109 @@ func (rt *runtime) onApproval(ctx workflow.Context, raw json.RawMessage) {
 		rt.ignore(ctx, api.SignalApproval, fmt.Sprintf("call %q is not pending (pending: %q)", sig.CallID, w.callID))
 		return
 	}
-	w.decision = &sig
+	// The signal keeps its behaviour: approve or deny, never edit (its args are ignored,
+	// as they always were) nor answer.
+	d := api.DecideRequest{CallID: w.callID, Action: api.DecideDeny, Reason: sig.Reason, Always: sig.Always, By: sig.By}
+	if sig.Approved {
+		d.Action = api.DecideApprove
+	}
+	w.decision = &d
+}
+
+// registerDecide registers the nexo.decide Update. Why an Update and not only the
+// signal: a signal that does not fit can only be recorded as ignored after the fact,
+// while the validator refuses a wrong decision synchronously, telling the decider why,
+// and a refused Update leaves no trace in history. Registering a handler is no command,
+// so runs recorded before it replay unchanged.
+func registerDecide(ctx workflow.Context, rt *runtime) {
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, api.UpdateDecide,
+		func(ctx workflow.Context, req api.DecideRequest) (api.DecideResult, error) {
+			// Validated when it arrived; checked again, as the handler is what lands.
+			if err := rt.checkDecision(req); err != nil {
+				return api.DecideResult{}, err
+			}
+			w := rt.pending
+			w.decision = &req
+			res := api.DecideResult{CallID: w.callID, Tool: w.tool, Action: req.Action, Reason: req.Reason,
+				Always: req.Always, By: req.By, At: workflow.Now(ctx).UTC()}
+			if len(req.Args) > 0 {
+				res.EditedArgs = compactJSON(req.Args)
+			}
+			return res, nil
+		},
+		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, req api.DecideRequest) error {
+			return rt.checkDecision(req)
+		}}); err != nil {
+		panic(fmt.Sprintf("register update %s: %v", api.UpdateDecide, err)) // only on a duplicate name
+	}
+}
+
+// checkDecision says why req cannot decide the pending call, or nil. It reads state
+// only, so it is fit for a validator.
+func (rt *runtime) checkDecision(req api.DecideRequest) error {
+	switch req.Action {
+	case api.DecideApprove, api.DecideDeny, api.DecideAnswer:
+	default:
+		return fmt.Errorf("action %q is not one of %s, %s, %s", req.Action, api.DecideApprove, api.DecideDeny, api.DecideAnswer)
+	}
+	if len(req.Args) > 0 {
+		if req.Action != api.DecideApprove {
+			return fmt.Errorf("args (edited arguments) go with action %s only, not %s", api.DecideApprove, req.Action)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(req.Args, &m); err != nil || m == nil {
+			return fmt.Errorf("args must be a JSON object (the call's edited arguments), got %.80s", req.Args)
+		}
+		if req.Always {
+			return fmt.Errorf("always does not go with edited args: it would approve later calls of the tool that nobody edited")
+		}
+	}
+	if req.Action == api.DecideAnswer {
+		if strings.TrimSpace(req.Result) == "" {
+			return fmt.Errorf("answer needs a result: the text the model gets instead of the tool's output")
+		}
+		if req.Always {
+			return fmt.Errorf("always does not go with answer: an answer is for one call")
+		}
+	} else if req.Result != "" {
+		return fmt.Errorf("result goes with action %s only, not %s", api.DecideAnswer, req.Action)
+	}
+	if strings.TrimSpace(req.CallID) == "" {
+		return fmt.Errorf("call_id is empty: name the pending tool call (the run's state __approval__.call_id)")
+	}
+	w := rt.pending
+	if w != nil && w.decision == nil {
+		if req.CallID != w.callID {
+			if how, ok := rt.decided[req.CallID]; ok {
+				return fmt.Errorf("tool call %s was already decided (%s); the pending call is %s (%s)", req.CallID, how, w.callID, w.tool)
+			}
+			return fmt.Errorf("unknown tool call %q: the pending call is %s (%s)", req.CallID, w.callID, w.tool)
+		}
+		if req.ArgsSHA256 == "" {
+			return fmt.Errorf("args_sha256 is empty: a decision carries the sha256 of the arguments it decides (state __approval__.args_sha256)")
+		}
+		if !strings.EqualFold(req.ArgsSHA256, w.argsSHA) {
+			return fmt.Errorf("the arguments of tool call %s changed since the request: args_sha256 %s is not the pending call's; read the run again", req.CallID, req.ArgsSHA256)
+		}
+		return nil
+	}
+	if how, ok := rt.decided[req.CallID]; ok {
+		return fmt.Errorf("tool call %s was already decided (%s)", req.CallID, how)
+	}
+	if w != nil && w.callID == req.CallID {
+		return fmt.Errorf("tool call %s was already decided", req.CallID)
+	}
+	return fmt.Errorf("run %s is not waiting for a decision (%s): no tool call is pending, and %q is none of its calls", rt.rec.ID, rt.rec.Status, req.CallID)
+}
+
+// compactJSON is raw without insignificant space: how a record shows it (encoding/json
+// compacts a RawMessage), so a sha256 over it is the one a reader of the record computes.
+func compactJSON(raw json.RawMessage) json.RawMessage {
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return raw
+	}
+	return b.Bytes()
 }
 
 // decodeSignal decodes a signal payload strictly: unknown fields are a mistake worth
