@@ -267,6 +267,7 @@ type Accepted struct {
 	// For decisions: what was decided and by whom.
 	CallID   string `json:"call_id,omitempty"`
 	Approved *bool  `json:"approved,omitempty"`
+	Action   string `json:"action,omitempty"`
 	By       string `json:"by,omitempty"`
 }
 
@@ -310,8 +311,18 @@ func (s *Server) resumeRun(w http.ResponseWriter, r *http.Request) {
 
 // DecisionBody is the body of POST /v1/runs/{id}/approvals/{call_id}.
 type DecisionBody struct {
-	// Approved is required: true approves, false denies.
+	// Approved is required unless Action is given: true approves, false denies.
 	Approved *bool `json:"approved"`
+	// Action, instead of Approved: "approve", "deny" or "answer" (tool calls only).
+	Action string `json:"action,omitempty"`
+	// Args, with an approval of a tool call, are edited arguments (a JSON object) the
+	// call runs with instead of the model's.
+	Args json.RawMessage `json:"args,omitempty"`
+	// Result, with action "answer", is the text the model gets instead of the tool's.
+	Result string `json:"result,omitempty"`
+	// ArgsSHA256 is the pending call's args_sha256 (state __approval__); when empty the
+	// gateway fills it from the record it reads.
+	ArgsSHA256 string `json:"args_sha256,omitempty"`
 	// Reason is required to deny; the workflow or the model sees it.
 	Reason string `json:"reason,omitempty"`
 	// Always approves this tool for the rest of the run (tool calls only).
@@ -321,19 +332,33 @@ type DecisionBody struct {
 	By string `json:"by,omitempty"`
 }
 
-// decide answers POST /v1/runs/{id}/approvals/{call_id}: a pending tool call gets
-// nexo.approval; call id "suspend" resumes a run paused by the workflow itself.
+// decide answers POST /v1/runs/{id}/approvals/{call_id}: a pending tool call gets the
+// nexo.decide Update (a decision the run refuses is a 409 with the run's reason, and
+// leaves no trace); call id "suspend" resumes a run paused by the workflow itself.
 func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 	var b DecisionBody
 	if err := s.decodeJSON(w, r, &b, false); err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	if b.Approved == nil {
-		s.fail(w, r, badInput(`approved is required: true to approve, false to deny`))
+	switch b.Action {
+	case "":
+		if b.Approved == nil {
+			s.fail(w, r, badInput(`approved is required: true to approve, false to deny (or give action: approve, deny or answer)`))
+			return
+		}
+	case api.DecideApprove, api.DecideDeny, api.DecideAnswer:
+		approved := b.Action == api.DecideApprove
+		if b.Approved != nil && *b.Approved != approved {
+			s.fail(w, r, badInput("approved %v contradicts action %q; give one of them", *b.Approved, b.Action))
+			return
+		}
+		b.Approved = &approved
+	default:
+		s.fail(w, r, badInput("action %q: want approve, deny or answer", b.Action))
 		return
 	}
-	if !*b.Approved && strings.TrimSpace(b.Reason) == "" {
+	if b.Action != api.DecideAnswer && !*b.Approved && strings.TrimSpace(b.Reason) == "" {
 		s.fail(w, r, badInput("a denial needs a reason (the workflow or the model sees it)"))
 		return
 	}
@@ -343,7 +368,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 	}
 	id, callID := r.PathValue("id"), r.PathValue("call_id")
 	d := runs.Decision{Approved: *b.Approved, Reason: b.Reason, Always: b.Always,
-		By: principalFrom(r.Context()).decider(b.By)}
+		By: principalFrom(r.Context()).decider(b.By), Action: b.Action, Args: b.Args, Result: b.Result, ArgsSHA256: b.ArgsSHA256}
 	var (
 		what string
 		err  error
@@ -358,7 +383,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	s.writeJSON(w, r, http.StatusAccepted, Accepted{ID: id, Message: what, CallID: callID, Approved: b.Approved, By: d.By})
+	s.writeJSON(w, r, http.StatusAccepted, Accepted{ID: id, Message: what, CallID: callID, Approved: b.Approved, Action: b.Action, By: d.By})
 }
 
 // decideSuspend decides a workflow's own pause, refusing when the run waits for a tool

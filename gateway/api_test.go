@@ -230,6 +230,9 @@ func TestDecide(t *testing.T) {
 		get: getRecords(docSuspended(), agentPending()),
 		decide: func(_ context.Context, id string, d runs.Decision) (string, api.Record, error) {
 			decided = append(decided, call{id, d})
+			if d.Result == "refuse me" {
+				return "", api.Record{}, &runs.RefusedError{ID: id, CallID: d.CallID, Msg: "tool call 2.1 was already decided (approved by ada)"}
+			}
 			if d.CallID != "2.1" {
 				return "", api.Record{}, &runs.StateError{ID: id, Status: api.StatusSuspended, Want: "waiting for call " + d.CallID, Hint: "the pending call is 2.1 (write_file)"}
 			}
@@ -251,6 +254,14 @@ func TestDecide(t *testing.T) {
 			&call{"run-agent", runs.Decision{Approved: true, CallID: "2.1", Always: true, By: "local"}}, ""},
 		{"deny a tool call naming the person", "/v1/runs/run-agent/approvals/2.1", `{"approved":false,"reason":"not now","by":"ada"}`, 202,
 			&call{"run-agent", runs.Decision{Approved: false, CallID: "2.1", Reason: "not now", By: "ada"}}, ""},
+		{"approve with edited arguments", "/v1/runs/run-agent/approvals/2.1", `{"action":"approve","args":{"path":"drafts/a.md"},"args_sha256":"ab12"}`, 202,
+			&call{"run-agent", runs.Decision{Approved: true, Action: "approve", CallID: "2.1", Args: json.RawMessage(`{"path":"drafts/a.md"}`), ArgsSHA256: "ab12", By: "local"}}, ""},
+		{"answer a tool call", "/v1/runs/run-agent/approvals/2.1", `{"action":"answer","result":"42"}`, 202,
+			&call{"run-agent", runs.Decision{Action: "answer", CallID: "2.1", Result: "42", By: "local"}}, ""},
+		{"the run refuses", "/v1/runs/run-agent/approvals/2.1", `{"action":"answer","result":"refuse me"}`, 409,
+			&call{"run-agent", runs.Decision{Action: "answer", CallID: "2.1", Result: "refuse me", By: "local"}}, "tool call 2.1 was already decided"},
+		{"action and approved disagree", "/v1/runs/run-agent/approvals/2.1", `{"action":"deny","approved":true,"reason":"x"}`, 400, nil, "contradicts action"},
+		{"unknown action", "/v1/runs/run-agent/approvals/2.1", `{"action":"edit"}`, 400, nil, `action "edit": want approve, deny or answer`},
 		{"another call than the pending one", "/v1/runs/run-agent/approvals/9.9", `{"approved":true}`, 409,
 			&call{"run-agent", runs.Decision{Approved: true, CallID: "9.9", By: "local"}}, "waiting for call 9.9"},
 		{"approve the workflow's own pause", "/v1/runs/run-doc/approvals/suspend", `{"approved":true}`, 202,

@@ -61,6 +61,7 @@ func statusOf(err error) int {
 		st  *runs.StateError
 		ex  *runs.ExistsError
 		br  *runs.BadRequestError
+		rf  *runs.RefusedError
 		ut  *runs.UnknownTypeError
 		nw  *runs.NoWorkerError
 		mb  *http.MaxBytesError
@@ -70,7 +71,7 @@ func statusOf(err error) int {
 	switch {
 	case errors.As(err, &nf), errors.Is(err, artifacts.ErrNotFound):
 		return http.StatusNotFound
-	case errors.As(err, &st), errors.As(err, &ex):
+	case errors.As(err, &st), errors.As(err, &ex), errors.As(err, &rf):
 		return http.StatusConflict
 	case errors.As(err, &mb):
 		return http.StatusRequestEntityTooLarge

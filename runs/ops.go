@@ -13,6 +13,8 @@ import (
 	"go.temporal.io/api/serviceerror"
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/nexo-temporal/nexo/api"
 )
@@ -84,11 +86,44 @@ type Decision struct {
 	Always bool
 	// By names who decided.
 	By string
+	// Action, when set, is api.DecideApprove, DecideDeny or DecideAnswer and wins over
+	// Approved; edit and answer apply to tool calls only.
+	Action string
+	// Args, with an approval, are edited arguments (a JSON object) the call runs with.
+	Args json.RawMessage
+	// Result, with DecideAnswer, is the human-written result the model gets.
+	Result string
+	// ArgsSHA256 is the sha256 of the arguments decided; empty means the pending call's
+	// as the record read shows them.
+	ArgsSHA256 string
 }
 
-// Decide answers whatever the run waits for: a pending tool call gets nexo.approval; a run
-// paused by Suspend is resumed with {"approved": bool, "reason"?, "approver"?}. It reads
-// the run's record first and returns a description of what was decided and that record.
+func (d Decision) action() string {
+	switch {
+	case d.Action != "":
+		return d.Action
+	case d.Approved:
+		return api.DecideApprove
+	}
+	return api.DecideDeny
+}
+
+// RefusedError: the run's validator refused a decision (nexo.decide); nothing reached
+// the run's history. Msg is the run's reason.
+type RefusedError struct {
+	ID     string
+	CallID string
+	Msg    string
+}
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("run %s refused the decision on tool call %s: %s", e.ID, e.CallID, e.Msg)
+}
+
+// Decide answers whatever the run waits for: a pending tool call gets the nexo.decide
+// Update (refused synchronously when it does not fit: a RefusedError); a run paused by
+// Suspend is resumed with {"approved": bool, "reason"?, "approver"?}. It reads the run's
+// record first and returns a description of what was decided and that record.
 func (c *Client) Decide(ctx context.Context, id string, d Decision) (string, api.Record, error) {
 	rec, queried, err := c.current(ctx, id)
 	if err != nil {
@@ -108,30 +143,25 @@ func (c *Client) Decide(ctx context.Context, id string, d Decision) (string, api
 }
 
 // DecideRecord is Decide against a record the caller has just read (for example while
-// following the run), saving a round trip. If the run moved on meanwhile, the run records
-// the late signal as ignored; nothing else happens.
+// following the run), saving a round trip. A decision on a tool call is checked by the
+// run itself: if the run moved on meanwhile, the refusal says so.
 func (c *Client) DecideRecord(ctx context.Context, rec api.Record, d Decision) (string, error) {
 	id := rec.ID
+	action := d.action()
+	a, pending := rec.Approval()
+	open := rec.Status == api.StatusSuspended || rec.Status == api.StatusRunning
+	if (pending && rec.Status == api.StatusSuspended) || (d.CallID != "" && open) {
+		return c.decideCall(ctx, rec, a, pending, d)
+	}
 	if rec.Status != api.StatusSuspended {
 		return "", &StateError{ID: id, Status: rec.Status, Want: "suspended"}
 	}
+	if action == api.DecideAnswer || len(d.Args) > 0 {
+		return "", &BadRequestError{Msg: fmt.Sprintf("run %s is paused by the workflow, not by a tool call: edited arguments and answers apply to tool calls only; approve, deny or resume it", id)}
+	}
 	verb := "approved"
-	if !d.Approved {
+	if action != api.DecideApprove {
 		verb = "denied"
-	}
-	if a, ok := rec.Approval(); ok {
-		if d.CallID != "" && d.CallID != a.CallID {
-			return "", &StateError{ID: id, Status: rec.Status, Want: "waiting for call " + d.CallID,
-				Hint: fmt.Sprintf("the pending call is %s (%s)", a.CallID, a.Tool)}
-		}
-		sig := api.ApprovalSignal{CallID: a.CallID, Approved: d.Approved, Reason: d.Reason, Always: d.Always, By: d.By}
-		if err := c.signal(ctx, id, api.SignalApproval, sig); err != nil {
-			return "", err
-		}
-		return fmt.Sprintf("%s tool call %s (%s) of run %s", verb, a.CallID, a.Tool, id), nil
-	}
-	if d.CallID != "" {
-		return "", &StateError{ID: id, Status: rec.Status, Want: "waiting for call " + d.CallID, Hint: "no tool call is pending"}
 	}
 	si, err := suspension(rec)
 	if err != nil {
@@ -140,7 +170,7 @@ func (c *Client) DecideRecord(ctx context.Context, rec api.Record, d Decision) (
 	if d.Always {
 		return "", &BadRequestError{Msg: fmt.Sprintf("run %s is paused by the workflow (%s), not by a tool call: --always (always) applies to tool calls only; approve without it", id, si.Reason)}
 	}
-	input := map[string]any{"approved": d.Approved}
+	input := map[string]any{"approved": action == api.DecideApprove}
 	if d.Reason != "" {
 		input["reason"] = d.Reason
 	}
@@ -151,6 +181,56 @@ func (c *Client) DecideRecord(ctx context.Context, rec api.Record, d Decision) (
 		return "", err
 	}
 	return fmt.Sprintf("%s run %s (%s)", verb, id, si.Reason), nil
+}
+
+// decideCall sends nexo.decide and waits for the run to record it (or refuse it). The
+// arguments' sha256 comes from the record read, so a decision is about what its
+// decider saw.
+func (c *Client) decideCall(ctx context.Context, rec api.Record, a api.ApprovalInfo, pending bool, d Decision) (string, error) {
+	id := rec.ID
+	req := api.DecideRequest{CallID: d.CallID, Action: d.action(), ArgsSHA256: d.ArgsSHA256, Args: d.Args,
+		Result: d.Result, Reason: d.Reason, Always: d.Always, By: d.By}
+	if req.CallID == "" {
+		req.CallID = a.CallID
+	}
+	if req.ArgsSHA256 == "" && pending && req.CallID == a.CallID {
+		req.ArgsSHA256 = a.ArgsSHA256
+		if req.ArgsSHA256 == "" { // recorded by a worker older than the field
+			req.ArgsSHA256 = api.ArgsSHA256(a.Args)
+		}
+	}
+	h, err := c.tc.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: api.UpdateDecide,
+		Args: []any{req}, WaitForStage: client.WorkflowUpdateStageCompleted})
+	var res api.DecideResult
+	if err == nil {
+		err = h.Get(ctx, &res)
+	}
+	if err != nil {
+		var (
+			nf  *serviceerror.NotFound
+			app *temporal.ApplicationError
+		)
+		switch {
+		case errors.As(err, &nf):
+			// The run closed between the read and the decision.
+			if rec, gerr := c.Get(ctx, id); gerr == nil {
+				return "", &StateError{ID: id, Status: rec.Status, Want: "suspended"}
+			}
+			return "", &NotFoundError{ID: id}
+		case errors.As(err, &app):
+			return "", &RefusedError{ID: id, CallID: req.CallID, Msg: app.Message()}
+		}
+		return "", fmt.Errorf("decide tool call %s of run %s: %w", req.CallID, id, err)
+	}
+	switch {
+	case len(res.EditedArgs) > 0:
+		return fmt.Sprintf("approved tool call %s (%s) of run %s with edited arguments %s", res.CallID, res.Tool, id, res.EditedArgs), nil
+	case res.Action == api.DecideAnswer:
+		return fmt.Sprintf("answered tool call %s (%s) of run %s; the tool does not run", res.CallID, res.Tool, id), nil
+	case res.Action == api.DecideDeny:
+		return fmt.Sprintf("denied tool call %s (%s) of run %s", res.CallID, res.Tool, id), nil
+	}
+	return fmt.Sprintf("approved tool call %s (%s) of run %s", res.CallID, res.Tool, id), nil
 }
 
 // current is the record of a run about to receive a decision. An open run answers the
