@@ -215,7 +215,8 @@ func nextSteps(rec api.Record) string {
 	switch rec.Status {
 	case api.StatusSuspended:
 		if a, ok := rec.Approval(); ok {
-			return fmt.Sprintf("next: starter approve %s --call %s   or   starter deny %s --call %s --reason \"...\"", rec.ID, a.CallID, rec.ID, a.CallID)
+			return fmt.Sprintf("next: starter approve %s --call %s   or   starter deny %s --call %s --reason \"...\"   or   starter answer %s --call %s --result \"...\"",
+				rec.ID, a.CallID, rec.ID, a.CallID, rec.ID, a.CallID)
 		}
 		if si, ok := rec.Suspend(); ok && si.ResumeKey != "" {
 			return fmt.Sprintf("next: starter approve %s   or   starter resume %s --key %s --input '{...}'", rec.ID, rec.ID, si.ResumeKey)
@@ -278,6 +279,9 @@ func printRecord(w io.Writer, rec api.Record) {
 		row("Pending", fmt.Sprintf("tool call %s: %s (%s)", a.CallID, a.Tool, a.Capability))
 		if len(a.Args) > 0 && string(a.Args) != "null" {
 			row("  args", string(a.Args))
+		}
+		if a.ArgsSHA256 != "" {
+			row("  args_sha256", a.ArgsSHA256)
 		}
 	}
 	var keys []string
@@ -479,13 +483,18 @@ func lastSeq(rec api.Record) int64 {
 	return 0
 }
 
-func decideFlags(deny bool) func(fs *pflag.FlagSet) {
+func decideFlags(action string) func(fs *pflag.FlagSet) {
 	return func(fs *pflag.FlagSet) {
 		fs.String("call", "", "the pending tool call id (default: whatever is pending)")
-		if deny {
+		switch action {
+		case api.DecideDeny:
 			fs.String("reason", "", "why (required; the workflow or the model sees it)")
-		} else {
+		case api.DecideAnswer:
+			fs.String("result", "", "the text the model gets instead of the tool's result (required)")
 			fs.String("reason", "", "why (recorded)")
+		default:
+			fs.String("reason", "", "why (recorded)")
+			fs.String("args", "", "run the tool call with these edited arguments (a JSON object) instead of the model's")
 			fs.Bool("always", false, "approve this tool for the rest of the run")
 		}
 		fs.String("by", osUser(user.Current, os.Getenv), "who decides (recorded; default: the OS user)")
@@ -502,19 +511,36 @@ func osUser(current func() (*user.User, error), getenv func(string) string) stri
 	return getenv("USER")
 }
 
-func decide(approved bool) func(ctx context.Context, e *env, fs *pflag.FlagSet, args []string) error {
+func decide(action string) func(ctx context.Context, e *env, fs *pflag.FlagSet, args []string) error {
 	return func(ctx context.Context, e *env, fs *pflag.FlagSet, args []string) error {
 		if err := needArgs(args, 1, "a run id"); err != nil {
 			return err
 		}
-		d := runs.Decision{Approved: approved}
+		d := runs.Decision{Approved: action == api.DecideApprove, Action: action}
 		d.CallID, _ = fs.GetString("call")
 		d.Reason, _ = fs.GetString("reason")
 		d.By, _ = fs.GetString("by")
-		if approved {
+		switch action {
+		case api.DecideApprove:
 			d.Always, _ = fs.GetBool("always")
-		} else if strings.TrimSpace(d.Reason) == "" {
-			return usagef("deny needs --reason")
+			if edited, _ := fs.GetString("args"); fs.Changed("args") {
+				var obj map[string]any
+				if err := json.Unmarshal([]byte(edited), &obj); err != nil || obj == nil {
+					return usagef("--args must be a JSON object (the call's edited arguments): %.80s", edited)
+				}
+				if d.Always {
+					return usagef("--always does not go with --args: it would approve later calls of the tool that nobody edited")
+				}
+				d.Args = json.RawMessage(edited)
+			}
+		case api.DecideDeny:
+			if strings.TrimSpace(d.Reason) == "" {
+				return usagef("deny needs --reason")
+			}
+		case api.DecideAnswer:
+			if d.Result, _ = fs.GetString("result"); strings.TrimSpace(d.Result) == "" {
+				return usagef("answer needs --result: the text the model gets instead of the tool's result")
+			}
 		}
 		rc, err := e.runs(ctx)
 		if err != nil {
@@ -537,15 +563,21 @@ func decide(approved bool) func(ctx context.Context, e *env, fs *pflag.FlagSet, 
 }
 
 func approveCmd() *command {
-	return &command{name: "approve", args: "<run-id>",
-		summary: "Approve what a suspended run waits for: a pending tool call, or the workflow's own pause.",
-		flags:   decideFlags(false), run: decide(true)}
+	return &command{name: "approve", args: "<run-id> [--call ID] [--args JSON] [--always]",
+		summary: "Approve what a suspended run waits for: a pending tool call (as is, or with edited --args), or the workflow's own pause.",
+		flags:   decideFlags(api.DecideApprove), run: decide(api.DecideApprove)}
 }
 
 func denyCmd() *command {
 	return &command{name: "deny", args: "<run-id> --reason TEXT",
 		summary: "Deny what a suspended run waits for, with a reason.",
-		flags:   decideFlags(true), run: decide(false)}
+		flags:   decideFlags(api.DecideDeny), run: decide(api.DecideDeny)}
+}
+
+func answerCmd() *command {
+	return &command{name: "answer", args: "<run-id> [--call ID] --result TEXT",
+		summary: "Answer a pending tool call yourself: the tool does not run, the model gets your text as its result.",
+		flags:   decideFlags(api.DecideAnswer), run: decide(api.DecideAnswer)}
 }
 
 func artifactsCmd() *command {

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"errors"
+	"strings"
 	"os/user"
 	"testing"
 )
@@ -51,6 +54,28 @@ func TestByDefaultsToTheOSUser(t *testing.T) {
 		_ = fs.Parse([]string{"r1", "--by", "grace"})
 		if by, _ := fs.GetString("by"); by != "grace" {
 			t.Errorf("%s --by grace: got %q", c.name, by)
+		}
+	}
+}
+
+// TestEditAndAnswerUsage: an edit that is not a JSON object, an edit remembered with
+// --always and an answer without a result are usage mistakes (exit 2) caught before any
+// call to Temporal.
+func TestEditAndAnswerUsage(t *testing.T) {
+	for _, tc := range []struct {
+		argv []string
+		err  string
+	}{
+		{[]string{"approve", "r1", "--args", "[1]"}, "starter approve: --args must be a JSON object (the call's edited arguments): [1]"},
+		{[]string{"approve", "r1", "--args", "{nope"}, "starter approve: --args must be a JSON object (the call's edited arguments): {nope"},
+		{[]string{"approve", "r1", "--args", `{"path":"a"}`, "--always"}, "starter approve: --always does not go with --args: it would approve later calls of the tool that nobody edited"},
+		{[]string{"answer", "r1", "--call", "2.1"}, "starter answer: answer needs --result: the text the model gets instead of the tool's result"},
+		{[]string{"answer", "r1", "--always"}, "starter answer: unknown flag --always"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), tc.argv, &stdout, &stderr)
+		if first, _, _ := strings.Cut(stderr.String(), "\n"); code != 2 || !strings.HasPrefix(first, tc.err) {
+			t.Errorf("starter %s: exit %d, stderr %q; want exit 2 and %q", strings.Join(tc.argv, " "), code, stderr.String(), tc.err)
 		}
 	}
 }

@@ -46,7 +46,7 @@ func unknownSubcommand(what, sub string, known ...string) error {
 
 func commands() []*command {
 	return []*command{
-		runCmd(), agentCmd(), sessionCmd(), showCmd(), listCmd(), logsCmd(), resumeCmd(), approveCmd(), denyCmd(), approvalsCmd(),
+		runCmd(), agentCmd(), sessionCmd(), showCmd(), listCmd(), logsCmd(), resumeCmd(), approveCmd(), denyCmd(), answerCmd(), approvalsCmd(),
 		artifactsCmd(), artifactCmd(), cancelCmd(), rerunCmd(), workflowsCmd(),
 		sandboxCmd(), skillCmd(), mcpCmd(), serveCmd(), checkReplayCmd(),
 	}
