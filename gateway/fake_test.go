@@ -205,7 +205,7 @@ func agentPending() api.Record {
 		ID: "run-agent", Workflow: "AgentRun", Status: api.StatusSuspended,
 		Payload: json.RawMessage(`{"agent":"scribe","prompt":"Write a note."}`),
 		State: map[string]json.RawMessage{
-			api.StateApproval: mustJSON(api.ApprovalInfo{CallID: "2.1", Capability: "write", Tool: "write_file", Args: args, At: t0}),
+			api.StateApproval: mustJSON(api.ApprovalInfo{CallID: "2.1", Capability: "write", Tool: "write_file", Args: args, ArgsSHA256: "sha-of-2.1", At: t0}),
 		},
 		Events: []api.Event{
 			{Seq: 1, Type: "agent_start", Data: json.RawMessage(`{"agent":"scribe"}`), At: t0},

@@ -56,6 +56,8 @@ func TestRunPageShowsThePendingApproval(t *testing.T) {
 		`capability <strong>write</strong>`,
 		`action="/v1/runs/run-agent/approvals/2.1"`,
 		`id="approve"`, `id="deny"`, `name="always"`,
+		`id="approve-edited"`, `id="answer"`, `<textarea id="edit-args" name="args"`, `<textarea id="answer-result" name="result"`,
+		`data-args-sha256="sha-of-2.1"`,
 		`data-status="suspended"`, `data-last-seq="3"`,
 	} {
 		if !strings.Contains(page, want) {
@@ -93,6 +95,9 @@ func TestRunPageShowsThePendingApproval(t *testing.T) {
 	}
 	if strings.Contains(page, `name="always"`) {
 		t.Error("a workflow's own pause offers 'always', which applies to tool calls only")
+	}
+	if strings.Contains(page, `id="edit-args"`) || strings.Contains(page, `id="answer"`) {
+		t.Error("a workflow's own pause offers edit or answer, which apply to tool calls only")
 	}
 }
 
@@ -213,8 +218,8 @@ func TestSessionPageEscapesWhatSessionsProduced(t *testing.T) {
 			t.Errorf("the session page contains raw %q: a model's markup would run\n%s", raw, page)
 		}
 	}
-	if n := strings.Count(page, "&lt;script&gt;alert("); n != 4 {
-		t.Errorf("escaped <script> appears %d times, want it in the prompt, the reply, the error and the pending arguments", n)
+	if n := strings.Count(page, "&lt;script&gt;alert("); n != 5 {
+		t.Errorf("escaped <script> appears %d times, want it in the prompt, the reply, the error, the pending arguments and their edit box", n)
 	}
 	for _, want := range []string{
 		`data-after="5"`, // the end of the last finished turn: a turn in progress is streamed whole

@@ -41,9 +41,11 @@ type Pending struct {
 	Tool       string          `json:"tool,omitempty"`
 	Capability string          `json:"capability,omitempty"`
 	Args       json.RawMessage `json:"args,omitempty"`
-	Reason     string          `json:"reason,omitempty"`
-	ResumeAt   *time.Time      `json:"resume_at,omitempty"`
-	At         time.Time       `json:"at"`
+	// ArgsSHA256 is what a decision on the call carries back (nexo.decide).
+	ArgsSHA256 string     `json:"args_sha256,omitempty"`
+	Reason     string     `json:"reason,omitempty"`
+	ResumeAt   *time.Time `json:"resume_at,omitempty"`
+	At         time.Time  `json:"at"`
 }
 
 // Kinds of Pending.
@@ -58,7 +60,7 @@ func pendingOf(rec api.Record) *Pending {
 		return nil
 	}
 	if a, ok := rec.Approval(); ok {
-		p := &Pending{Kind: PendingToolCall, CallID: a.CallID, Tool: a.Tool, Capability: a.Capability, At: a.At}
+		p := &Pending{Kind: PendingToolCall, CallID: a.CallID, Tool: a.Tool, Capability: a.Capability, ArgsSHA256: a.ArgsSHA256, At: a.At}
 		if len(a.Args) > 0 && string(a.Args) != "null" {
 			p.Args = a.Args
 		}

@@ -31,27 +31,59 @@
     el.classList.toggle("problem", !!isError);
   }
 
-  // Approve / Deny.
+  // Approve / Deny / Approve edited / Answer. Every decision carries the sha256 of the
+  // arguments this page shows, so the run refuses it if they are not the pending call's.
   document.querySelectorAll("form.decide").forEach(function (form) {
     form.addEventListener("submit", async function (ev) {
       ev.preventDefault();
       const msg = form.querySelector(".msg");
-      const approved = !(ev.submitter && ev.submitter.value === "deny");
+      const choice = (ev.submitter && ev.submitter.value) || "approve";
       const reason = form.reason.value.trim();
-      if (!approved && reason === "") {
-        say(msg, "A denial needs a reason.", true);
-        form.reason.focus();
-        return;
+      const body = { reason: reason };
+      if (form.dataset.argsSha256) body.args_sha256 = form.dataset.argsSha256;
+      let doing = "Approving…";
+      switch (choice) {
+        case "deny":
+          if (reason === "") {
+            say(msg, "A denial needs a reason.", true);
+            form.reason.focus();
+            return;
+          }
+          body.action = "deny";
+          doing = "Denying…";
+          break;
+        case "edit": {
+          let args;
+          try { args = JSON.parse(form.args.value); } catch (e) { args = null; }
+          if (!args || typeof args !== "object" || Array.isArray(args)) {
+            say(msg, "The edited arguments must be a JSON object.", true);
+            form.args.focus();
+            return;
+          }
+          body.action = "approve";
+          body.args = args;
+          doing = "Approving the edited call…";
+          break;
+        }
+        case "answer":
+          if (form.result.value.trim() === "") {
+            say(msg, "An answer needs a text: the model gets it instead of the tool's result.", true);
+            form.result.focus();
+            return;
+          }
+          body.action = "answer";
+          body.result = form.result.value;
+          doing = "Answering…";
+          break;
+        default:
+          body.action = "approve";
+          body.always = !!(form.always && form.always.checked);
       }
       const buttons = form.querySelectorAll("button");
       buttons.forEach(function (b) { b.disabled = true; });
-      say(msg, approved ? "Approving…" : "Denying…", false);
+      say(msg, doing, false);
       try {
-        const res = await post(form.action, {
-          approved: approved,
-          reason: reason,
-          always: !!(form.always && form.always.checked),
-        });
+        const res = await post(form.action, body);
         say(msg, res.message + " — the run continues; this page follows it.", false);
         form.classList.add("sent");
         buttons.forEach(function (b) { b.disabled = false; });
@@ -374,7 +406,7 @@
           note(current, "waits for approval of " + d.tool + " (call " + d.call_id + ")");
           break;
         case "approval_decided":
-          note(current, (d.approved ? "approved" : "denied") + " by " + d.by + (d.reason ? ": " + d.reason : ""));
+          note(current, (d.action === "answer" ? "answered" : d.edited_args ? "approved with edited arguments" : d.approved ? "approved" : "denied") + " by " + d.by + (d.reason ? ": " + d.reason : ""));
           break;
         case "turn_end":
           closeTurn(current, d);
@@ -409,6 +441,9 @@
         form.classList.remove("sent");
         form.reason.value = "";
         if (form.always) form.always.checked = false;
+        if (form.args) form.args.value = p.args === undefined ? "{}" : JSON.stringify(p.args, null, 2);
+        if (form.result) form.result.value = "";
+        form.dataset.argsSha256 = p.args_sha256 || "";
         say(form.querySelector(".msg"), "", false);
       }
       box.hidden = false;
