@@ -269,13 +269,9 @@ func TestQuickstartAsWritten(t *testing.T) {
 // ends approved by ada. It needs the temporal CLI, which nothing else here does: it skips
 // without it (TestApproveWithRawSignal sends the same signal through the SDK).
 func TestApproveWithTheTemporalCLIAsWritten(t *testing.T) {
-	bin, err := exec.LookPath("temporal")
-	if err != nil {
-		gopath, _ := exec.Command("go", "env", "GOPATH").Output()
-		bin = filepath.Join(strings.TrimSpace(string(gopath)), "bin", "temporal")
-		if _, err := os.Stat(bin); err != nil {
-			t.Skip("the temporal CLI is not installed (go install github.com/temporalio/cli/cmd/temporal@v1.5.1): the README's temporal command is not run here")
-		}
+	bin := temporalCLI()
+	if bin == "" {
+		t.Skip("the temporal CLI is not installed (go install github.com/temporalio/cli/cmd/temporal@v1.5.1): the README's temporal command is not run here")
 	}
 	block := readmeBlock(t, "sh", "temporal workflow signal")
 	args := shellWords(t, strings.ReplaceAll(block, "\\\n", " "))

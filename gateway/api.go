@@ -383,7 +383,11 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	s.writeJSON(w, r, http.StatusAccepted, Accepted{ID: id, Message: what, CallID: callID, Approved: b.Approved, Action: b.Action, By: d.By})
+	acc := Accepted{ID: id, Message: what, CallID: callID, Approved: b.Approved, Action: b.Action, By: d.By}
+	if b.Action == api.DecideAnswer {
+		acc.Approved = nil // neither: the human answered instead of the tool
+	}
+	s.writeJSON(w, r, http.StatusAccepted, acc)
 }
 
 // decideSuspend decides a workflow's own pause, refusing when the run waits for a tool
