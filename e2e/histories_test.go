@@ -157,6 +157,34 @@ var historyScenarios = []struct {
 		"session_first_run_continued_as_new.json", "session_continued_run_closed.json",
 		"session_reopened_suspended_on_approval.json", "session_reopened_idle.json",
 	}, recordSession},
+	// Decisions as the nexo.decide Update (workflows/suspend.go): an edited call and an
+	// answered one, each after a refused decision (which leaves no trace).
+	{"agent edited and answered by nexo.decide", "decide_", []string{"agent_edited.json", "agent_answered.json"}, recordAgentDecided},
+}
+
+// recordAgentDecided: a gated write_file is approved with edited arguments after a
+// decision naming a wrong call was refused; another run's gated write_file is answered by
+// a human instead of running.
+func recordAgentDecided(t *testing.T, r *recorder) {
+	model := fakellm.New(
+		fakellm.Reply{ToolCalls: []fakellm.Call{writeCall("notes.md", "Launch is on Monday.\n")}},
+		fakellm.Reply{Content: "Done."},
+	)
+	p, c := agentPlatform(t, model, historyBrief)
+	edited := p.startAgent("Write the note.")
+	wantPending(t, p, edited, "1.1")
+	if res := p.starter("approve", edited, "--call", "9.9"); res.code != 1 {
+		t.Fatalf("approve --call 9.9: exit %d, want a refusal\n%s", res.code, res.stderr)
+	}
+	p.ok("approve", edited, "--call", "1.1", "--args", `{"path":"drafts/notes.md","content":"Launch is on Tuesday.\n"}`, "--by", "ada")
+	p.waitStatus(edited, api.StatusDone)
+
+	answered := p.startAgent("Write the note again.")
+	wantPending(t, p, answered, "1.1")
+	p.ok("answer", answered, "--call", "1.1", "--result", "The note is in the wiki already.", "--by", "ada")
+	p.waitStatus(answered, api.StatusDone)
+	r.save(c, "agent_edited.json", edited, "")
+	r.save(c, "agent_answered.json", answered, "")
 }
 
 // inboxPrefix names the fixtures recorded with the NexoApprovalAgent upserts.
