@@ -263,3 +263,71 @@ func TestDecideThroughStarterAPIAndPage(t *testing.T) {
 		}
 	})
 }
+
+// TestDecideAsWritten runs the README's "Decisions the run checks" commands as printed,
+// with examples/agents' config and script: a decision naming the wrong call is refused by
+// the run, an edit writes where the human said, an answer writes nothing.
+func TestDecideAsWritten(t *testing.T) {
+	cmds := readmeBlockCommands(t, "bin/starter answer <id> --call 2.1")
+	var lines []string
+	for _, c := range cmds {
+		lines = append(lines, strings.Join(c, " "))
+	}
+	want := []string{
+		`agent scribe Write a haiku to notes.md --wait`,
+		`show <id>`,
+		`approve <id> --call 9.9`,
+		`approve <id> --call 2.1 --args {"path":"drafts/haiku.md","content":"Edited by a human.\n"} --wait`,
+		`agent scribe Write a haiku to notes.md --wait`,
+		`answer <id> --call 2.1 --result No need: the haiku is in the wiki. --wait`,
+	}
+	if strings.Join(lines, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("the README's decision commands changed; update this test with them:\n%s", strings.Join(lines, "\n"))
+	}
+	cfg, _ := exampleConfig(t, "agents", "scribe.script.json")
+	p := newPlatform(t)
+	p.writeConfig(cfg)
+	p.start()
+	id := ""
+	run := func(i, code int) result {
+		t.Helper()
+		args := substitute(cmds[i], map[string]string{"<id>": id})
+		r := p.starter(args...)
+		if r.code != code {
+			t.Fatalf("starter %s: exit %d, want %d\n%s\n%s\nworker:\n%s", lines[i], r.code, code, r.stdout, r.stderr, p.output())
+		}
+		if k := strings.Index(r.stdout+r.stderr, "started agent scribe run "); k >= 0 {
+			id = strings.Fields((r.stdout + r.stderr)[k+len("started agent scribe run "):])[0]
+		}
+		t.Logf("$ starter %s\n%s%s", lines[i], r.stdout, r.stderr)
+		return r
+	}
+	ws := filepath.Join(p.dir, "workspace")
+
+	if r := run(0, 0); !strings.Contains(r.stdout+r.stderr, "suspended: approval of write_file (call 2.1)") {
+		t.Fatalf("not suspended on call 2.1:\n%s\n%s", r.stdout, r.stderr)
+	}
+	a, _ := p.record(id).Approval()
+	if out := run(1, 0).stdout; !strings.Contains(out, "args_sha256  "+a.ArgsSHA256) {
+		t.Errorf("show lacks the args_sha256:\n%s", out)
+	}
+	if r := run(2, 1); !strings.Contains(r.stderr, "starter approve: run "+id+` refused the decision on tool call 9.9: unknown tool call "9.9": the pending call is 2.1 (write_file)`) {
+		t.Errorf("approve --call 9.9 said %q", r.stderr)
+	}
+	if out := run(3, 0).stdout; !strings.Contains(out, "with edited arguments") || !strings.Contains(out, "You edited my call; I wrote the file where you said.") {
+		t.Errorf("approve --args --wait:\n%s", out)
+	}
+	if b, err := os.ReadFile(filepath.Join(ws, "drafts", "haiku.md")); err != nil || string(b) != "Edited by a human.\n" {
+		t.Errorf("drafts/haiku.md = %q, %v", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "notes.md")); err == nil {
+		t.Error("the edited call wrote notes.md too")
+	}
+	run(4, 0)
+	if out := run(5, 0).stdout; !strings.Contains(out, "answered tool call 2.1 (write_file)") || !strings.Contains(out, "You answered for me, so I wrote nothing.") {
+		t.Errorf("answer --wait:\n%s", out)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "notes.md")); err == nil {
+		t.Error("the answered call wrote notes.md")
+	}
+}

@@ -342,6 +342,7 @@ var readmeCommandTests = []struct {
 	{marker: "bin/fakellm --script examples/agents/scribe.script.json", tests: []string{"TestOfflineAgentDemoAsWritten"}},
 	{marker: `bin/starter deny <id> --reason "not now"`, tests: []string{"TestOfflineAgentDemoAsWritten"}},
 	{marker: "bin/starter approve <id> --always --wait", tests: []string{"TestOfflineAgentDemoAsWritten"}},
+	{marker: "bin/starter answer <id> --call 2.1", tests: []string{"TestDecideAsWritten"}},
 	{marker: "export OPENAI_API_KEY=sk-...", tests: []string{"TestRealModelSectionAsWritten"}},
 	{marker: "export TICKETS_MCP_TOKEN=...", notRun: "your MCP servers"},
 	{marker: "bin/fakellm --script examples/mcp/librarian.script.json", tests: []string{"TestMCPExampleAsWritten"}},
