@@ -192,3 +192,25 @@ func TestEditAndAnswerOnAWorkflowPause(t *testing.T) {
 		t.Errorf("sent signals %v updates %v", m.signals, m.updates)
 	}
 }
+
+// TestDecideOnAWorkerOlderThanTheUpdate: a run whose worker has no nexo.decide handler (a
+// rolling deploy) still takes approve and deny, as the signal; edit and answer are refused
+// with what they need.
+func TestDecideOnAWorkerOlderThanTheUpdate(t *testing.T) {
+	pending := api.ApprovalInfo{CallID: "1.1", Tool: "shell", Args: json.RawMessage(`{"command":"ls"}`)}
+	m := &memoryClient{rec: suspendedRecord(t, api.StateApproval, pending), status: enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING,
+		refuse: temporal.NewApplicationError("unknown update nexo.decide. KnownUpdates=[]", "")}
+	c := New(m, "default", "nexo")
+	what, _, err := c.Decide(context.Background(), "r1", Decision{Approved: false, Reason: "no"})
+	if err != nil || what != "denied tool call 1.1 (shell) of run r1" || len(m.signals) != 1 || m.signals[0] != api.SignalApproval {
+		t.Fatalf("deny on an older worker: %q, %v, signals %v", what, err, m.signals)
+	}
+	if m.updates[0].ArgsSHA256 != api.ArgsSHA256(pending.Args) {
+		t.Errorf("a record without args_sha256 sent %q, want the sha256 of its args", m.updates[0].ArgsSHA256)
+	}
+	_, _, err = c.Decide(context.Background(), "r1", Decision{Action: api.DecideAnswer, Result: "x"})
+	var re *RefusedError
+	if !errors.As(err, &re) || !strings.Contains(re.Msg, "predates nexo.decide") || len(m.signals) != 1 {
+		t.Errorf("answer on an older worker: %v, signals %v", err, m.signals)
+	}
+}

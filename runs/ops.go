@@ -217,6 +217,21 @@ func (c *Client) decideCall(ctx context.Context, rec api.Record, a api.ApprovalI
 				return "", &StateError{ID: id, Status: rec.Status, Want: "suspended"}
 			}
 			return "", &NotFoundError{ID: id}
+		case errors.As(err, &app) && strings.HasPrefix(app.Message(), "unknown update "+api.UpdateDecide+"."):
+			// A worker older than nexo.decide (a rolling deploy): approve and deny still
+			// reach the run as the signal it understands; edit and answer cannot.
+			if len(req.Args) > 0 || req.Action == api.DecideAnswer {
+				return "", &RefusedError{ID: id, CallID: req.CallID, Msg: "the worker running this run predates nexo.decide: edited arguments and answers need a worker of this version (approve and deny still work)"}
+			}
+			sig := api.ApprovalSignal{CallID: req.CallID, Approved: req.Action == api.DecideApprove, Reason: req.Reason, Always: req.Always, By: req.By}
+			if err := c.signal(ctx, id, api.SignalApproval, sig); err != nil {
+				return "", err
+			}
+			verb := "denied"
+			if sig.Approved {
+				verb = "approved"
+			}
+			return fmt.Sprintf("%s tool call %s (%s) of run %s", verb, req.CallID, a.Tool, id), nil
 		case errors.As(err, &app):
 			return "", &RefusedError{ID: id, CallID: req.CallID, Msg: app.Message()}
 		}
