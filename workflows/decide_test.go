@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/nexo-temporal/nexo/api"
+	"github.com/nexo-temporal/nexo/permissions"
 )
 
 // decideOutcome is what became of one nexo.decide: refused, or the recorded decision.
@@ -242,5 +243,31 @@ func TestDecideAnswerRunsNoTool(t *testing.T) {
 	d := eventsOf(queryRecord(t, env), "approval_decided")
 	if len(d) != 1 || d[0]["action"] != "answer" || d[0]["result"] != "Tuesday, 1 December" || d[0]["by"] != "ada" {
 		t.Errorf("approval_decided = %v", d)
+	}
+}
+
+// TestDecideEditIsDecidedAgainByThePolicy: an edit is no way around the agent's rules: a
+// human who edits a gated shell call into one a deny_when rule refuses gets it refused with
+// the rule's reason, and nothing runs.
+func TestDecideEditIsDecidedAgainByThePolicy(t *testing.T) {
+	env := newEnv(t)
+	spec := approveSpec()
+	spec.Permissions.DenyWhen = []permissions.Rule{{Capability: permissions.CapShell, ArgsRegex: map[string]string{"command": `rm\s+-rf`}, Reason: "never rm -rf"}}
+	f := &agentFakes{spec: spec, script: []api.ChatMessage{
+		toolReply(call("shell", `{"command":"ls build"}`)),
+		text("Could not."),
+	}}
+	f.register(env)
+	decideOnce(t, env, api.DecideRequest{Action: api.DecideApprove, Args: json.RawMessage(`{"command":"rm -rf build"}`)})
+	env.ExecuteWorkflow(api.WorkflowAgentRun, agentInput(t, "scribe"))
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.tools) != 0 {
+		t.Errorf("an edit a deny_when rule refuses ran: %+v", f.tools)
+	}
+	if got := lastToolMessage(f.requests[1]); !strings.HasPrefix(got, `error: A human edited this call's arguments to {"command":"rm -rf build"}`) ||
+		!strings.Contains(got, "permission denied: the edited call:") || !strings.Contains(got, "never rm -rf") {
+		t.Errorf("model got %q", got)
 	}
 }
