@@ -116,6 +116,25 @@ func TestRunToolStoresLargeOutput(t *testing.T) {
 	}
 }
 
+// A note (a human edited the call) starts the result before it is stored, so the model
+// reads it also when the result travels by reference.
+func TestRunToolNoteIsStoredWithALargeOutput(t *testing.T) {
+	e := newEnv(t, activities.Deps{})
+	body := strings.Repeat("line of a large file\n", 5_000)
+	if err := os.WriteFile(filepath.Join(e.ws, "big.txt"), []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	note := "A human edited this call's arguments to {\"path\":\"big.txt\"}\n"
+	res := e.toolReq(t, api.RunToolRequest{Tool: "read_file", Args: argsJSON(t, map[string]string{"path": "big.txt"}), StoreOver: api.DefaultStoreOver, Note: note})
+	if res.ContentRef == "" || !strings.HasPrefix(res.Content, note) {
+		t.Fatalf("result: ref %q, preview starts %.80q; want a reference and the note first", res.ContentRef, res.Content)
+	}
+	whole, err := e.store.GetBlob(context.Background(), res.ContentRef)
+	if err != nil || !strings.HasPrefix(string(whole), note+"line of a large file") {
+		t.Fatalf("stored output starts %.80q, %v; want the note, then the output", whole, err)
+	}
+}
+
 // Compaction summarises all but the most recent messages (a tool call stays with its
 // results) and the thread continues from the summary.
 func TestCompactThread(t *testing.T) {

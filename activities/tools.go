@@ -82,6 +82,7 @@ func (a *Activities) RunTool(ctx context.Context, req api.RunToolRequest) (res a
 		}
 		if err == nil {
 			res = noteRetry(ctx, res)
+			res.Content = req.Note + res.Content
 			res, err = a.offload(ctx, res, req.StoreOver)
 		}
 	}()

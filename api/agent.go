@@ -197,6 +197,9 @@ type RunToolRequest struct {
 	// StoreOver: a result over this many bytes is stored as a blob (ContentRef) and only
 	// a preview returned; 0 keeps every result inline (runs recorded before).
 	StoreOver int `json:"store_over,omitempty"`
+	// Note, when set, starts the result (before it is stored), so the model reads it
+	// even when the result travels by reference: "A human edited this call's arguments...".
+	Note string `json:"note,omitempty"`
 }
 
 // DefaultStoreOver is the size over which a tool result is stored and referenced.

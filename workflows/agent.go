@@ -459,8 +459,10 @@ func (rt *runtime) decideAndRun(ctx workflow.Context, spec agents.Spec, tools to
 	default:
 		return errorResult("permission denied: %s", v.Reason), nil
 	}
-	res, err := rt.runAllowed(ctx, spec, tools, tool, mcpTool, call, pc, storeOver)
-	if err == nil && note != "" {
+	res, err := rt.runAllowed(ctx, spec, tools, tool, mcpTool, call, pc, storeOver, note)
+	if err == nil && note != "" && mcpTool != nil {
+		// An MCP result is stored by reference only past api.DefaultStoreOver; then the
+		// model reads the stored result, without this line (RunTool writes it first).
 		res.Content = note + res.Content
 	}
 	return res, err
@@ -489,13 +491,13 @@ func escapesWorkspace(tool string, args map[string]any) string {
 }
 
 // runAllowed runs a call the permissions (or a human) allowed.
-func (rt *runtime) runAllowed(ctx workflow.Context, spec agents.Spec, tools toolset, tool agents.Tool, mcpTool *api.MCPTool, call api.ToolCall, pc permissions.Call, storeOver int) (api.RunToolResult, error) {
+func (rt *runtime) runAllowed(ctx workflow.Context, spec agents.Spec, tools toolset, tool agents.Tool, mcpTool *api.MCPTool, call api.ToolCall, pc permissions.Call, storeOver int, note string) (api.RunToolResult, error) {
 	if mcpTool != nil {
 		return rt.callMCP(ctx, tools.servers[mcpTool.Server], *mcpTool, call, storeOver), nil
 	}
 
 	req := api.RunToolRequest{RunID: rt.rec.ID, Sandbox: spec.Sandbox, CallID: call.ID, Tool: tool.Name,
-		Args: json.RawMessage(orEmptyObject(call.Arguments)), FetchAllow: spec.FetchAllow, StoreOver: storeOver}
+		Args: json.RawMessage(orEmptyObject(call.Arguments)), FetchAllow: spec.FetchAllow, StoreOver: storeOver, Note: note}
 	key := ""
 	if tool.Name == agents.ToolWriteFile || tool.Name == agents.ToolReadFile {
 		key = stampKey(pc.Detail)

@@ -48,7 +48,7 @@ func (f *agentFakes) register(env *testsuite.TestWorkflowEnvironment) {
 	}), activity.RegisterOptions{Name: api.ActivityCompleteChat})
 	env.RegisterActivityWithOptions(func(_ context.Context, req api.RunToolRequest) (api.RunToolResult, error) {
 		f.tools = append(f.tools, req)
-		return api.RunToolResult{Content: "ok: " + req.Tool, Stamp: &api.FileStamp{Size: 1, ModUnix: int64(len(f.tools))}}, nil
+		return api.RunToolResult{Content: req.Note + "ok: " + req.Tool, Stamp: &api.FileStamp{Size: 1, ModUnix: int64(len(f.tools))}}, nil
 	}, activity.RegisterOptions{Name: api.ActivityRunTool})
 	env.RegisterActivityWithOptions(func(_ context.Context, req api.CollectOutputsRequest) ([]string, error) {
 		return f.outputs, nil
