@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"slices"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -37,6 +38,8 @@ type Activities struct {
 	// mcpCredentials is the path of the OAuth credential file of MCP servers.
 	mcpCredentials string
 	lookupEnv      func(string) (string, bool) // nil: os.LookupEnv
+	notify         []api.NotifyTarget          // approvals.notify, given to every resolved agent
+	pageURL        string                      // the web page's base URL, for notifications' links
 }
 
 // Deps are what the activities work with.
@@ -64,13 +67,18 @@ type Deps struct {
 	// token_env): the worker takes its secrets out of the environment at start and
 	// answers for them from memory (internal/secrets). nil means os.LookupEnv.
 	LookupEnv func(string) (string, bool)
+	// Notify are the receivers of approval notifications (config approvals.notify), and
+	// PageURL the web page's base URL their links point at (config gateway.url; "" for none).
+	Notify  []api.NotifyTarget
+	PageURL string
 }
 
 // New returns the activities.
 func New(d Deps) *Activities {
 	a := &Activities{store: d.Store, sandboxes: d.Sandboxes, inlineLimit: d.InlineLimit, llm: d.LLM,
 		agents: map[string]agents.Spec{}, fetcher: d.Fetcher, searcher: d.Searcher, shellTimeout: d.ShellTimeout, skillsPath: d.SkillsPath,
-		threads: newThreadCache(), mcpCredentials: d.MCPCredentialsFile, lookupEnv: d.LookupEnv}
+		threads: newThreadCache(), mcpCredentials: d.MCPCredentialsFile, lookupEnv: d.LookupEnv,
+		notify: d.Notify, pageURL: strings.TrimRight(d.PageURL, "/")}
 	for _, s := range d.Agents {
 		a.agents[s.Name] = s
 	}
@@ -114,6 +122,7 @@ func (a *Activities) Register(r Registry) {
 		api.ActivityCallMCPTool:      a.CallMCPTool,
 		api.ActivityCloseMCP:         a.CloseMCP,
 		api.ActivityStoreRecord:      a.StoreRecord,
+		api.ActivityNotifyApproval:   a.NotifyApproval,
 	} {
 		r.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}

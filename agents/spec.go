@@ -68,6 +68,11 @@ type Spec struct {
 	// llm.retry_for (default 6h). It is recorded with the spec, so a run keeps the budget it
 	// started with.
 	RetryFor api.Duration `json:"retry_for,omitempty" mapstructure:"retry_for" yaml:"retry_for"`
+	// Notify are the receivers of this agent's approval notifications: the worker fills
+	// them from approvals.notify when it resolves the agent (not an agent's own key). Only
+	// URLs and the names of the environment variables holding the secrets: the spec is
+	// recorded in history.
+	Notify []api.NotifyTarget `json:"notify,omitempty" mapstructure:"-" yaml:"-"`
 }
 
 // Turns is MaxTurns or the default.

@@ -45,6 +45,7 @@
 //	gateway.codec_origins    NEXO_GATEWAY_CODEC_ORIGINS       none (comma-separated in the environment)
 //	gateway.temporal_ui      NEXO_GATEWAY_TEMPORAL_UI         "" (no links; worker --dev: its Web UI)
 //	gateway.url              NEXO_GATEWAY_URL                 "" (http://<gateway.addr> when it is a loopback address)
+//	approvals.notify         NEXO_APPROVALS_NOTIFY            none (a list of {url, secret_env}; set it in the file)
 //
 // The environment variable of a key is NEXO_ followed by the key in upper case with "."
 // replaced by "_". An empty variable counts as unset.
@@ -153,6 +154,16 @@ type Config struct {
 	Search Search `mapstructure:"search"`
 	// MCP holds what the worker and the starter share about MCP servers.
 	MCP MCP `mapstructure:"mcp"`
+	// Approvals configures what happens around a call that waits for a human.
+	Approvals Approvals `mapstructure:"approvals"`
+}
+
+// Approvals configures approvals beyond the agents' permissions.
+type Approvals struct {
+	// Notify are the receivers of a signed HTTP POST for every requested, escalated and
+	// decided approval of every agent this worker resolves. Each names the environment
+	// variable holding its HMAC secret (secret_env), never the secret.
+	Notify []api.NotifyTarget `mapstructure:"notify"`
 }
 
 // MCP configures what is common to the agents' MCP servers.

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/nexo-temporal/nexo/api"
 )
 
 // writeFile writes content to dir/name and returns the path.
@@ -575,5 +577,30 @@ gateway:
 	writeFile(t, dir, DefaultFile, "gateway:\n  tokens:\n    - {name: ci, token: s3cret, scopes: [read]}\n")
 	if _, err := Load(LoadOptions{Env: []string{}}); !errors.Is(err, ErrUnknownKey) || !strings.Contains(err.Error(), `"gateway.tokens[0].token"`) {
 		t.Errorf("Load with a literal token = %v, want an unknown-key error naming it", err)
+	}
+}
+
+// TestLoadApprovalsNotify: receivers come from the file, their secrets never do, and an
+// agent cannot name receivers of its own (the worker gives every agent approvals.notify).
+func TestLoadApprovalsNotify(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	writeFile(t, dir, DefaultFile, `
+approvals:
+  notify:
+    - {url: "https://hooks.example.com/nexo", secret_env: NEXO_NOTIFY_SECRET}
+`)
+	c, err := Load(LoadOptions{Env: []string{"NEXO_NOTIFY_SECRET=s3cret"}})
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	want := []api.NotifyTarget{{URL: "https://hooks.example.com/nexo", SecretEnv: "NEXO_NOTIFY_SECRET"}}
+	if !reflect.DeepEqual(c.Approvals.Notify, want) {
+		t.Errorf("approvals.notify = %+v, want %+v", c.Approvals.Notify, want)
+	}
+
+	writeFile(t, dir, DefaultFile, "approvals:\n  notify:\n    - {url: \"https://hooks.example.com/nexo\", secret: s3cret}\n")
+	if _, err := Load(LoadOptions{Env: []string{}}); !errors.Is(err, ErrUnknownKey) || !strings.Contains(err.Error(), `"approvals.notify[0].secret"`) {
+		t.Errorf("Load with a literal secret = %v, want an unknown-key error naming it", err)
 	}
 }

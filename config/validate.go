@@ -264,6 +264,18 @@ func (c Config) Validate() error {
 		}
 	}
 
+	// approvals
+	for i, n := range c.Approvals.Notify {
+		field := fmt.Sprintf("approvals.notify[%d]", i)
+		if u, err := url.Parse(n.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Fragment != "" {
+			bad(field+".url", n.URL, "want the http(s) URL notifications are POSTed to, such as https://hooks.example.com/nexo")
+		}
+		if !envVarName.MatchString(n.SecretEnv) {
+			bad(field+".secret_env", n.SecretEnv,
+				"want the name of the environment variable holding the HMAC secret, such as NEXO_NOTIFY_SECRET (the secret itself never goes in config)")
+		}
+	}
+
 	// log
 	if !slices.Contains(logLevels, strings.ToLower(c.Log.Level)) {
 		bad("log.level", c.Log.Level, "want one of %s", strings.Join(logLevels, ", "))

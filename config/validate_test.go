@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nexo-temporal/nexo/api"
 	"github.com/nexo-temporal/nexo/artifacts"
 )
 
@@ -67,6 +68,15 @@ func TestValidate(t *testing.T) {
 		{"gateway token secret pasted instead of a variable name", func(c *Config) {
 			c.Gateway.Tokens = []GatewayToken{{Name: "ci", TokenEnv: "s3cr3t-value!", Scopes: []string{"read"}}}
 		}, `gateway.tokens[ci].token_env "s3cr3t-value!": want the name of an environment variable, such as NEXO_CI_TOKEN (the token itself never goes in config)`},
+		{"notify url without a scheme", func(c *Config) {
+			c.Approvals.Notify = []api.NotifyTarget{{URL: "hooks.example.com/nexo", SecretEnv: "HOOK_SECRET"}}
+		}, `approvals.notify[0].url "hooks.example.com/nexo": want the http(s) URL notifications are POSTed to, such as https://hooks.example.com/nexo`},
+		{"notify secret pasted instead of a variable name", func(c *Config) {
+			c.Approvals.Notify = []api.NotifyTarget{{URL: "https://hooks.example.com/nexo", SecretEnv: "whsec_abc123!"}}
+		}, `approvals.notify[0].secret_env "whsec_abc123!": want the name of the environment variable holding the HMAC secret, such as NEXO_NOTIFY_SECRET (the secret itself never goes in config)`},
+		{"notify without a secret", func(c *Config) {
+			c.Approvals.Notify = []api.NotifyTarget{{URL: "https://hooks.example.com/nexo"}}
+		}, `approvals.notify[0].secret_env "": want the name of the environment variable holding the HMAC secret, such as NEXO_NOTIFY_SECRET (the secret itself never goes in config)`},
 		{"gateway token without scopes", func(c *Config) {
 			c.Gateway.Tokens = []GatewayToken{{Name: "ci", TokenEnv: "CI_TOKEN"}}
 		}, `gateway.tokens[ci].scopes: want at least one of read, operate, approve`},

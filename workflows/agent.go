@@ -163,6 +163,7 @@ func (rt *runtime) agentLoop(ctx workflow.Context, spec agents.Spec, tools tools
 	prevAgent := rt.agent
 	rt.agent = spec.Name
 	defer func() { rt.agent = prevAgent }()
+	rt.notify.use(spec)
 	defs := tools.defs()
 	mctx := workflow.WithActivityOptions(ctx, modelCallOptions(spec))
 	for turn := 1; ; turn++ {

@@ -35,6 +35,7 @@ func (rt *runtime) emit(ctx workflow.Context, eventType string, data any) {
 		raw, _ = json.Marshal(map[string]string{"error": err.Error()})
 	}
 	rt.appendEvent(ctx, eventType, raw)
+	rt.notifyApproval(ctx, eventType)
 }
 
 func (rt *runtime) appendEvent(ctx workflow.Context, eventType string, raw json.RawMessage) {

@@ -1,0 +1,156 @@
+package activities
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/nexo-temporal/nexo/agents"
+	"github.com/nexo-temporal/nexo/api"
+)
+
+// NotifyUserAgent is the User-Agent of approval notifications.
+const NotifyUserAgent = "nexo-notify/1"
+
+// notifyTimeout bounds one POST to a receiver; the activity's retry policy does the rest.
+const notifyTimeout = 30 * time.Second
+
+// notifyClient posts notifications. It does not follow redirects: a POST redirected with
+// 301/302 would arrive as a GET, so a 3xx answer fails the notification, naming the answer.
+var notifyClient = &http.Client{
+	Timeout:       notifyTimeout,
+	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+}
+
+// withNotify gives spec the worker's receivers of approval notifications
+// (approvals.notify) unless its definition names its own. The resolved spec is recorded,
+// so the run notifies the receivers it started with.
+func (a *Activities) withNotify(spec agents.Spec) agents.Spec {
+	if len(spec.Notify) == 0 && len(a.notify) > 0 {
+		spec.Notify = append([]api.NotifyTarget(nil), a.notify...)
+	}
+	return spec
+}
+
+// NotifyApproval POSTs one approval notification (a JSON api.Notification) to one receiver,
+// signed with the secret its SecretEnv names: header X-Nexo-Signature is
+// "sha256=" + hex(HMAC-SHA256(secret, body)). A 2xx answer delivers it. 408, 429, 5xx and a
+// receiver that cannot be reached are retried by Temporal (the workflow's notifyOptions); any
+// other answer, and a secret this worker does not hold, are non-retryable.
+func (a *Activities) NotifyApproval(ctx context.Context, req api.NotifyApprovalRequest) error {
+	secret, ok := a.secret(req.Target.SecretEnv)
+	if !ok || secret == "" {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+			"notify %s of %s in run %s: the environment variable %s (approvals.notify secret_env) is not set on this worker",
+			req.Target.URL, req.Event, req.RunID, req.Target.SecretEnv), api.ErrTypeBadInput, nil)
+	}
+	body, err := json.Marshal(a.notification(req))
+	if err != nil {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("notify %s: encode the body: %v", req.Target.URL, err), api.ErrTypeBadInput, nil)
+	}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, req.Target.URL, bytes.NewReader(body))
+	if err != nil {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("notify %s: %v", req.Target.URL, err), api.ErrTypeBadInput, nil)
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("User-Agent", NotifyUserAgent)
+	hreq.Header.Set(api.SignatureHeader, Signature(secret, body))
+	resp, err := notifyClient.Do(hreq)
+	if err != nil {
+		return fmt.Errorf("notify %s of %s in run %s: %w", req.Target.URL, req.Event, req.RunID, err)
+	}
+	defer resp.Body.Close()
+	answer, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		return nil
+	}
+	msg := fmt.Sprintf("notify %s of %s in run %s: the receiver answered %s", req.Target.URL, req.Event, req.RunID, resp.Status)
+	if s := strings.TrimSpace(string(answer)); s != "" {
+		msg += ": " + s
+	}
+	switch {
+	case resp.StatusCode == http.StatusRequestTimeout, resp.StatusCode == http.StatusTooManyRequests, resp.StatusCode >= 500:
+		return temporal.NewApplicationErrorWithOptions(msg, api.ErrTypeNotifyUnavailable, temporal.ApplicationErrorOptions{
+			NextRetryDelay: parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()),
+		})
+	default:
+		if activity.IsActivity(ctx) {
+			activity.GetLogger(ctx).Warn("approval notification refused, not retried", "url", req.Target.URL,
+				"event", req.Event, "run_id", req.RunID, "status", resp.StatusCode)
+		}
+		return temporal.NewNonRetryableApplicationError(msg, api.ErrTypeBadInput, nil)
+	}
+}
+
+// Signature is the X-Nexo-Signature value of body signed with secret:
+// "sha256=" + lower-case hex of HMAC-SHA256(secret, body). A receiver computes it over the
+// exact bytes it received and compares in constant time (hmac.Equal).
+func Signature(secret string, body []byte) string {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write(body)
+	return "sha256=" + hex.EncodeToString(m.Sum(nil))
+}
+
+func (a *Activities) secret(name string) (string, bool) {
+	if name == "" {
+		return "", false
+	}
+	if a.lookupEnv != nil {
+		return a.lookupEnv(name) // the worker took its secrets out of the environment at start
+	}
+	return os.LookupEnv(name)
+}
+
+// notification is the body of req: the event's call, its decision when decided, and links
+// to the run's page and record.
+func (a *Activities) notification(req api.NotifyApprovalRequest) api.Notification {
+	var call struct {
+		CallID     string          `json:"call_id"`
+		Tool       string          `json:"tool"`
+		Capability string          `json:"capability"`
+		Detail     string          `json:"detail"`
+		Args       json.RawMessage `json:"args"`
+		Approved   bool            `json:"approved"`
+		Action     string          `json:"action"`
+		By         string          `json:"by"`
+		Reason     string          `json:"reason"`
+		Always     bool            `json:"always"`
+		EditedArgs json.RawMessage `json:"edited_args"`
+		Result     string          `json:"result"`
+	}
+	_ = json.Unmarshal(req.Call, &call) // the workflow's own event data; a field it lacks stays empty
+	n := api.Notification{
+		Event: req.Event, RunID: req.RunID, Workflow: req.Workflow, Agent: req.Agent, Seq: req.Seq, At: req.At,
+		CallID: call.CallID, Tool: call.Tool, Capability: call.Capability, Detail: call.Detail, Args: call.Args,
+	}
+	if string(n.Args) == "null" {
+		n.Args = nil
+	}
+	if req.Event == api.EventApprovalDecided {
+		n.Decision = &api.NotifyDecision{Approved: call.Approved, Action: call.Action, By: call.By, Reason: call.Reason,
+			Always: call.Always, EditedArgs: call.EditedArgs, Result: call.Result}
+	}
+	page, apiPath := "/runs/"+url.PathEscape(req.RunID), "/v1/runs/"+url.PathEscape(req.RunID)
+	if agent, instance, ok := api.ParseSessionID(req.RunID); ok {
+		n.Session = &api.NotifySession{Agent: agent, Instance: instance}
+		p := "/sessions/" + url.PathEscape(agent) + "/" + url.PathEscape(instance)
+		page, apiPath = p, "/v1"+p
+	}
+	if a.pageURL != "" {
+		n.Links = api.NotifyLinks{Page: a.pageURL + page, API: a.pageURL + apiPath}
+	}
+	return n
+}
