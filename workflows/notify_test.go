@@ -1,0 +1,135 @@
+package workflows
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+
+	"github.com/nexo-temporal/nexo/api"
+)
+
+// notifyFake records every NotifyApproval attempt and fails each with err (nil: delivered).
+type notifyFake struct {
+	mu       sync.Mutex
+	attempts []api.NotifyApprovalRequest
+	err      error
+}
+
+func (f *notifyFake) register(env interface {
+	RegisterActivityWithOptions(a any, options activity.RegisterOptions)
+}) {
+	env.RegisterActivityWithOptions(func(_ context.Context, req api.NotifyApprovalRequest) error {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.attempts = append(f.attempts, req)
+		return f.err
+	}, activity.RegisterOptions{Name: api.ActivityNotifyApproval})
+}
+
+// sent is, per event type and receiver URL, how many attempts there were.
+func (f *notifyFake) sent() map[string]int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := map[string]int{}
+	for _, a := range f.attempts {
+		out[a.Event+" "+a.Target.URL]++
+	}
+	return out
+}
+
+// TestApprovalNotifiesEveryReceiverWithoutBlocking: a gated call starts a notification per
+// receiver when it is requested and when it is decided, carrying the call (the decided one
+// with what the request said); receivers that keep failing do not hold the run, which
+// finishes with its answer while their notifications are still being retried.
+func TestApprovalNotifiesEveryReceiverWithoutBlocking(t *testing.T) {
+	env := newEnv(t)
+	spec := approveSpec()
+	spec.Notify = []api.NotifyTarget{{URL: "https://a.example/hook", SecretEnv: "A_SECRET"}, {URL: "https://b.example/hook", SecretEnv: "B_SECRET"}}
+	f := &agentFakes{spec: spec, script: []api.ChatMessage{
+		toolReply(call("write_file", `{"path":"notes.md","content":"hi"}`)),
+		text("Wrote notes.md."),
+	}}
+	f.register(env)
+	n := &notifyFake{err: errors.New("receiver down (503)")}
+	n.register(env)
+	var atRequest map[string]int
+	env.RegisterDelayedCallback(func() {
+		atRequest = n.sent()
+		env.SignalWorkflow(api.SignalApproval, api.ApprovalSignal{CallID: "1.1", Approved: true, By: "ada"})
+	}, time.Hour)
+	env.ExecuteWorkflow(api.WorkflowAgentRun, agentInput(t, "scribe"))
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatalf("run failed: %v", err)
+	}
+	var res api.AgentResult
+	_ = env.GetWorkflowResult(&res)
+	if res.Content != "Wrote notes.md." {
+		t.Errorf("result = %+v, want the model's answer", res)
+	}
+	for _, url := range []string{"https://a.example/hook", "https://b.example/hook"} {
+		if atRequest["approval_requested "+url] < 2 {
+			t.Errorf("requested call: %d attempts to %s within the hour it waited, want it retried (%v)", atRequest["approval_requested "+url], url, atRequest)
+		}
+		if n.sent()["approval_decided "+url] == 0 {
+			t.Errorf("decided call: no notification to %s (%v)", url, n.sent())
+		}
+	}
+	var decided *api.NotifyApprovalRequest
+	for i, a := range n.attempts {
+		if a.Event == api.EventApprovalDecided {
+			decided = &n.attempts[i]
+		}
+	}
+	if decided == nil {
+		t.Fatal("no decided notification")
+	}
+	var c map[string]any
+	_ = json.Unmarshal(decided.Call, &c)
+	if c["call_id"] != "1.1" || c["tool"] != "write_file" || c["capability"] != "write" || c["detail"] != "notes.md" ||
+		c["approved"] != true || c["by"] != "ada" {
+		t.Errorf("decided call = %v, want 1.1 write_file (write, notes.md) approved by ada", c)
+	}
+	if args, _ := c["args"].(map[string]any); args["path"] != "notes.md" {
+		t.Errorf("decided call args = %v, want the requested arguments", c["args"])
+	}
+	if decided.RunID == "" || decided.Agent != "scribe" || decided.Workflow != api.WorkflowAgentRun || decided.Seq == 0 {
+		t.Errorf("decided request = %+v, want the run, its agent and the event's seq", decided)
+	}
+	rec := queryRecord(t, env)
+	if took := rec.UpdatedAt.Sub(rec.CreatedAt); took > 2*time.Hour {
+		t.Errorf("the run closed %s after it started; it waited an hour for its human and must not wait on the receivers (retried for %s)", took, NotifyRetryFor)
+	}
+	for _, e := range rec.Events {
+		if e.Type == "failed" || e.Type == "notify_failed" {
+			t.Errorf("a notification's failure reached the record: %+v", e)
+		}
+	}
+}
+
+// TestApprovalWithoutReceiversNotifiesNothing: an agent without approvals.notify schedules
+// no notification (and so records no version marker: runs recorded before keep replaying).
+func TestApprovalWithoutReceiversNotifiesNothing(t *testing.T) {
+	env := newEnv(t)
+	f := &agentFakes{spec: approveSpec(), script: []api.ChatMessage{
+		toolReply(call("write_file", `{"path":"notes.md","content":"hi"}`)),
+		text("Wrote notes.md."),
+	}}
+	f.register(env)
+	n := &notifyFake{}
+	n.register(env)
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(api.SignalApproval, api.ApprovalSignal{CallID: "1.1", Approved: true})
+	}, time.Hour)
+	env.ExecuteWorkflow(api.WorkflowAgentRun, agentInput(t, "scribe"))
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatalf("run failed: %v", err)
+	}
+	if len(n.attempts) != 0 {
+		t.Errorf("notifications without receivers: %+v", n.attempts)
+	}
+}
