@@ -1,0 +1,194 @@
+package e2e
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nexo-temporal/nexo/api"
+	"github.com/nexo-temporal/nexo/fakellm"
+)
+
+// notifySecret is the HMAC secret the worker gets through NOTIFY_SECRET; it must never
+// reach history, events, logs or the sandbox.
+const notifySecret = "whsec-e2e-3f9c1b7a"
+
+// notifyReceiver is a receiver of approval notifications on loopback, as a Slack or ticket
+// bridge would be: it checks each POST's signature with the shared secret and hands the
+// decoded body to the test (a bad signature is a 401 and a test error).
+type notifyReceiver struct {
+	t   testing.TB
+	srv *httptest.Server
+	got chan api.Notification
+}
+
+func newNotifyReceiver(t testing.TB) *notifyReceiver {
+	nr := &notifyReceiver{t: t, got: make(chan api.Notification, 16)}
+	nr.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mac := hmac.New(sha256.New, []byte(notifySecret))
+		mac.Write(body)
+		want := "sha256=" + hex.EncodeToString(mac.Sum(nil))
+		if !hmac.Equal([]byte(r.Header.Get("X-Nexo-Signature")), []byte(want)) {
+			t.Errorf("notification with signature %q, want %q over the body %s", r.Header.Get("X-Nexo-Signature"), want, body)
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		if r.Method != http.MethodPost || r.Header.Get("Content-Type") != "application/json" {
+			t.Errorf("notification %s with Content-Type %q, want a JSON POST", r.Method, r.Header.Get("Content-Type"))
+		}
+		var n api.Notification
+		if err := json.Unmarshal(body, &n); err != nil {
+			t.Errorf("notification body is not JSON: %v\n%s", err, body)
+		}
+		w.WriteHeader(http.StatusNoContent)
+		nr.got <- n
+	}))
+	t.Cleanup(nr.srv.Close)
+	return nr
+}
+
+// next waits for the next notification of event type typ (others are kept for later calls
+// in arrival order only when they match; the scenarios below expect them in order).
+func (nr *notifyReceiver) next(typ string) api.Notification {
+	nr.t.Helper()
+	select {
+	case n := <-nr.got:
+		if n.Event != typ {
+			nr.t.Fatalf("notification %s for call %s, want %s", n.Event, n.CallID, typ)
+		}
+		return n
+	case <-time.After(30 * time.Second):
+		nr.t.Fatalf("no %s notification within 30s", typ)
+	}
+	return api.Notification{}
+}
+
+// notifyConfig is the scribe agent under approve, with the receiver in approvals.notify.
+func notifyConfig(baseURL, receiver string) string {
+	return historyAgentConfig(baseURL) + `approvals:
+  notify:
+    - {url: "` + receiver + `/nexo", secret_env: NOTIFY_SECRET}
+`
+}
+
+// notifiedRun runs the scenario: the model asks to write notes.md (denied by ada, with a
+// reason), then to run `env` (approved by ada), then answers. It returns the four
+// notifications in order: requested, decided (denied), requested, decided (approved).
+func notifiedRun(t *testing.T, p *platform, model *fakellm.Server, nr *notifyReceiver) (string, []api.Notification) {
+	t.Helper()
+	id := p.startAgent("Write the note, then show the environment.")
+	var got []api.Notification
+	got = append(got, nr.next(api.EventApprovalRequested))
+	wantPending(t, p, id, "1.1")
+	p.ok("deny", id, "--reason", "not before the launch", "--by", "ada")
+	got = append(got, nr.next(api.EventApprovalDecided))
+	got = append(got, nr.next(api.EventApprovalRequested))
+	wantPending(t, p, id, "2.1")
+	p.ok("approve", id, "--by", "ada")
+	got = append(got, nr.next(api.EventApprovalDecided))
+	p.waitStatus(id, api.StatusDone)
+	return id, got
+}
+
+func notifyModel() *fakellm.Server {
+	return fakellm.New(
+		fakellm.Reply{ToolCalls: []fakellm.Call{writeCall("notes.md", "launch on Monday\n")}},
+		fakellm.Reply{ToolCalls: []fakellm.Call{shellCall("env")}},
+		fakellm.Reply{Content: "Done."},
+	)
+}
+
+// TestApprovalNotifications: a real agent run's requested and decided calls reach a
+// receiver as signed JSON with the run, the call, the decision and working links; the
+// secret given through NOTIFY_SECRET is in no history, event, log or sandbox environment.
+func TestApprovalNotifications(t *testing.T) {
+	model := notifyModel()
+	nr := newNotifyReceiver(t)
+	p := newPlatform(t)
+	p.writeConfig(notifyConfig(model.Start(t), nr.srv.URL))
+	p.writeWorkspace(historyBrief)
+	p.extraEnv = []string{"NOTIFY_SECRET=" + notifySecret}
+	p.start()
+
+	id, got := notifiedRun(t, p, model, nr)
+	page := fmt.Sprintf("http://127.0.0.1:%d", p.gateway)
+	for i, n := range got {
+		if n.RunID != id || n.Workflow != api.WorkflowAgentRun || n.Agent != "scribe" || n.Seq == 0 || n.At.IsZero() || n.Session != nil {
+			t.Errorf("notification %d names run %q (%s, agent %q, seq %d, at %s, session %v), want run %s of scribe", i, n.RunID, n.Workflow, n.Agent, n.Seq, n.At, n.Session, id)
+		}
+		if n.Links.Page != page+"/runs/"+id || n.Links.API != page+"/v1/runs/"+id {
+			t.Errorf("notification %d links %+v, want the run's page and record on %s", i, n.Links, page)
+		}
+	}
+	write, denied, shell, approved := got[0], got[1], got[2], got[3]
+	if write.CallID != "1.1" || write.Tool != "write_file" || write.Capability != "write" || write.Detail != "notes.md" ||
+		!strings.Contains(string(write.Args), `"launch on Monday\n"`) || write.Decision != nil {
+		t.Errorf("requested write: %+v (args %s), want call 1.1 write_file (write, notes.md) with its arguments and no decision", write, write.Args)
+	}
+	if denied.CallID != "1.1" || denied.Tool != "write_file" || denied.Capability != "write" || !strings.Contains(string(denied.Args), "notes.md") ||
+		denied.Decision == nil || denied.Decision.Approved || denied.Decision.By != "ada" || denied.Decision.Reason != "not before the launch" {
+		t.Errorf("decided write: %+v (decision %+v), want call 1.1 denied by ada: not before the launch", denied, denied.Decision)
+	}
+	if shell.CallID != "2.1" || shell.Tool != "shell" || shell.Detail != "env" || !strings.Contains(string(shell.Args), `"env"`) {
+		t.Errorf("requested shell: %+v (args %s), want call 2.1 shell env", shell, shell.Args)
+	}
+	if approved.CallID != "2.1" || approved.Decision == nil || !approved.Decision.Approved || approved.Decision.By != "ada" {
+		t.Errorf("decided shell: %+v (decision %+v), want call 2.1 approved by ada", approved, approved.Decision)
+	}
+	if approved.Seq <= shell.Seq || shell.Seq <= denied.Seq || denied.Seq <= write.Seq {
+		t.Errorf("seqs %d %d %d %d, want them increasing in event order", write.Seq, denied.Seq, shell.Seq, approved.Seq)
+	}
+
+	// The API link works: it is the run's record.
+	resp, err := http.Get(approved.Links.API)
+	if err != nil {
+		t.Fatalf("GET %s: %v", approved.Links.API, err)
+	}
+	var rec api.Record
+	_ = json.NewDecoder(resp.Body).Decode(&rec)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || rec.ID != id {
+		t.Errorf("GET %s: %d, record %q; want the run's record", approved.Links.API, resp.StatusCode, rec.ID)
+	}
+
+	// The secret: not in the sandbox's environment (what `env` printed to the model), the
+	// run's history (every payload, the events and the spec among them), or the worker's log.
+	reqs := model.Requests()
+	last := reqs[len(reqs)-1].Messages
+	if env, _ := last[len(last)-1]["content"].(string); env == "" {
+		t.Errorf("the approved env call returned nothing to the model")
+	} else if strings.Contains(env, notifySecret) || strings.Contains(env, "NOTIFY_SECRET") {
+		t.Errorf("the sandbox's environment holds the notification secret:\n%s", env)
+	}
+	if h := historyText(t, rawHistory(t, p.dial(), id)); strings.Contains(h, notifySecret) {
+		t.Error("the run's history holds the notification secret")
+	} else if !strings.Contains(h, "NOTIFY_SECRET") || !strings.Contains(h, api.ActivityNotifyApproval) {
+		t.Error("the run's history names neither the secret's variable nor a NotifyApproval activity")
+	}
+	if strings.Contains(p.output(), notifySecret) {
+		t.Error("the worker's log holds the notification secret")
+	}
+}
+
+// recordAgentNotified: the notifications scenario, for the replay fixtures (version 1 of
+// "approval-notify").
+func recordAgentNotified(t *testing.T, r *recorder) {
+	model := notifyModel()
+	nr := newNotifyReceiver(t)
+	p := newPlatform(t)
+	p.writeConfig(notifyConfig(model.Start(t), nr.srv.URL))
+	p.writeWorkspace(historyBrief)
+	p.extraEnv = []string{"NOTIFY_SECRET=" + notifySecret}
+	p.start()
+	id, _ := notifiedRun(t, p, model, nr)
+	r.save(p.dial(), "agent_denied_then_approved.json", id, "")
+}
