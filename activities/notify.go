@@ -53,6 +53,10 @@ func (a *Activities) withNotify(spec agents.Spec) agents.Spec {
 func (a *Activities) NotifyApproval(ctx context.Context, req api.NotifyApprovalRequest) error {
 	secret, ok := a.secret(req.Target.SecretEnv)
 	if !ok || secret == "" {
+		if activity.IsActivity(ctx) {
+			activity.GetLogger(ctx).Warn("approval notification not sent: its secret is not set", "url", req.Target.URL,
+				"secret_env", req.Target.SecretEnv, "run_id", req.RunID)
+		}
 		return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
 			"notify %s of %s in run %s: the environment variable %s (approvals.notify secret_env) is not set on this worker",
 			req.Target.URL, req.Event, req.RunID, req.Target.SecretEnv), api.ErrTypeBadInput, nil)

@@ -49,6 +49,7 @@ func newNotifyReceiver(t testing.TB) *notifyReceiver {
 		if err := json.Unmarshal(body, &n); err != nil {
 			t.Errorf("notification body is not JSON: %v\n%s", err, body)
 		}
+		t.Logf("notification %s %s\n%s", r.Header.Get("X-Nexo-Signature"), r.Header.Get("User-Agent"), body)
 		w.WriteHeader(http.StatusNoContent)
 		nr.got <- n
 	}))
@@ -72,13 +73,18 @@ func (nr *notifyReceiver) next(typ string) api.Notification {
 	return api.Notification{}
 }
 
-// notifyConfig is the scribe agent under approve, with the receiver in approvals.notify.
-func notifyConfig(baseURL, receiver string) string {
-	return historyAgentConfig(baseURL) + `approvals:
-  notify:
-    - {url: "` + receiver + `/nexo", secret_env: NOTIFY_SECRET}
-`
+// notifyConfig is the scribe agent under approve, with the receiver in approvals.notify as
+// the README shows it (its example URL replaced by the receiver's).
+func notifyConfig(t *testing.T, baseURL, receiver string) string {
+	block := readmeBlock(t, "yaml", "secret_env: NOTIFY_SECRET")
+	if !strings.Contains(block, readmeHookURL) {
+		t.Fatalf("the README's approvals.notify block does not name %s:\n%s", readmeHookURL, block)
+	}
+	return historyAgentConfig(baseURL) + strings.ReplaceAll(block, readmeHookURL, receiver+"/nexo")
 }
+
+// readmeHookURL is the receiver the README's example names.
+const readmeHookURL = "https://hooks.example.com/nexo"
 
 // notifiedRun runs the scenario: the model asks to write notes.md (denied by ada, with a
 // reason), then to run `env` (approved by ada), then answers. It returns the four
@@ -114,7 +120,7 @@ func TestApprovalNotifications(t *testing.T) {
 	model := notifyModel()
 	nr := newNotifyReceiver(t)
 	p := newPlatform(t)
-	p.writeConfig(notifyConfig(model.Start(t), nr.srv.URL))
+	p.writeConfig(notifyConfig(t, model.Start(t), nr.srv.URL))
 	p.writeWorkspace(historyBrief)
 	p.extraEnv = []string{"NOTIFY_SECRET=" + notifySecret}
 	p.start()
@@ -185,7 +191,7 @@ func recordAgentNotified(t *testing.T, r *recorder) {
 	model := notifyModel()
 	nr := newNotifyReceiver(t)
 	p := newPlatform(t)
-	p.writeConfig(notifyConfig(model.Start(t), nr.srv.URL))
+	p.writeConfig(notifyConfig(t, model.Start(t), nr.srv.URL))
 	p.writeWorkspace(historyBrief)
 	p.extraEnv = []string{"NOTIFY_SECRET=" + notifySecret}
 	p.start()
