@@ -198,3 +198,68 @@ func recordAgentNotified(t *testing.T, r *recorder) {
 	id, _ := notifiedRun(t, p, model, nr)
 	r.save(p.dial(), "agent_denied_then_approved.json", id, "")
 }
+
+// TestApprovalNotificationsNeverHoldTheRun: a receiver that answers 503 to everything is
+// retried, and the run still waits for its human, takes the decision and finishes; at close
+// its notifications are scheduled and never completed (abandoned, as the README says).
+func TestApprovalNotificationsNeverHoldTheRun(t *testing.T) {
+	attempts := make(chan string, 64)
+	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var n api.Notification
+		_ = json.NewDecoder(r.Body).Decode(&n)
+		select {
+		case attempts <- n.Event:
+		default:
+		}
+		http.Error(w, "bridge is down", http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(down.Close)
+	model := fakellm.New(
+		fakellm.Reply{ToolCalls: []fakellm.Call{writeCall("notes.md", "launch on Monday\n")}},
+		fakellm.Reply{Content: "Wrote notes.md."},
+	)
+	p := newPlatform(t)
+	p.writeConfig(notifyConfig(t, model.Start(t), down.URL))
+	p.writeWorkspace(historyBrief)
+	p.extraEnv = []string{"NOTIFY_SECRET=" + notifySecret}
+	p.start()
+
+	id := p.startAgent("Write the note.")
+	for seen := 0; seen < 2; seen++ { // the first attempt and a retry of the requested call
+		select {
+		case ev := <-attempts:
+			if ev != api.EventApprovalRequested {
+				t.Fatalf("attempt for %s before the call was decided", ev)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("the receiver got %d attempts within 30s, want the requested call retried", seen)
+		}
+	}
+	wantPending(t, p, id, "1.1")
+	out := p.ok("approve", id, "--by", "ada", "--wait")
+	if !strings.Contains(out, "is done") {
+		t.Fatalf("approve --wait with a receiver down:\n%s", out)
+	}
+	h := rawHistory(t, p.dial(), id)
+	scheduled := map[int64]bool{}
+	for _, ev := range h.Events {
+		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == api.ActivityNotifyApproval {
+			scheduled[ev.GetEventId()] = true
+		}
+	}
+	if len(scheduled) != 2 {
+		t.Errorf("NotifyApproval scheduled %d times, want 2 (requested, decided)", len(scheduled))
+	}
+	for _, ev := range h.Events {
+		var of int64
+		if a := ev.GetActivityTaskCompletedEventAttributes(); a != nil {
+			of = a.GetScheduledEventId()
+		}
+		if a := ev.GetActivityTaskFailedEventAttributes(); a != nil {
+			of = a.GetScheduledEventId()
+		}
+		if scheduled[of] {
+			t.Errorf("a notification to a receiver that is down closed in the run's history (%s); want it abandoned at close", ev.GetEventType())
+		}
+	}
+}
