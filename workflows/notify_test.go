@@ -133,3 +133,38 @@ func TestApprovalWithoutReceiversNotifiesNothing(t *testing.T) {
 		t.Errorf("notifications without receivers: %+v", n.attempts)
 	}
 }
+
+// TestSessionApprovalNotifies: a session's gated call notifies its receivers when requested
+// and when decided, as a run's does, naming the session's workflow and agent.
+func TestSessionApprovalNotifies(t *testing.T) {
+	env := newEnv(t)
+	spec := approveSpec()
+	spec.Notify = []api.NotifyTarget{{URL: "https://a.example/hook", SecretEnv: "A_SECRET"}}
+	f := &agentFakes{spec: spec, script: []api.ChatMessage{
+		toolReply(call("write_file", `{"path":"notes.md","content":"hi"}`)), text("written")}}
+	f.register(env)
+	n := &notifyFake{}
+	n.register(env)
+	var out []promptResult
+	prompt(env, time.Minute, "write it", &out)
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(api.SignalApproval, api.ApprovalSignal{CallID: "1.1.1", Approved: true, By: "ada"})
+	}, 30*time.Minute)
+	closeSession(env, time.Hour)
+	env.ExecuteWorkflow(api.WorkflowSession, sessionInput(t, api.SessionInput{Agent: "scribe", Instance: "ada"}))
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if len(out) != 1 || out[0].reply.Reply != "written" {
+		t.Fatalf("replies = %+v, want the approved write done", out)
+	}
+	got := n.sent()
+	if got["approval_requested https://a.example/hook"] != 1 || got["approval_decided https://a.example/hook"] != 1 {
+		t.Errorf("notifications = %v, want one requested and one decided", got)
+	}
+	for _, a := range n.attempts {
+		if a.Workflow != api.WorkflowSession || a.Agent != "scribe" || a.RunID == "" {
+			t.Errorf("notification %+v, want the session's workflow, agent and id", a)
+		}
+	}
+}
