@@ -134,6 +134,7 @@ type runtime struct {
 	agent        string
 	approvalAttr string
 	inboxV       *workflow.Version
+
 	notify notifier // receivers of approval notifications (notify.go)
 }
 
