@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/nexo-temporal/nexo/api"
 )
@@ -166,5 +167,39 @@ func TestSessionApprovalNotifies(t *testing.T) {
 		if a.Workflow != api.WorkflowSession || a.Agent != "scribe" || a.RunID == "" {
 			t.Errorf("notification %+v, want the session's workflow, agent and id", a)
 		}
+	}
+}
+
+// TestEscalationNotifiesWithTheRequestedCall: approval_escalated (emitted once approval
+// deadlines land) notifies the receivers too, carrying what the call's request said.
+func TestEscalationNotifiesWithTheRequestedCall(t *testing.T) {
+	env := newEnv(t)
+	n := &notifyFake{}
+	n.register(env)
+	spec := approveSpec()
+	spec.Notify = []api.NotifyTarget{{URL: "https://a.example/hook", SecretEnv: "A_SECRET"}}
+	env.RegisterWorkflowWithOptions(Wrap("Escalating", func(ctx workflow.Context, _ struct{}) (string, error) {
+		rt, err := runtimeOf(ctx, "escalate")
+		if err != nil {
+			return "", err
+		}
+		rt.notify.use(spec)
+		rt.emit(ctx, api.EventApprovalRequested, map[string]any{"call_id": "1.1", "tool": "shell", "capability": "shell",
+			"detail": "make deploy", "args": map[string]any{"command": "make deploy"}})
+		rt.emit(ctx, api.EventApprovalEscalated, map[string]any{"call_id": "1.1", "after": "24h"})
+		rt.emit(ctx, "checkpoint", map[string]any{"name": "other"}) // not an approval event: no notification
+		return "ok", workflow.Sleep(ctx, time.Minute)
+	}, Options{}), workflow.RegisterOptions{Name: "Escalating"})
+	env.ExecuteWorkflow("Escalating", struct{}{})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if len(n.attempts) != 2 || n.attempts[1].Event != api.EventApprovalEscalated {
+		t.Fatalf("notifications = %+v, want requested then escalated", n.attempts)
+	}
+	var c map[string]any
+	_ = json.Unmarshal(n.attempts[1].Call, &c)
+	if c["tool"] != "shell" || c["detail"] != "make deploy" || c["after"] != "24h" {
+		t.Errorf("escalated call = %v, want the requested shell make deploy with the escalation's own fields", c)
 	}
 }
