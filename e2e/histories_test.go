@@ -160,9 +160,9 @@ var historyScenarios = []struct {
 	// Decisions as the nexo.decide Update (workflows/suspend.go): an edited call and an
 	// answered one, each after a refused decision (which leaves no trace).
 	{"agent edited and answered by nexo.decide", "decide_", []string{"agent_edited.json", "agent_answered.json"}, recordAgentDecided},
-	// Approval notifications (version 1 of "approval-notify"): a denied and an approved
+	// Approval notifications (version 1 of "approval-notify"): a denied and an edited
 	// call, each notified when requested and when decided (e2e/notify_test.go).
-	{"agent notified", "notify_", []string{"agent_denied_then_approved.json"}, recordAgentNotified},
+	{"agent notified", "notify_", []string{"agent_denied_then_edited.json"}, recordAgentNotified},
 }
 
 // recordAgentDecided: a gated write_file is approved with edited arguments after a

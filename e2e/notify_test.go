@@ -87,7 +87,7 @@ func notifyConfig(t *testing.T, baseURL, receiver string) string {
 const readmeHookURL = "https://hooks.example.com/nexo"
 
 // notifiedRun runs the scenario: the model asks to write notes.md (denied by ada, with a
-// reason), then to run `env` (approved by ada), then answers. It returns the four
+// reason), then to run `env` (approved by ada, edited to `env | sort`), then answers. It returns the four
 // notifications in order: requested, decided (denied), requested, decided (approved).
 func notifiedRun(t *testing.T, p *platform, model *fakellm.Server, nr *notifyReceiver) (string, []api.Notification) {
 	t.Helper()
@@ -99,7 +99,7 @@ func notifiedRun(t *testing.T, p *platform, model *fakellm.Server, nr *notifyRec
 	got = append(got, nr.next(api.EventApprovalDecided))
 	got = append(got, nr.next(api.EventApprovalRequested))
 	wantPending(t, p, id, "2.1")
-	p.ok("approve", id, "--by", "ada")
+	p.ok("approve", id, "--call", "2.1", "--args", `{"command":"env | sort"}`, "--by", "ada")
 	got = append(got, nr.next(api.EventApprovalDecided))
 	p.waitStatus(id, api.StatusDone)
 	return id, got
@@ -147,8 +147,9 @@ func TestApprovalNotifications(t *testing.T) {
 	if shell.CallID != "2.1" || shell.Tool != "shell" || shell.Detail != "env" || !strings.Contains(string(shell.Args), `"env"`) {
 		t.Errorf("requested shell: %+v (args %s), want call 2.1 shell env", shell, shell.Args)
 	}
-	if approved.CallID != "2.1" || approved.Decision == nil || !approved.Decision.Approved || approved.Decision.By != "ada" {
-		t.Errorf("decided shell: %+v (decision %+v), want call 2.1 approved by ada", approved, approved.Decision)
+	if approved.CallID != "2.1" || approved.Decision == nil || !approved.Decision.Approved || approved.Decision.By != "ada" ||
+		string(approved.Decision.EditedArgs) != `{"command":"env | sort"}` || !strings.Contains(string(approved.Args), `"env"`) {
+		t.Errorf("decided shell: %+v (decision %+v), want call 2.1 approved by ada, edited to env | sort", approved, approved.Decision)
 	}
 	if approved.Seq <= shell.Seq || shell.Seq <= denied.Seq || denied.Seq <= write.Seq {
 		t.Errorf("seqs %d %d %d %d, want them increasing in event order", write.Seq, denied.Seq, shell.Seq, approved.Seq)
@@ -196,7 +197,7 @@ func recordAgentNotified(t *testing.T, r *recorder) {
 	p.extraEnv = []string{"NOTIFY_SECRET=" + notifySecret}
 	p.start()
 	id, _ := notifiedRun(t, p, model, nr)
-	r.save(p.dial(), "agent_denied_then_approved.json", id, "")
+	r.save(p.dial(), "agent_denied_then_edited.json", id, "")
 }
 
 // TestApprovalNotificationsNeverHoldTheRun: a receiver that answers 503 to everything is
