@@ -7,8 +7,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -54,34 +56,43 @@ func (a *Activities) NotifyApproval(ctx context.Context, req api.NotifyApprovalR
 	secret, ok := a.secret(req.Target.SecretEnv)
 	if !ok || secret == "" {
 		if activity.IsActivity(ctx) {
-			activity.GetLogger(ctx).Warn("approval notification not sent: its secret is not set", "url", req.Target.URL,
+			activity.GetLogger(ctx).Warn("approval notification not sent: its secret is not set", "receiver", req.Target.Name(),
 				"secret_env", req.Target.SecretEnv, "run_id", req.RunID)
 		}
 		return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
 			"notify %s of %s in run %s: the environment variable %s (approvals.notify secret_env) is not set on this worker",
-			req.Target.URL, req.Event, req.RunID, req.Target.SecretEnv), api.ErrTypeBadInput, nil)
+			req.Target.Name(), req.Event, req.RunID, req.Target.SecretEnv), api.ErrTypeBadInput, nil)
+	}
+	target := req.Target.URL
+	if req.Target.URLEnv != "" {
+		// The URL is a credential: read here, never named in a message (which history keeps).
+		if target, ok = a.secret(req.Target.URLEnv); !ok || target == "" {
+			return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+				"notify %s of %s in run %s: the environment variable %s (approvals.notify url_env) is not set on this worker",
+				req.Target.Name(), req.Event, req.RunID, req.Target.URLEnv), api.ErrTypeBadInput, nil)
+		}
 	}
 	body, err := json.Marshal(a.notification(req))
 	if err != nil {
-		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("notify %s: encode the body: %v", req.Target.URL, err), api.ErrTypeBadInput, nil)
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("notify %s: encode the body: %v", req.Target.Name(), err), api.ErrTypeBadInput, nil)
 	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, req.Target.URL, bytes.NewReader(body))
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
 	if err != nil {
-		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("notify %s: %v", req.Target.URL, err), api.ErrTypeBadInput, nil)
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("notify %s: %v", req.Target.Name(), hideURL(req.Target, err)), api.ErrTypeBadInput, nil)
 	}
 	hreq.Header.Set("Content-Type", "application/json")
 	hreq.Header.Set("User-Agent", NotifyUserAgent)
 	hreq.Header.Set(api.SignatureHeader, Signature(secret, body))
 	resp, err := notifyClient.Do(hreq)
 	if err != nil {
-		return fmt.Errorf("notify %s of %s in run %s: %w", req.Target.URL, req.Event, req.RunID, err)
+		return fmt.Errorf("notify %s of %s in run %s: %w", req.Target.Name(), req.Event, req.RunID, hideURL(req.Target, err))
 	}
 	defer resp.Body.Close()
 	answer, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		return nil
 	}
-	msg := fmt.Sprintf("notify %s of %s in run %s: the receiver answered %s", req.Target.URL, req.Event, req.RunID, resp.Status)
+	msg := fmt.Sprintf("notify %s of %s in run %s: the receiver answered %s", req.Target.Name(), req.Event, req.RunID, resp.Status)
 	if s := strings.TrimSpace(string(answer)); s != "" {
 		msg += ": " + s
 	}
@@ -92,7 +103,7 @@ func (a *Activities) NotifyApproval(ctx context.Context, req api.NotifyApprovalR
 		})
 	default:
 		if activity.IsActivity(ctx) {
-			activity.GetLogger(ctx).Warn("approval notification refused, not retried", "url", req.Target.URL,
+			activity.GetLogger(ctx).Warn("approval notification refused, not retried", "receiver", req.Target.Name(),
 				"event", req.Event, "run_id", req.RunID, "status", resp.StatusCode)
 		}
 		return temporal.NewNonRetryableApplicationError(msg, api.ErrTypeBadInput, nil)
@@ -157,4 +168,29 @@ func (a *Activities) notification(req api.NotifyApprovalRequest) api.Notificatio
 		n.Links = api.NotifyLinks{Page: a.pageURL + page, API: a.pageURL + apiPath}
 	}
 	return n
+}
+
+// hideURL is err without the URL in it when the target's URL is a credential (url_env):
+// the HTTP client's *url.Error names the URL it posted to.
+func hideURL(t api.NotifyTarget, err error) error {
+	var ue *url.Error
+	if t.URLEnv == "" {
+		return err
+	}
+	if !errors.As(err, &ue) {
+		return errors.New("the URL does not parse")
+	}
+	// The client's errors below it name the address too (dial tcp host:port): keep only
+	// what failed and why, which is what an operator acts on.
+	var op *net.OpError
+	var dns *net.DNSError
+	switch {
+	case errors.As(ue.Err, &dns):
+		return fmt.Errorf("%s: the receiver's host name does not resolve", ue.Op)
+	case errors.As(ue.Err, &op):
+		return fmt.Errorf("%s: %s: %w", ue.Op, op.Op, op.Err)
+	case ue.Timeout():
+		return fmt.Errorf("%s: timed out", ue.Op)
+	}
+	return fmt.Errorf("%s: the request failed", ue.Op)
 }

@@ -197,6 +197,40 @@ func TestNotifyApprovalRetries(t *testing.T) {
 	})
 }
 
+// TestNotifyApprovalURLFromTheEnvironment: a receiver whose URL is a credential (url_env)
+// is posted to at the URL the worker holds, and no error names that URL (activity failures
+// are kept in history), whether the receiver refuses, cannot be reached or is not set.
+func TestNotifyApprovalURLFromTheEnvironment(t *testing.T) {
+	target := api.NotifyTarget{URLEnv: "HOOK_URL", SecretEnv: "HOOK_SECRET"}
+	req := api.NotifyApprovalRequest{RunID: "r", Event: api.EventApprovalRequested, Target: target, Call: json.RawMessage(`{"call_id":"1"}`)}
+
+	srv, got := receiver(t, http.StatusOK)
+	hook := srv.URL + "/services/T000/B000/tokenXYZ"
+	if err := notifyActivities(map[string]string{"HOOK_SECRET": "s3cret", "HOOK_URL": hook}, "").NotifyApproval(context.Background(), req); err != nil {
+		t.Fatalf("NotifyApproval to $HOOK_URL: %v", err)
+	}
+	if r := <-got; r.header.Get(api.SignatureHeader) != activities.Signature("s3cret", r.body) {
+		t.Errorf("signature %q does not sign the body", r.header.Get(api.SignatureHeader))
+	}
+
+	refusing, _ := receiver(t, http.StatusForbidden)
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closed.Close()
+	for name, url := range map[string]string{"refused": refusing.URL + "/tokenXYZ", "unreachable": closed.URL + "/tokenXYZ", "unset": ""} {
+		env := map[string]string{"HOOK_SECRET": "s3cret"}
+		if url != "" {
+			env["HOOK_URL"] = url
+		}
+		err := notifyActivities(env, "").NotifyApproval(context.Background(), req)
+		if err == nil || strings.Contains(err.Error(), "tokenXYZ") || strings.Contains(err.Error(), "127.0.0.1") || !strings.Contains(err.Error(), "$HOOK_URL") {
+			t.Errorf("%s: error %v: want one naming $HOOK_URL and not the URL", name, err)
+		}
+	}
+	if raw, _ := json.Marshal(target); strings.Contains(string(raw), `"url":`) {
+		t.Errorf("a url_env target carries a url field: %s", raw)
+	}
+}
+
 // TestResolveAgentCarriesNotify: the resolved spec names the receivers (URLs and variable
 // names), never the secret.
 func TestResolveAgentCarriesNotify(t *testing.T) {

@@ -27,8 +27,12 @@ const SignatureHeader = "X-Nexo-Signature"
 // travels in the resolved agent spec, hence in history: the secret itself never does, only
 // the name of the worker's environment variable that holds it.
 type NotifyTarget struct {
-	// URL the notification is POSTed to (http or https).
-	URL string `json:"url" mapstructure:"url" yaml:"url"`
+	// URL the notification is POSTed to (http or https). A URL that is itself a credential
+	// (a Slack incoming webhook, a URL with a token) goes in URLEnv instead, so that it
+	// stays out of history too.
+	URL string `json:"url,omitempty" mapstructure:"url" yaml:"url"`
+	// URLEnv names the environment variable holding the URL, instead of URL.
+	URLEnv string `json:"url_env,omitempty" mapstructure:"url_env" yaml:"url_env"`
 	// SecretEnv names the environment variable holding the HMAC secret.
 	SecretEnv string `json:"secret_env" mapstructure:"secret_env" yaml:"secret_env"`
 }
@@ -93,4 +97,13 @@ type NotifyDecision struct {
 type NotifyLinks struct {
 	Page string `json:"page,omitempty"`
 	API  string `json:"api,omitempty"`
+}
+
+// Name is how the target is named in messages, logs and activity failures (which are in
+// history): its URL, or "$" and the variable that holds it, never a URL read from one.
+func (t NotifyTarget) Name() string {
+	if t.URLEnv != "" {
+		return "$" + t.URLEnv
+	}
+	return t.URL
 }

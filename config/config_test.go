@@ -589,12 +589,13 @@ func TestLoadApprovalsNotify(t *testing.T) {
 approvals:
   notify:
     - {url: "https://hooks.example.com/nexo", secret_env: NEXO_NOTIFY_SECRET}
+    - {url_env: NEXO_SLACK_URL, secret_env: NEXO_NOTIFY_SECRET}
 `)
 	c, err := Load(LoadOptions{Env: []string{"NEXO_NOTIFY_SECRET=s3cret"}})
 	if err != nil {
 		t.Fatalf("Load: %v", err)
 	}
-	want := []api.NotifyTarget{{URL: "https://hooks.example.com/nexo", SecretEnv: "NEXO_NOTIFY_SECRET"}}
+	want := []api.NotifyTarget{{URL: "https://hooks.example.com/nexo", SecretEnv: "NEXO_NOTIFY_SECRET"}, {URLEnv: "NEXO_SLACK_URL", SecretEnv: "NEXO_NOTIFY_SECRET"}}
 	if !reflect.DeepEqual(c.Approvals.Notify, want) {
 		t.Errorf("approvals.notify = %+v, want %+v", c.Approvals.Notify, want)
 	}

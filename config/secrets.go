@@ -3,7 +3,7 @@ package config
 // SecretEnvNames lists the environment variables that hold this configuration's secrets,
 // in config order, without duplicates: temporal.api_key_env, llm.api_key_env,
 // search.api_key_env, every gateway.tokens[].token_env, and every agents[].mcp[].token_env
-// agents[].mcp[].oauth.client_secret_env and every approvals.notify[].secret_env.
+// agents[].mcp[].oauth.client_secret_env and every approvals.notify[].secret_env and url_env.
 // A worker reads them once at start and keeps them out of its environment after that
 // (internal/secrets), so a command it runs cannot find them there.
 func (c Config) SecretEnvNames() []string {
@@ -31,6 +31,7 @@ func (c Config) SecretEnvNames() []string {
 	}
 	for _, n := range c.Approvals.Notify {
 		add(n.SecretEnv)
+		add(n.URLEnv)
 	}
 	return out
 }

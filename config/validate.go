@@ -267,8 +267,17 @@ func (c Config) Validate() error {
 	// approvals
 	for i, n := range c.Approvals.Notify {
 		field := fmt.Sprintf("approvals.notify[%d]", i)
-		if u, err := url.Parse(n.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Fragment != "" {
-			bad(field+".url", n.URL, "want the http(s) URL notifications are POSTed to, such as https://hooks.example.com/nexo")
+		switch {
+		case n.URL != "" && n.URLEnv != "":
+			bad(field+".url_env", n.URLEnv, "give url or url_env, not both")
+		case n.URLEnv != "":
+			if !envVarName.MatchString(n.URLEnv) {
+				bad(field+".url_env", n.URLEnv, "want the name of the environment variable holding the receiver's URL, such as NEXO_NOTIFY_URL")
+			}
+		default:
+			if u, err := url.Parse(n.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Fragment != "" {
+				bad(field+".url", n.URL, "want the http(s) URL notifications are POSTed to, such as https://hooks.example.com/nexo (or url_env, the variable holding it)")
+			}
 		}
 		if !envVarName.MatchString(n.SecretEnv) {
 			bad(field+".secret_env", n.SecretEnv,

@@ -70,7 +70,13 @@ func TestValidate(t *testing.T) {
 		}, `gateway.tokens[ci].token_env "s3cr3t-value!": want the name of an environment variable, such as NEXO_CI_TOKEN (the token itself never goes in config)`},
 		{"notify url without a scheme", func(c *Config) {
 			c.Approvals.Notify = []api.NotifyTarget{{URL: "hooks.example.com/nexo", SecretEnv: "HOOK_SECRET"}}
-		}, `approvals.notify[0].url "hooks.example.com/nexo": want the http(s) URL notifications are POSTed to, such as https://hooks.example.com/nexo`},
+		}, `approvals.notify[0].url "hooks.example.com/nexo": want the http(s) URL notifications are POSTed to, such as https://hooks.example.com/nexo (or url_env, the variable holding it)`},
+		{"notify url and url_env", func(c *Config) {
+			c.Approvals.Notify = []api.NotifyTarget{{URL: "https://hooks.example.com/nexo", URLEnv: "HOOK_URL", SecretEnv: "HOOK_SECRET"}}
+		}, `approvals.notify[0].url_env "HOOK_URL": give url or url_env, not both`},
+		{"notify url pasted into url_env", func(c *Config) {
+			c.Approvals.Notify = []api.NotifyTarget{{URLEnv: "https://hooks.slack.com/services/T0/B0/x", SecretEnv: "HOOK_SECRET"}}
+		}, `approvals.notify[0].url_env "https://hooks.slack.com/services/T0/B0/x": want the name of the environment variable holding the receiver's URL, such as NEXO_NOTIFY_URL`},
 		{"notify secret pasted instead of a variable name", func(c *Config) {
 			c.Approvals.Notify = []api.NotifyTarget{{URL: "https://hooks.example.com/nexo", SecretEnv: "whsec_abc123!"}}
 		}, `approvals.notify[0].secret_env "whsec_abc123!": want the name of the environment variable holding the HMAC secret, such as NEXO_NOTIFY_SECRET (the secret itself never goes in config)`},
