@@ -68,6 +68,12 @@ type ApprovalInfo struct {
 	// ArgsSHA256 is the hex SHA-256 of Args; a decision (UpdateDecide) carries it back.
 	ArgsSHA256 string    `json:"args_sha256,omitempty"`
 	At         time.Time `json:"at"`
+	// ExpiresAt is when the call's approval_timeout passes; nil when it has none (or it
+	// escalated and waits with no further deadline). OnTimeout says what happens then
+	// (deny, approve, escalate); Escalated says the deadline passed and was escalated.
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	OnTimeout string     `json:"on_timeout,omitempty"`
+	Escalated bool       `json:"escalated,omitempty"`
 }
 
 // Suspend decodes the run's suspension, if any.

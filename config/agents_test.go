@@ -287,3 +287,63 @@ func TestReadmeArgumentRules(t *testing.T) {
 		}
 	}
 }
+
+// Deadlines load as written, on the policy and on an approve_when rule, and a bad one stops
+// the load naming the agent, the rule and the field.
+func TestLoadApprovalDeadlines(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	const y = `
+llm: {base_url: http://x:1/v1}
+agents:
+  - name: builder
+    permissions:
+      mode: approve
+      approval_timeout: 24h
+      on_timeout: escalate
+      approve_when: [{capability: shell, detail: "go test *", approval_timeout: 15m, on_timeout: approve}]
+`
+	if err := os.WriteFile(filepath.Join(dir, DefaultFile), []byte(y), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Load(LoadOptions{Env: []string{}})
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	p := cfg.Agents[0].Permissions
+	if p.ApprovalTimeout != "24h" || p.OnTimeout != permissions.OnTimeoutEscalate {
+		t.Errorf("policy deadline = %q %q", p.ApprovalTimeout, p.OnTimeout)
+	}
+	if r := p.ApproveWhen[0]; r.ApprovalTimeout != "15m" || r.OnTimeout != permissions.OnTimeoutApprove {
+		t.Errorf("rule deadline = %q %q", r.ApprovalTimeout, r.OnTimeout)
+	}
+	sh := permissions.Call{Capability: permissions.CapShell, Tool: "shell", Detail: "go test ./...", Args: map[string]any{"command": "go test ./..."}}
+	if v := permissions.Decide(p, sh, permissions.Approvals{}); v.Decision != permissions.NeedsApproval || v.Deadline.Duration() != 15*time.Minute {
+		t.Errorf("Decide(go test) = %+v, want needs approval within the rule's 15m", v)
+	}
+
+	for _, tc := range []struct{ name, perms, want string }{
+		{"bad duration", `approval_timeout: 1 day`,
+			`agents[builder].permissions.approval_timeout: invalid permission policy: "1 day" is not a duration (write it as 90s, 30m or 24h)`},
+		{"unknown action on a rule", `approve_when: [{capability: write}, {capability: shell, approval_timeout: 1h, on_timeout: ignore}]`,
+			`agents[builder].permissions.approve_when[1].on_timeout: invalid permission policy: unknown action "ignore" (want one of deny, approve, escalate)`},
+		{"action without a timeout", `on_timeout: approve`,
+			`agents[builder].permissions.on_timeout: invalid permission policy: on_timeout approve without an approval_timeout never happens; set approval_timeout too`},
+		{"deadline on a deny rule", `deny_when: [{capability: shell, approval_timeout: 1h}]`,
+			`agents[builder].permissions.deny_when[0].approval_timeout: invalid permission policy: a deny_when rule refuses at once`},
+		{"negative", `approval_timeout: -5m`, `agents[builder].permissions.approval_timeout: invalid permission policy: "-5m" is not positive`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			t.Chdir(dir)
+			y := "llm: {base_url: http://x:1/v1}\nagents:\n  - name: builder\n    permissions:\n      mode: approve\n      " + tc.perms + "\n"
+			if err := os.WriteFile(filepath.Join(dir, DefaultFile), []byte(y), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Load(LoadOptions{Env: []string{}})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Load error = %v, want it to say %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -21,8 +21,10 @@ import (
 //  3. read and glob → Allow (in every mode);
 //  4. a capability in p.Allow → Allow;
 //  5. auto → Allow; read_only → Deny;
-//  6. ask and approve: a remembered "never" → Deny; a matching approve_when rule → Allow;
-//     a remembered "always" → Allow; otherwise NeedsApproval.
+//  6. ask and approve: a remembered "never" → Deny; a matching approve_when rule → Allow
+//     (one with an approval_timeout: a remembered "always" → Allow, else NeedsApproval
+//     with the rule's deadline); a remembered "always" → Allow; otherwise NeedsApproval
+//     with the policy's deadline.
 //
 // MCP (CapMCP, decided per tool name; p.Allow does not apply), then:
 //  3. an empty tool name → Deny;
@@ -108,6 +110,15 @@ func gated(mode Mode, p Policy, c Call, approvals Approvals) Verdict {
 	}
 	for i, r := range p.ApproveWhen {
 		if r.Matches(c) {
+			if r.ApprovalTimeout != "" {
+				// A rule with a deadline asks a human first (a remembered "always" still
+				// lets the call through).
+				if remembered {
+					return allow("%s allowed: a human approved %s for the rest of this run", describe(c), toolName(c))
+				}
+				return Verdict{Decision: NeedsApproval, Deadline: Deadline{Timeout: r.ApprovalTimeout, OnTimeout: r.OnTimeout},
+					Reason: fmt.Sprintf("%s needs approval by approve_when[%d] (%s) within %s, else %s", describe(c), i, r, r.ApprovalTimeout, Deadline{OnTimeout: r.OnTimeout}.Action())}
+			}
 			if r.Reason != "" {
 				return allow("%s allowed by approve_when[%d] (%s): %s", describe(c), i, r, r.Reason)
 			}
@@ -117,7 +128,8 @@ func gated(mode Mode, p Policy, c Call, approvals Approvals) Verdict {
 	if remembered {
 		return allow("%s allowed: a human approved %s for the rest of this run", describe(c), toolName(c))
 	}
-	return Verdict{Decision: NeedsApproval, Reason: fmt.Sprintf("%s needs approval (%s mode)", describe(c), mode)}
+	return Verdict{Decision: NeedsApproval, Reason: fmt.Sprintf("%s needs approval (%s mode)", describe(c), mode),
+		Deadline: Deadline{Timeout: p.ApprovalTimeout, OnTimeout: p.OnTimeout}}
 }
 
 // NeverAllows reports whether Decide denies every call with capability c under p, whatever

@@ -138,6 +138,12 @@ type Policy struct {
 	// call matching any rule, or one a rule cannot rule out, is denied with the rule's
 	// Reason. See Rule for the matching.
 	DenyWhen []Rule `json:"deny_when,omitempty" mapstructure:"deny_when" yaml:"deny_when"`
+	// ApprovalTimeout is how long a call that needs approval waits for a human under
+	// approve ("24h"); empty waits forever. An approve_when rule may set its own.
+	ApprovalTimeout string `json:"approval_timeout,omitempty" mapstructure:"approval_timeout" yaml:"approval_timeout"`
+	// OnTimeout is what happens when ApprovalTimeout passes: deny (the default), approve,
+	// or escalate. See OnTimeout.
+	OnTimeout OnTimeout `json:"on_timeout,omitempty" mapstructure:"on_timeout" yaml:"on_timeout"`
 }
 
 // Validate reports every problem of the policy, each naming its field (mode,
@@ -164,14 +170,22 @@ func (p Policy) Validate() error {
 			errs = append(errs, fmt.Errorf("mcp_allow[%d]: %w: %q looks like a pattern, but mcp_allow takes exact tool names (use approve_when with capability mcp for patterns)", i, ErrInvalidPolicy, name))
 		}
 	}
+	if err := validateDeadline(p.ApprovalTimeout, p.OnTimeout); err != nil {
+		errs = append(errs, err)
+	}
 	for i, r := range p.ApproveWhen {
 		if err := r.validate(); err != nil {
+			errs = append(errs, fmt.Errorf("approve_when[%d].%w", i, err))
+		} else if err := validateDeadline(r.ApprovalTimeout, r.OnTimeout); err != nil {
 			errs = append(errs, fmt.Errorf("approve_when[%d].%w", i, err))
 		}
 	}
 	for i, r := range p.DenyWhen {
 		if err := r.validate(); err != nil {
 			errs = append(errs, fmt.Errorf("deny_when[%d].%w", i, err))
+		}
+		if r.ApprovalTimeout != "" || r.OnTimeout != "" {
+			errs = append(errs, fmt.Errorf("deny_when[%d].approval_timeout: %w: a deny_when rule refuses at once; deadlines belong on approve_when rules or the policy", i, ErrInvalidPolicy))
 		}
 	}
 	return errors.Join(errs...)
@@ -246,6 +260,10 @@ func (d *Decision) UnmarshalText(b []byte) error {
 type Verdict struct {
 	Decision Decision `json:"decision"`
 	Reason   string   `json:"reason"`
+	// Deadline, on NeedsApproval, is how long the call waits for a human and what
+	// happens then: the deadline of the approve_when rule that made it need approval,
+	// else the policy's. Zero waits forever.
+	Deadline Deadline `json:"deadline,omitzero"`
 }
 
 // Allowed reports whether the call may run now.

@@ -505,6 +505,16 @@ func TestValidate(t *testing.T) {
 		{name: "argument rules", policy: Policy{Mode: ModeApprove,
 			ApproveWhen: []Rule{{Capability: CapShell, ArgsRegex: map[string]string{"command": `^go test \./\.\.\.$`}}, {Capability: CapWrite, Args: map[string]string{"path": "drafts/**"}}},
 			DenyWhen:    []Rule{{Capability: CapShell, ArgsRegex: map[string]string{"command": `rm\s+-rf`}, Reason: "never"}}}},
+		{name: "deadlines", policy: Policy{Mode: ModeApprove, ApprovalTimeout: "24h", OnTimeout: OnTimeoutEscalate,
+			ApproveWhen: []Rule{{Capability: CapShell, ApprovalTimeout: "90s", OnTimeout: OnTimeoutApprove}, {Capability: CapWrite, ApprovalTimeout: "1h"}}}},
+		{name: "bad approval_timeout", policy: Policy{ApprovalTimeout: "soon"}, want: []string{"approval_timeout:", `"soon" is not a duration`}, is: []error{ErrInvalidPolicy}},
+		{name: "zero approval_timeout", policy: Policy{ApprovalTimeout: "0s"}, want: []string{"approval_timeout:", "not positive"}, is: []error{ErrInvalidPolicy}},
+		{name: "unknown on_timeout", policy: Policy{ApprovalTimeout: "1h", OnTimeout: "retry"}, want: []string{"on_timeout:", `"retry"`, "deny, approve, escalate"}, is: []error{ErrInvalidPolicy}},
+		{name: "on_timeout alone", policy: Policy{OnTimeout: OnTimeoutDeny}, want: []string{"on_timeout:", "without an approval_timeout"}, is: []error{ErrInvalidPolicy}},
+		{name: "rule deadline named", policy: Policy{ApproveWhen: []Rule{{Capability: CapShell}, {Capability: CapShell, ApprovalTimeout: "2 days"}}},
+			want: []string{"approve_when[1].approval_timeout:", `"2 days"`}, is: []error{ErrInvalidPolicy}},
+		{name: "deadline on deny_when", policy: Policy{DenyWhen: []Rule{{Capability: CapShell, OnTimeout: OnTimeoutApprove}}},
+			want: []string{"deny_when[0].approval_timeout:"}, is: []error{ErrInvalidPolicy}},
 		{name: "every problem reported", policy: Policy{Mode: "x", Allow: []Capability{"y"}, MCPAllow: []string{"*"}},
 			want: []string{"mode:", "allow[0]:", "mcp_allow[0]:"}, is: []error{ErrUnknownMode, ErrUnknownCapability, ErrInvalidPolicy}},
 	}
@@ -802,5 +812,37 @@ func TestRulesWithoutArgsUnchanged(t *testing.T) {
 	}
 	if want := `{"mode":"approve","approve_when":[{"capability":"shell","detail":"go test *"}]}`; string(b) != want {
 		t.Errorf("policy JSON = %s, want %s (the agent checkpoint of old runs)", b, want)
+	}
+}
+
+// TestDecideDeadline: a call that needs approval carries the deadline of the approve_when
+// rule that made it need approval, else the policy's; a rule with a deadline asks a human
+// instead of pre-approving, unless the human said "always".
+func TestDecideDeadline(t *testing.T) {
+	p := Policy{Mode: ModeApprove, ApprovalTimeout: "24h",
+		ApproveWhen: []Rule{{Capability: CapShell, Detail: "go test *", ApprovalTimeout: "15m", OnTimeout: OnTimeoutApprove}, {Capability: CapShell, Detail: "ls*"}}}
+	sh := func(cmd string) Call { return Call{Capability: CapShell, Tool: "shell", Detail: cmd} }
+	tests := []struct {
+		name      string
+		call      Call
+		approvals Approvals
+		want      Decision
+		deadline  Deadline
+	}{
+		{"rule with a deadline asks, with its deadline", sh("go test ./..."), Approvals{}, NeedsApproval, Deadline{Timeout: "15m", OnTimeout: OnTimeoutApprove}},
+		{"no rule: the policy's deadline", sh("make"), Approvals{}, NeedsApproval, Deadline{Timeout: "24h"}},
+		{"rule without a deadline still pre-approves", sh("ls -l"), Approvals{}, Allow, Deadline{}},
+		{"always wins over the rule's deadline", sh("go test ./..."), Approvals{}.Remember(sh("x"), true), Allow, Deadline{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v := Decide(p, tt.call, tt.approvals)
+			if v.Decision != tt.want || v.Deadline != tt.deadline {
+				t.Errorf("Decide = %v %+v (%s), want %v %+v", v.Decision, v.Deadline, v.Reason, tt.want, tt.deadline)
+			}
+		})
+	}
+	if d := (Deadline{Timeout: "24h"}); d.Duration() != 24*time.Hour || d.Action() != OnTimeoutDeny {
+		t.Errorf("Deadline{24h} = %v %s, want 24h deny", d.Duration(), d.Action())
 	}
 }

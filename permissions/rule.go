@@ -64,6 +64,14 @@ type Rule struct {
 	// Reason is told with the decision the rule makes (for deny_when, to the model): e.g.
 	// "never rm -rf". Empty names the rule instead.
 	Reason string `json:"reason,omitempty" mapstructure:"reason" yaml:"reason"`
+	// ApprovalTimeout, on an approve_when rule, turns the rule from "runs without a human"
+	// into "runs when a human approves, or when nobody decided within this long": a
+	// matching call needs approval with this deadline (overriding the policy's), and
+	// OnTimeout says what happens then. Not allowed on deny_when rules.
+	ApprovalTimeout string `json:"approval_timeout,omitempty" mapstructure:"approval_timeout" yaml:"approval_timeout"`
+	// OnTimeout is the action when the rule's ApprovalTimeout passes (deny, approve,
+	// escalate); empty means deny.
+	OnTimeout OnTimeout `json:"on_timeout,omitempty" mapstructure:"on_timeout" yaml:"on_timeout"`
 }
 
 // outcome is what matching a rule against a call settled.

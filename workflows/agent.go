@@ -419,7 +419,7 @@ func (rt *runtime) decideAndRun(ctx workflow.Context, spec agents.Spec, tools to
 	switch v.Decision {
 	case permissions.Allow:
 	case permissions.NeedsApproval:
-		d, err := rt.awaitApproval(ctx, call, pc)
+		d, err := rt.awaitApproval(ctx, call, pc, v.Deadline)
 		if err != nil {
 			return api.RunToolResult{}, err
 		}
@@ -431,6 +431,9 @@ func (rt *runtime) decideAndRun(ctx workflow.Context, spec agents.Spec, tools to
 			reason := d.Reason
 			if reason == "" {
 				reason = "no reason given"
+			}
+			if d.By == decidedByTimeout {
+				return errorResult("this %s call was denied: %s (its approval_timeout passed)", pc.Tool, reason), nil
 			}
 			return errorResult("a human denied this %s call: %s", pc.Tool, reason), nil
 		case api.DecideAnswer:
@@ -524,10 +527,22 @@ func stampKey(p string) string {
 	return path.Clean(strings.TrimPrefix(p, "/workspace/"))
 }
 
+// changeApprovalDeadline: a call that needs approval under a policy or rule with an
+// approval_timeout starts a durable timer while it waits.
+const changeApprovalDeadline = "approval-deadline"
+
+// decidedByTimeout is the "by" of a decision the deadline made.
+const decidedByTimeout = "timeout"
+
 // awaitApproval records the pending call, suspends the run until nexo.approval or
 // nexo.decide names it, and returns the decision. Nothing before the gate runs again: the
 // run continues here.
-func (rt *runtime) awaitApproval(ctx workflow.Context, call api.ToolCall, pc permissions.Call) (api.DecideRequest, error) {
+//
+// A call with a deadline (dl, from the policy or the approve_when rule that made it need
+// approval) also starts a durable timer, cancelled when a decision arrives; when it fires
+// first, deny and approve decide the call "by timeout", escalate emits approval_escalated
+// and the call keeps waiting with no further deadline.
+func (rt *runtime) awaitApproval(ctx workflow.Context, call api.ToolCall, pc permissions.Call, dl permissions.Deadline) (api.DecideRequest, error) {
 	now := workflow.Now(ctx).UTC()
 	args := json.RawMessage(orEmptyObject(call.Arguments))
 	if !json.Valid(args) {
@@ -539,15 +554,71 @@ func (rt *runtime) awaitApproval(ctx workflow.Context, call api.ToolCall, pc per
 	if pc.Detail != "" {
 		detail += " " + pc.Detail
 	}
-	rt.setState(ctx, api.StateApproval, api.ApprovalInfo{CallID: call.ID, Capability: string(pc.Capability), Tool: pc.Tool, Args: args, ArgsSHA256: sum, At: now})
+	info := api.ApprovalInfo{CallID: call.ID, Capability: string(pc.Capability), Tool: pc.Tool, Args: args, ArgsSHA256: sum, At: now}
+	// Only a spec with an approval_timeout gets the timer (specs recorded before
+	// deadlines have none, so their histories never ask the version).
+	timeout := dl.Duration()
+	if timeout > 0 && workflow.GetVersion(ctx, changeApprovalDeadline, workflow.DefaultVersion, 1) < 1 {
+		timeout = 0
+	}
+	if timeout > 0 {
+		at := now.Add(timeout)
+		info.ExpiresAt, info.OnTimeout = &at, string(dl.Action())
+	}
+	rt.setState(ctx, api.StateApproval, info)
 	rt.setState(ctx, api.StateSuspend, api.SuspendInfo{Reason: "approval: " + detail, ResumeKey: call.ID, At: now})
 	rt.pending = &approvalWaiter{callID: call.ID, tool: pc.Tool, argsSHA: sum}
-	rt.emit(ctx, "approval_requested", map[string]any{"call_id": call.ID, "tool": pc.Tool, "capability": pc.Capability, "detail": pc.Detail, "args": pc.Args})
+	requested := map[string]any{"call_id": call.ID, "tool": pc.Tool, "capability": pc.Capability, "detail": pc.Detail, "args": pc.Args}
+	if info.ExpiresAt != nil {
+		requested["expires_at"], requested["on_timeout"] = info.ExpiresAt, info.OnTimeout
+	}
+	rt.emit(ctx, "approval_requested", requested)
 	rt.setStatus(ctx, api.StatusSuspended)
 
-	if err := rt.waitForHuman(ctx, func() bool { return rt.pending.decision != nil }); err != nil {
-		rt.pending = nil
-		return api.DecideRequest{}, err
+	expired := false
+	cancelTimer := func() {}
+	if timeout > 0 {
+		tctx, cancel := workflow.WithCancel(ctx)
+		cancelTimer = cancel
+		timer := workflow.NewTimer(tctx, timeout)
+		workflow.Go(ctx, func(gctx workflow.Context) {
+			if timer.Get(gctx, nil) == nil {
+				expired = true
+			}
+		})
+	}
+	wait := rt.waitForHuman
+	for {
+		err := wait(ctx, func() bool { return rt.pending.decision != nil || expired })
+		if err != nil {
+			cancelTimer()
+			rt.pending = nil
+			return api.DecideRequest{}, err
+		}
+		if rt.pending.decision != nil {
+			cancelTimer() // a no-op once the timer fired
+			break
+		}
+		expired = false
+		if dl.Action() != permissions.OnTimeoutEscalate {
+			action := api.DecideDeny
+			if dl.Action() == permissions.OnTimeoutApprove {
+				action = api.DecideApprove
+			}
+			rt.pending.decision = &api.DecideRequest{CallID: call.ID, Action: action, By: decidedByTimeout,
+				Reason: "no decision within " + dl.Timeout}
+			break
+		}
+		// Escalate: tell whoever listens (notifications hook approval events) and keep
+		// waiting, now with no deadline.
+		info.ExpiresAt, info.Escalated = nil, true
+		rt.setState(ctx, api.StateApproval, info)
+		rt.emit(ctx, "approval_escalated", map[string]any{"call_id": call.ID, "tool": pc.Tool, "capability": pc.Capability,
+			"detail": pc.Detail, "args": pc.Args, "waited": dl.Timeout})
+		if rt.parked {
+			// The workspace is archived already; nothing more to park.
+			wait = func(ctx workflow.Context, cond func() bool) error { return workflow.Await(ctx, cond) }
+		}
 	}
 	d := *rt.pending.decision
 	rt.pending = nil
