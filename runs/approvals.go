@@ -33,6 +33,11 @@ type Pending struct {
 	Detail     string          `json:"detail"`
 	Args       json.RawMessage `json:"args"`
 	Since      time.Time       `json:"waiting_since"`
+	// ExpiresAt is when the call's approval_timeout passes and OnTimeout what happens then;
+	// both absent for a call without a deadline (or one that escalated, Escalated true).
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	OnTimeout string     `json:"on_timeout,omitempty"`
+	Escalated bool       `json:"escalated,omitempty"`
 	// Error says why the run's record could not be read (no worker answered its query):
 	// the run waits, its call is unknown until a worker is back.
 	Error string `json:"error,omitempty"`
@@ -141,6 +146,7 @@ func (c *Client) readPending(ctx context.Context, p *Pending) bool {
 		return false // decided since visibility indexed the run
 	}
 	p.CallID, p.Tool, p.Capability, p.Args, p.Since = a.CallID, a.Tool, a.Capability, a.Args, a.At
+	p.ExpiresAt, p.OnTimeout, p.Escalated = a.ExpiresAt, a.OnTimeout, a.Escalated
 	if s, ok := rec.Suspend(); ok {
 		// The reason reads "approval: <tool> <detail>" (see the agent's gate).
 		d := strings.TrimPrefix(s.Reason, "approval: ")

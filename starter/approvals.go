@@ -46,15 +46,29 @@ func approvalsCmd() *command {
 				}
 				return nil
 			}
+			// EXPIRES only when some call has a deadline, so inboxes without deadlines read
+			// as before.
+			expires := false
+			for _, p := range rows {
+				expires = expires || p.ExpiresAt != nil || p.Escalated
+			}
 			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "AGENT\tRUN\tCALL\tTOOL\tCAPABILITY\tDETAIL\tARGS\tWAITING SINCE")
+			head := "AGENT\tRUN\tCALL\tTOOL\tCAPABILITY\tDETAIL\tARGS\tWAITING SINCE"
+			if expires {
+				head += "\tEXPIRES"
+			}
+			fmt.Fprintln(tw, head)
 			for _, p := range rows {
 				if p.Error != "" {
 					fmt.Fprintf(tw, "%s\t%s\t?\t?\t?\t%s\t\t\n", p.Agent, p.Run, p.Error)
 					continue
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.Agent, p.Run, p.CallID, p.Tool, p.Capability,
+				line := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", p.Agent, p.Run, p.CallID, p.Tool, p.Capability,
 					cell(p.Detail, 40), cell(string(p.Args), 60), p.Since.Format(time.RFC3339))
+				if expires {
+					line += "\t" + expiryCell(p.ExpiresAt, p.OnTimeout, p.Escalated)
+				}
+				fmt.Fprintln(tw, line)
 			}
 			if err := tw.Flush(); err != nil {
 				return err
@@ -72,4 +86,16 @@ func cell(s string, n int) string {
 		return string(r[:n-1]) + "…"
 	}
 	return s
+}
+
+// expiryCell says when a pending call's deadline passes and what happens then:
+// "2026-12-01T14:02:00Z (deny)", "escalated" once it passed under escalate, "" without one.
+func expiryCell(at *time.Time, onTimeout string, escalated bool) string {
+	switch {
+	case escalated:
+		return "escalated"
+	case at == nil:
+		return ""
+	}
+	return fmt.Sprintf("%s (%s)", at.UTC().Format(time.RFC3339), onTimeout)
 }

@@ -283,6 +283,9 @@ func printRecord(w io.Writer, rec api.Record) {
 		if a.ArgsSHA256 != "" {
 			row("  args_sha256", a.ArgsSHA256)
 		}
+		if x := expiryCell(a.ExpiresAt, a.OnTimeout, a.Escalated); x != "" {
+			row("  expires", x)
+		}
 	}
 	var keys []string
 	for _, k := range sortedKeys(rec.State) {

@@ -1,0 +1,79 @@
+package e2e
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nexo-temporal/nexo/api"
+	"github.com/nexo-temporal/nexo/fakellm"
+)
+
+// TestApprovalDeadlineDenies: an agent with approval_timeout 5s and on_timeout deny asks
+// for a write nobody decides. While it waits, `starter approvals` and `starter show` print
+// when the call expires; when the deadline passes the run goes on by itself, the model is
+// told "no decision within 5s" (the standing reply answers only that), nothing was written,
+// and the record says the call was denied by timeout.
+func TestApprovalDeadlineDenies(t *testing.T) {
+	args, _ := json.Marshal(map[string]string{"path": "late.md", "content": "too late"})
+	model := fakellm.New(
+		fakellm.Reply{Match: "no decision within 5s", Content: "Nobody decided in time; late.md is not written."},
+		fakellm.Reply{ToolCalls: []fakellm.Call{{Name: "write_file", Arguments: args}}},
+	)
+	p := newPlatform(t)
+	p.writeConfig(`llm: {base_url: ` + model.Start(t) + `, model: fake}
+agents:
+  - name: scribe
+    permissions: {mode: approve, approval_timeout: 5s, on_timeout: deny}
+    sandbox: {type: virtual}
+`)
+	p.start()
+	run := strings.TrimSpace(p.ok("agent", "scribe", "write late.md"))
+
+	rows := p.waitInbox(run)
+	var row struct {
+		ExpiresAt *time.Time `json:"expires_at"`
+		OnTimeout string     `json:"on_timeout"`
+		Since     time.Time  `json:"waiting_since"`
+	}
+	if err := json.Unmarshal([]byte(p.ok("approvals", "--json")), &[]any{&row}); err != nil {
+		t.Fatal(err)
+	}
+	// 5s leaves the inbox and show time to run while the call waits (checked below).
+	if row.ExpiresAt == nil || row.ExpiresAt.Sub(row.Since) != 5*time.Second || row.OnTimeout != "deny" {
+		t.Errorf("inbox row = %+v (rows %+v), want expires_at 5s after waiting_since, on_timeout deny", row, rows)
+	}
+	table := p.ok("approvals")
+	show := p.ok("show", run)
+	if rec := p.record(run); rec.Status != api.StatusSuspended {
+		t.Fatalf("the call expired before starter approvals and show ran (status %s); the machine is too slow for a 5s deadline", rec.Status)
+	}
+	if !strings.Contains(table, "EXPIRES") || !strings.Contains(table, row.ExpiresAt.UTC().Format(time.RFC3339)+" (deny)") {
+		t.Errorf("starter approvals lacks the EXPIRES column:\n%s", table)
+	}
+	if !strings.Contains(show, "expires      "+row.ExpiresAt.UTC().Format(time.RFC3339)+" (deny)") {
+		t.Errorf("starter show lacks the pending call's expiry:\n%s", show)
+	}
+
+	rec := p.waitStatus(run, api.StatusDone)
+	var res api.AgentResult
+	if err := json.Unmarshal(rec.Result, &res); err != nil || res.Content != "Nobody decided in time; late.md is not written." {
+		t.Errorf("result = %s (%v), want the model's answer to being told no decision within 5s", rec.Result, err)
+	}
+	var decided map[string]any
+	for _, e := range rec.Events {
+		if e.Type == "approval_decided" {
+			_ = json.Unmarshal(e.Data, &decided)
+		}
+	}
+	if decided["by"] != "timeout" || decided["action"] != "deny" || decided["reason"] != "no decision within 5s" {
+		t.Errorf("approval_decided = %v, want a deny by timeout", decided)
+	}
+	if _, ok := rec.FindArtifact("late.md"); ok {
+		t.Error("the timed-out write produced late.md")
+	}
+	if rows := p.inbox(); len(rows) != 0 {
+		t.Errorf("the inbox still lists %+v after the deadline", rows)
+	}
+}
