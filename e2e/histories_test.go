@@ -163,6 +163,58 @@ var historyScenarios = []struct {
 	// Approval notifications (version 1 of "approval-notify"): a denied and an edited
 	// call, each notified when requested and when decided (e2e/notify_test.go).
 	{"agent notified", "notify_", []string{"agent_denied_then_edited.json"}, recordAgentNotified},
+	// Approval deadlines (version 1 of "approval-deadline"): a call denied by its timer, one
+	// decided before it (the timer cancelled), one escalated and still waiting.
+	{"agent approval deadlines", "deadline_", []string{"agent_timed_out.json", "agent_decided_in_time.json", "agent_escalated_waiting.json"}, recordAgentDeadlines},
+}
+
+// recordAgentDeadlines: scribe under approve with approval_timeout 2s: a write nobody
+// decides is denied by the timer; another is approved before its deadline; a third, of the
+// agent "herald" whose on_timeout is escalate, escalates and waits on.
+func recordAgentDeadlines(t *testing.T, r *recorder) {
+	model := fakellm.New(
+		fakellm.Reply{ToolCalls: []fakellm.Call{writeCall("notes.md", "Launch is on Monday.\n")}},
+		fakellm.Reply{Content: "Done."},
+	)
+	p := newPlatform(t)
+	p.writeConfig(strings.Replace(historyAgentConfig(model.Start(t)), "permissions: {mode: approve}",
+		"permissions: {mode: approve, approval_timeout: 2s, on_timeout: deny}", 1) + `  - name: herald
+    permissions: {mode: approve, approval_timeout: 2s, on_timeout: escalate}
+    sandbox: {type: local, dir: ./workspace}
+`)
+	p.writeWorkspace(historyBrief)
+	p.start()
+	c := p.dial()
+
+	timedOut := p.startAgent("Write the note.")
+	rec := p.waitStatus(timedOut, api.StatusDone)
+	timedOutByTimer := false
+	for _, e := range rec.Events {
+		var d struct{ By string }
+		_ = json.Unmarshal(e.Data, &d)
+		timedOutByTimer = timedOutByTimer || (e.Type == "approval_decided" && d.By == "timeout")
+	}
+	if !timedOutByTimer {
+		t.Fatalf("run %s was not decided by its deadline: %+v", timedOut, rec.Events)
+	}
+	inTime := p.startAgent("Write the note again.")
+	wantPending(t, p, inTime, "1.1")
+	p.ok("approve", inTime, "--call", "1.1", "--by", "ada")
+	p.waitStatus(inTime, api.StatusDone)
+
+	escalated := strings.TrimSpace(p.ok("agent", "herald", "Write the note once more."))
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if a, ok := p.record(escalated).Approval(); ok && a.Escalated {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run %s never escalated", escalated)
+		}
+	}
+	waitQuiet(t, c, escalated, "")
+	r.save(c, "agent_timed_out.json", timedOut, "")
+	r.save(c, "agent_decided_in_time.json", inTime, "")
+	r.save(c, "agent_escalated_waiting.json", escalated, "")
 }
 
 // recordAgentDecided: a gated write_file is approved with edited arguments after a
