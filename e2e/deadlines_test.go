@@ -22,14 +22,14 @@ func TestApprovalDeadlineDenies(t *testing.T) {
 		fakellm.Reply{ToolCalls: []fakellm.Call{{Name: "write_file", Arguments: args}}},
 	)
 	p := newPlatform(t)
-	p.writeConfig(`llm: {base_url: ` + model.Start(t) + `, model: fake}
-agents:
-  - name: scribe
-    permissions: {mode: approve, approval_timeout: 5s, on_timeout: deny}
-    sandbox: {type: virtual}
-`)
+	// The README's agent, as written.
+	p.writeConfig("llm: {base_url: " + model.Start(t) + ", model: fake}\n" + readmeBlock(t, "yaml", "on_timeout: deny"))
 	p.start()
-	run := strings.TrimSpace(p.ok("agent", "scribe", "write late.md"))
+	cmds := readmeStarterCommands(t, "### Deadlines", "### Agent definition")
+	if len(cmds) != 3 {
+		t.Fatalf("README's Deadlines commands = %q, want agent, approvals, show", cmds)
+	}
+	run := strings.TrimSpace(p.ok(shellArgs(cmds[0])...))
 
 	rows := p.waitInbox(run)
 	var row struct {
@@ -44,11 +44,12 @@ agents:
 	if row.ExpiresAt == nil || row.ExpiresAt.Sub(row.Since) != 5*time.Second || row.OnTimeout != "deny" {
 		t.Errorf("inbox row = %+v (rows %+v), want expires_at 5s after waiting_since, on_timeout deny", row, rows)
 	}
-	table := p.ok("approvals")
-	show := p.ok("show", run)
+	table := p.ok(shellArgs(cmds[1])...)
+	show := p.ok(shellArgs(strings.ReplaceAll(cmds[2], "<id>", run))...)
 	if rec := p.record(run); rec.Status != api.StatusSuspended {
 		t.Fatalf("the call expired before starter approvals and show ran (status %s); the machine is too slow for a 5s deadline", rec.Status)
 	}
+	t.Logf("starter approvals:\n%s\nstarter show:\n%s", table, show)
 	if !strings.Contains(table, "EXPIRES") || !strings.Contains(table, row.ExpiresAt.UTC().Format(time.RFC3339)+" (deny)") {
 		t.Errorf("starter approvals lacks the EXPIRES column:\n%s", table)
 	}
