@@ -613,8 +613,8 @@ func (rt *runtime) awaitApproval(ctx workflow.Context, call api.ToolCall, pc per
 		// waiting, now with no deadline.
 		info.ExpiresAt, info.Escalated = nil, true
 		rt.setState(ctx, api.StateApproval, info)
-		rt.emit(ctx, "approval_escalated", map[string]any{"call_id": call.ID, "tool": pc.Tool, "capability": pc.Capability,
-			"detail": pc.Detail, "args": pc.Args, "waited": dl.Timeout})
+		rt.emit(ctx, api.EventApprovalEscalated, map[string]any{"call_id": call.ID, "tool": pc.Tool, "capability": pc.Capability,
+			"detail": pc.Detail, "args": pc.Args, "after": dl.Timeout})
 		if rt.parked {
 			// The workspace is archived already; nothing more to park.
 			wait = func(ctx workflow.Context, cond func() bool) error { return workflow.Await(ctx, cond) }

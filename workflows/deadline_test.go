@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -99,7 +100,7 @@ func TestDeadlineEscalateKeepsWaiting(t *testing.T) {
 	if !ok || a.ExpiresAt != nil || !a.Escalated || r.peeks[1].Status != api.StatusSuspended {
 		t.Errorf("after the deadline: status %s, __approval__ = %+v (present %v), want still waiting, escalated, no expiry", r.peeks[1].Status, a, ok)
 	}
-	if e := eventsOf(r.final, "approval_escalated"); len(e) != 1 || e[0]["call_id"] != "1.1" || e[0]["waited"] != "1h" {
+	if e := eventsOf(r.final, "approval_escalated"); len(e) != 1 || e[0]["call_id"] != "1.1" || e[0]["after"] != "1h" {
 		t.Errorf("approval_escalated = %v, want one for 1.1", e)
 	}
 	if d := eventsOf(r.final, "approval_decided"); len(d) != 1 || d[0]["by"] != "ada" || d[0]["action"] != "approve" {
@@ -147,5 +148,33 @@ func TestDeadlineRuleOverridesPolicy(t *testing.T) {
 	}
 	if d := eventsOf(r.final, "approval_decided"); len(d) != 1 || d[0]["reason"] != "no decision within 15m" {
 		t.Errorf("approval_decided = %v", d)
+	}
+}
+
+// TestDeadlineEscalationNotifies: the escalation a deadline raises reaches the agent's
+// notification receivers, after the request and before the decision.
+func TestDeadlineEscalationNotifies(t *testing.T) {
+	env := newEnv(t)
+	n := &notifyFake{}
+	n.register(env)
+	spec := approveSpec()
+	spec.Permissions = approvePolicy("1h", permissions.OnTimeoutEscalate)
+	spec.Notify = []api.NotifyTarget{{URL: "https://a.example/hook", SecretEnv: "A_SECRET"}}
+	f := &agentFakes{spec: spec, script: []api.ChatMessage{toolReply(call("shell", `{"command":"make deploy"}`)), text("Done.")}}
+	f.register(env)
+	env.RegisterDelayedCallback(func() {
+		a, _ := queryRecord(t, env).Approval()
+		update(env, api.DecideRequest{CallID: a.CallID, ArgsSHA256: a.ArgsSHA256, Action: api.DecideDeny, Reason: "not today", By: "ada"})
+	}, 3*time.Hour)
+	env.ExecuteWorkflow(api.WorkflowAgentRun, agentInput(t, "scribe"))
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	var events []string
+	for _, a := range n.attempts {
+		events = append(events, a.Event)
+	}
+	if want := []string{api.EventApprovalRequested, api.EventApprovalEscalated, api.EventApprovalDecided}; !slices.Equal(events, want) {
+		t.Errorf("notifications = %v, want %v", events, want)
 	}
 }
