@@ -170,8 +170,11 @@ func TestDeadlineEscalationNotifies(t *testing.T) {
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
+	// The notifications run as concurrent activities: order them by the event they carry.
+	attempts := slices.Clone(n.attempts)
+	slices.SortFunc(attempts, func(a, b api.NotifyApprovalRequest) int { return int(a.Seq - b.Seq) })
 	var events []string
-	for _, a := range n.attempts {
+	for _, a := range attempts {
 		events = append(events, a.Event)
 	}
 	if want := []string{api.EventApprovalRequested, api.EventApprovalEscalated, api.EventApprovalDecided}; !slices.Equal(events, want) {
