@@ -24,6 +24,9 @@ type agentFakes struct {
 	requests []api.CompleteChatRequest
 	tools    []api.RunToolRequest
 	outputs  []string
+	// beforeTool, when set, runs at the start of every RunTool (a test waits there for
+	// what must have happened before the tool runs).
+	beforeTool func()
 }
 
 func (f *agentFakes) register(env *testsuite.TestWorkflowEnvironment) {
@@ -47,6 +50,9 @@ func (f *agentFakes) register(env *testsuite.TestWorkflowEnvironment) {
 		return api.CompleteChatResult{Message: f.script[n], Model: "fake", Usage: api.Usage{PromptTokens: 10, CompletionTokens: 5, TotalTokens: 15}}, nil
 	}), activity.RegisterOptions{Name: api.ActivityCompleteChat})
 	env.RegisterActivityWithOptions(func(_ context.Context, req api.RunToolRequest) (api.RunToolResult, error) {
+		if f.beforeTool != nil {
+			f.beforeTool()
+		}
 		f.tools = append(f.tools, req)
 		return api.RunToolResult{Content: req.Note + "ok: " + req.Tool, Stamp: &api.FileStamp{Size: 1, ModUnix: int64(len(f.tools))}}, nil
 	}, activity.RegisterOptions{Name: api.ActivityRunTool})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sort"
 	"sync"
 	"testing"
 	"time"
@@ -19,6 +20,8 @@ type notifyFake struct {
 	mu       sync.Mutex
 	attempts []api.NotifyApprovalRequest
 	err      error
+	// decided, when set, gets the receiver URL of every approval_decided attempt.
+	decided chan string
 }
 
 func (f *notifyFake) register(env interface {
@@ -28,6 +31,12 @@ func (f *notifyFake) register(env interface {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.attempts = append(f.attempts, req)
+		if f.decided != nil && req.Event == api.EventApprovalDecided {
+			select {
+			case f.decided <- req.Target.URL:
+			default:
+			}
+		}
 		return f.err
 	}, activity.RegisterOptions{Name: api.ActivityNotifyApproval})
 }
@@ -55,8 +64,25 @@ func TestApprovalNotifiesEveryReceiverWithoutBlocking(t *testing.T) {
 		toolReply(call("write_file", `{"path":"notes.md","content":"hi"}`)),
 		text("Wrote notes.md."),
 	}}
+	n := &notifyFake{err: errors.New("receiver down (503)"), decided: make(chan string, 64)}
+	// The decided notifications start with the tool call, in the same workflow task; the
+	// test environment drops activities still unstarted when the run closes, so the tool
+	// waits until both receivers were tried (a real run has its tool call and a model call
+	// to go: its notifications are long dispatched by then).
+	f.beforeTool = func() {
+		seen := map[string]bool{}
+		deadline := time.After(10 * time.Second)
+		for len(seen) < 2 {
+			select {
+			case url := <-n.decided:
+				seen[url] = true
+			case <-deadline:
+				t.Errorf("the decided call's notifications did not start with its tool call (tried: %v)", seen)
+				return
+			}
+		}
+	}
 	f.register(env)
-	n := &notifyFake{err: errors.New("receiver down (503)")}
 	n.register(env)
 	var atRequest map[string]int
 	env.RegisterDelayedCallback(func() {
@@ -194,11 +220,14 @@ func TestEscalationNotifiesWithTheRequestedCall(t *testing.T) {
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
-	if len(n.attempts) != 2 || n.attempts[1].Event != api.EventApprovalEscalated {
-		t.Fatalf("notifications = %+v, want requested then escalated", n.attempts)
+	// The two activities run concurrently: their order is the events' (seq), not the attempts'.
+	attempts := append([]api.NotifyApprovalRequest(nil), n.attempts...)
+	sort.Slice(attempts, func(i, j int) bool { return attempts[i].Seq < attempts[j].Seq })
+	if len(attempts) != 2 || attempts[0].Event != api.EventApprovalRequested || attempts[1].Event != api.EventApprovalEscalated {
+		t.Fatalf("notifications = %+v, want requested then escalated", attempts)
 	}
 	var c map[string]any
-	_ = json.Unmarshal(n.attempts[1].Call, &c)
+	_ = json.Unmarshal(attempts[1].Call, &c)
 	if c["tool"] != "shell" || c["detail"] != "make deploy" || c["after"] != "24h" {
 		t.Errorf("escalated call = %v, want the requested shell make deploy with the escalation's own fields", c)
 	}
