@@ -13,11 +13,13 @@ import (
 
 func inboxFake(got *runs.ApprovalsRequest) *fakeRuns {
 	at := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	expires := at.Add(24 * time.Hour)
 	return &fakeRuns{approvals: func(_ context.Context, req runs.ApprovalsRequest) ([]runs.Pending, error) {
 		*got = req
 		return []runs.Pending{
 			{Agent: "scribe", Run: "r1", Workflow: "AgentRun", CallID: "1.1", Tool: "write_file", Capability: "write",
-				Detail: "notes.md", Args: json.RawMessage(`{"path":"notes.md","content":"<script>alert(1)</script>"}`), Since: at},
+				Detail: "notes.md", Args: json.RawMessage(`{"path":"notes.md","content":"<script>alert(1)</script>"}`), Since: at,
+				ExpiresAt: &expires, OnTimeout: "deny", ArgsSHA256: "ab12"},
 			{Agent: "scribe", Run: "session:scribe:u1", Workflow: "Session", Instance: "u1", CallID: "1.1.1", Tool: "shell",
 				Capability: "shell", Detail: "ls", Args: json.RawMessage(`{"command":"ls"}`), Since: at.Add(time.Minute)},
 		}, nil
@@ -56,6 +58,9 @@ func TestApprovalsPageListsCallsWithDecisionForms(t *testing.T) {
 		`href="/sessions/scribe/u1"`,
 		`&#34;path&#34;:&#34;notes.md&#34;`,
 		`&lt;script&gt;alert(1)&lt;/script&gt;`, // a model's markup, as text
+		`expires 2026-12-02 09:00:00 UTC (then deny)`,
+		`data-args-sha256="ab12"`, // the decision is checked against the arguments shown
+		`value="edit"`, `value="answer"`, `name="args"`, `name="result"`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("page lacks %s", want)

@@ -32,7 +32,10 @@ type Pending struct {
 	Capability string          `json:"capability"`
 	Detail     string          `json:"detail"`
 	Args       json.RawMessage `json:"args"`
-	Since      time.Time       `json:"waiting_since"`
+	// ArgsSHA256 is what a decision on the call carries (nexo.decide refuses it when the
+	// arguments changed since).
+	ArgsSHA256 string    `json:"args_sha256,omitempty"`
+	Since      time.Time `json:"waiting_since"`
 	// ExpiresAt is when the call's approval_timeout passes and OnTimeout what happens then;
 	// both absent for a call without a deadline (or one that escalated, Escalated true).
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`
@@ -146,7 +149,7 @@ func (c *Client) readPending(ctx context.Context, p *Pending) bool {
 		return false // decided since visibility indexed the run
 	}
 	p.CallID, p.Tool, p.Capability, p.Args, p.Since = a.CallID, a.Tool, a.Capability, a.Args, a.At
-	p.ExpiresAt, p.OnTimeout, p.Escalated = a.ExpiresAt, a.OnTimeout, a.Escalated
+	p.ExpiresAt, p.OnTimeout, p.Escalated, p.ArgsSHA256 = a.ExpiresAt, a.OnTimeout, a.Escalated, a.ArgsSHA256
 	if s, ok := rec.Suspend(); ok {
 		// The reason reads "approval: <tool> <detail>" (see the agent's gate).
 		d := strings.TrimPrefix(s.Reason, "approval: ")
