@@ -222,15 +222,27 @@ agents:
 	if txt := pageText(); !strings.Contains(txt, "keeper.md") || !strings.Contains(txt, "session.md") || strings.Contains(txt, scribeRun) {
 		t.Errorf("the Approvals view shows:\n%s", txt)
 	}
+	// The keeper's call is approved with edited arguments, from its row.
+	edited := `{"content":"edited in the inbox","path":"keeper.md"}`
 	if err := chromedp.Do(bctx,
-		chromedp.Click(chromedp.CSS(row(keeperRun)+` button.approve`)),
+		chromedp.Click(chromedp.CSS(row(keeperRun)+` details.edit summary`)),
+		chromedp.SetValue(chromedp.CSS(row(keeperRun)+` textarea[name="args"]`), edited),
+		chromedp.Click(chromedp.CSS(row(keeperRun)+` button[value="edit"]`)),
 		chromedp.Poll[chromedp.Void](fmt.Sprintf(`document.querySelector(%q) === null`, row(keeperRun))),
 	); err != nil {
-		t.Fatalf("approve on the Approvals view: %v\npage: %s", err, pageText())
+		t.Fatalf("approve edited on the Approvals view: %v\npage: %s", err, pageText())
 	}
 	rec := p.waitStatus(keeperRun, api.StatusDone)
 	if countEvents(rec, "approval_decided") != 1 {
 		t.Errorf("the keeper run has %d approval_decided events, want 1", countEvents(rec, "approval_decided"))
+	}
+	for _, ev := range rec.Events {
+		var d struct {
+			EditedArgs struct{ Content string } `json:"edited_args"`
+		}
+		if ev.Type == "approval_decided" && (json.Unmarshal(ev.Data, &d) != nil || d.EditedArgs.Content != "edited in the inbox") {
+			t.Errorf("the keeper's decision from the Approvals view is %s, want the edited arguments", ev.Data)
+		}
 	}
 	p.waitInbox(session)
 
