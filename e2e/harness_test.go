@@ -294,6 +294,34 @@ func (p *platform) runBin(bin string, args ...string) result {
 	return result{stdout: stdout.String(), stderr: stderr.String(), code: code}
 }
 
+// bgStarter is a starter command in its own process (a prompt that waits for its turn, a
+// watch), its output readable while it runs.
+type bgStarter struct {
+	cmd            *exec.Cmd
+	mu             sync.Mutex
+	stdout, stderr bytes.Buffer
+}
+
+// startStarter starts the starter with args in the platform's directory and environment; ctx
+// bounds it.
+func (p *platform) startStarter(ctx context.Context, args ...string) *bgStarter {
+	p.t.Helper()
+	r := &bgStarter{cmd: exec.CommandContext(ctx, bins.starter, args...)}
+	r.cmd.Dir, r.cmd.Env = p.dir, p.env()
+	r.cmd.Stdout, r.cmd.Stderr = lockedWriter{&r.mu, &r.stdout}, lockedWriter{&r.mu, &r.stderr}
+	if err := r.cmd.Start(); err != nil {
+		p.t.Fatal(err)
+	}
+	return r
+}
+
+// Stdout and Stderr are what the command printed so far.
+func (r *bgStarter) Stdout() string { r.mu.Lock(); defer r.mu.Unlock(); return r.stdout.String() }
+func (r *bgStarter) Stderr() string { r.mu.Lock(); defer r.mu.Unlock(); return r.stderr.String() }
+
+// Wait waits for the command to exit.
+func (r *bgStarter) Wait() error { return r.cmd.Wait() }
+
 // ok runs the starter and fails the test on a non-zero exit.
 func (p *platform) ok(args ...string) string {
 	p.t.Helper()

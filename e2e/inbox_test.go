@@ -6,10 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os/exec"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -108,14 +106,7 @@ agents:
 	// The session's prompt waits for its turn, so it runs in its own process.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	prompt := exec.CommandContext(ctx, bins.starter, "session", "prompt", "keeper", "desk", "the session task")
-	prompt.Dir, prompt.Env = p.dir, p.env()
-	var mu sync.Mutex
-	var pout, perr bytes.Buffer
-	prompt.Stdout, prompt.Stderr = lockedWriter{&mu, &pout}, lockedWriter{&mu, &perr}
-	if err := prompt.Start(); err != nil {
-		t.Fatal(err)
-	}
+	prompt := p.startStarter(ctx, "session", "prompt", "keeper", "desk", "the session task")
 	session := api.SessionID("keeper", "desk")
 
 	rows := p.waitInbox(scribeRun, keeperRun, session)
@@ -255,12 +246,9 @@ agents:
 		t.Fatalf("the page kept the decided session call: %v\npage: %s", err, pageText())
 	}
 	if err := prompt.Wait(); err != nil {
-		mu.Lock()
-		t.Fatalf("session prompt: %v\n%s\n%s", err, pout.String(), perr.String())
+		t.Fatalf("session prompt: %v\n%s\n%s", err, prompt.Stdout(), prompt.Stderr())
 	}
-	mu.Lock()
-	reply := pout.String()
-	mu.Unlock()
+	reply := prompt.Stdout()
 	if !strings.Contains(reply, "Wrote session.md.") {
 		t.Errorf("the session's turn replied %q", reply)
 	}

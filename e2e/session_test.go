@@ -227,19 +227,11 @@ agents:
 	// The prompt whose turn needs an approval, in its own process.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	prompt := exec.CommandContext(ctx, bins.starter, "session", "prompt", "scribe", "u42", "Write it down.")
-	prompt.Dir, prompt.Env = p.dir, p.env()
-	var mu sync.Mutex
-	var pout, perr bytes.Buffer
-	prompt.Stdout, prompt.Stderr = lockedWriter{&mu, &pout}, lockedWriter{&mu, &perr}
-	if err := prompt.Start(); err != nil {
-		t.Fatal(err)
-	}
-	read := func(b *bytes.Buffer) string { mu.Lock(); defer mu.Unlock(); return b.String() }
+	prompt := p.startStarter(ctx, "session", "prompt", "scribe", "u42", "Write it down.")
 	want := "next: starter approve session:scribe:u42 --call "
 	var call string
 	for deadline := time.Now().Add(30 * time.Second); ; {
-		if s := read(&perr); strings.Contains(s, want) {
+		if s := prompt.Stderr(); strings.Contains(s, want) {
 			call = strings.Fields(s[strings.Index(s, want)+len(want):])[0]
 			if !strings.Contains(s, "waiting for your approval of write_file (call "+call+")") || !strings.Contains(s, `"notes.md"`) {
 				t.Errorf("prompt's stderr does not say what it waits for:\n%s", s)
@@ -247,12 +239,12 @@ agents:
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the prompt did not print the approve command; stderr:\n%s\nworker:\n%s", read(&perr), p.output())
+			t.Fatalf("the prompt did not print the approve command; stderr:\n%s\nworker:\n%s", prompt.Stderr(), p.output())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if n := strings.Count(read(&perr), want); n != 1 {
-		t.Errorf("approve command printed %d times, want once:\n%s", n, read(&perr))
+	if n := strings.Count(prompt.Stderr(), want); n != 1 {
+		t.Errorf("approve command printed %d times, want once:\n%s", n, prompt.Stderr())
 	}
 
 	show := p.ok("session", "show", "scribe", "u42")
@@ -276,32 +268,26 @@ agents:
 	}
 	t.Logf("approve --wait returned after %s", time.Since(start))
 	if err := prompt.Wait(); err != nil {
-		t.Fatalf("prompt: %v\nstderr: %s", err, read(&perr))
+		t.Fatalf("prompt: %v\nstderr: %s", err, prompt.Stderr())
 	}
-	if got := strings.TrimSpace(read(&pout)); got != "Written to notes.md." {
+	if got := strings.TrimSpace(prompt.Stdout()); got != "Written to notes.md." {
 		t.Errorf("prompt's reply = %q", got)
 	}
-	if strings.Contains(read(&pout), "approve") {
-		t.Errorf("the approve hint went to stdout:\n%s", read(&pout))
+	if strings.Contains(prompt.Stdout(), "approve") {
+		t.Errorf("the approve hint went to stdout:\n%s", prompt.Stdout())
 	}
 
 	// watch on the idle session: the last turn at once, then what comes.
-	watch := exec.CommandContext(ctx, bins.starter, "session", "watch", "scribe", "u42")
-	watch.Dir, watch.Env = p.dir, p.env()
-	var wout, werr bytes.Buffer
-	watch.Stdout, watch.Stderr = lockedWriter{&mu, &wout}, lockedWriter{&mu, &werr}
-	if err := watch.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = watch.Process.Kill(); _ = watch.Wait() }()
+	watch := p.startStarter(ctx, "session", "watch", "scribe", "u42")
+	defer func() { _ = watch.cmd.Process.Kill(); _ = watch.Wait() }()
 	waitFor := func(what string, ok func(string) bool) string {
 		t.Helper()
 		for deadline := time.Now().Add(30 * time.Second); ; {
-			if s := read(&wout); ok(s) {
+			if s := watch.Stdout(); ok(s) {
 				return s
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("watch did not show %s:\n%s\nstderr: %s", what, read(&wout), read(&werr))
+				t.Fatalf("watch did not show %s:\n%s\nstderr: %s", what, watch.Stdout(), watch.Stderr())
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
@@ -332,5 +318,5 @@ agents:
 	if !strings.Contains(closed, "you: Third?") || !strings.Contains(closed, "turn end") || strings.Contains(closed, "Write it down.") {
 		t.Errorf("watch on the closed session printed:\n%s", closed)
 	}
-	t.Logf("prompt stderr:\n%s\napprove --wait:\n%s", read(&perr), r.stdout)
+	t.Logf("prompt stderr:\n%s\napprove --wait:\n%s", prompt.Stderr(), r.stdout)
 }
