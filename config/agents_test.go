@@ -228,13 +228,7 @@ agents:
 		{"typo in a rule", `deny_when: [{capability: shell, arg_regex: {command: rm}}]`, "arg_regex"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
-			t.Chdir(dir)
-			y := "llm: {base_url: http://x:1/v1}\nagents:\n  - name: builder\n    permissions:\n      mode: approve\n      " + tc.rules + "\n"
-			if err := os.WriteFile(filepath.Join(dir, DefaultFile), []byte(y), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			_, err := Load(LoadOptions{Env: []string{}})
+			err := loadBuilderPermissions(t, tc.rules)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("Load error = %v, want it to say %q", err, tc.want)
 			}
@@ -334,16 +328,24 @@ agents:
 		{"negative", `approval_timeout: -5m`, `agents[builder].permissions.approval_timeout: invalid permission policy: "-5m" is not positive`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
-			t.Chdir(dir)
-			y := "llm: {base_url: http://x:1/v1}\nagents:\n  - name: builder\n    permissions:\n      mode: approve\n      " + tc.perms + "\n"
-			if err := os.WriteFile(filepath.Join(dir, DefaultFile), []byte(y), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			_, err := Load(LoadOptions{Env: []string{}})
+			err := loadBuilderPermissions(t, tc.perms)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("Load error = %v, want it to say %q", err, tc.want)
 			}
 		})
 	}
+}
+
+// loadBuilderPermissions loads a config whose agent "builder" has permissions mode approve
+// plus the YAML line perms, and returns Load's error.
+func loadBuilderPermissions(t *testing.T, perms string) error {
+	t.Helper()
+	dir := t.TempDir()
+	t.Chdir(dir)
+	y := "llm: {base_url: http://x:1/v1}\nagents:\n  - name: builder\n    permissions:\n      mode: approve\n      " + perms + "\n"
+	if err := os.WriteFile(filepath.Join(dir, DefaultFile), []byte(y), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(LoadOptions{Env: []string{}})
+	return err
 }
