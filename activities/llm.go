@@ -47,7 +47,7 @@ func NewLLM(c LLMConfig) *LLM {
 	if timeout <= 0 {
 		timeout = 5 * time.Minute
 	}
-	cfg.HTTPClient = &http.Client{Timeout: timeout, Transport: retryAfterTransport{http.DefaultTransport}}
+	cfg.HTTPClient = &http.Client{Timeout: timeout, Transport: retryAfterTransport{reasoningTransport{http.DefaultTransport}}}
 	return &LLM{client: openai.NewClientWithConfig(cfg), model: c.Model, retryFor: c.RetryFor}
 }
 
@@ -156,6 +156,9 @@ func (a *Activities) CompleteChat(ctx context.Context, req api.CompleteChatReque
 	if err != nil {
 		return out, err
 	}
+	if out, err = a.offloadReasoning(ctx, out); err != nil {
+		return api.CompleteChatResult{}, err
+	}
 	if req.StoreContext {
 		out.Context = ctxName
 	}
@@ -201,7 +204,8 @@ func (a *Activities) complete(ctx context.Context, model string, creq openai.Cha
 		FinishReason: string(ch.FinishReason),
 		Usage: api.Usage{PromptTokens: resp.Usage.PromptTokens, CompletionTokens: resp.Usage.CompletionTokens,
 			TotalTokens: resp.Usage.TotalTokens},
-		Message: api.ChatMessage{Role: api.RoleAssistant, Content: ch.Message.Content},
+		Message:   api.ChatMessage{Role: api.RoleAssistant, Content: ch.Message.Content},
+		Reasoning: ch.Message.ReasoningContent,
 	}
 	for _, tc := range ch.Message.ToolCalls {
 		out.Message.ToolCalls = append(out.Message.ToolCalls, api.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})

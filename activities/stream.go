@@ -48,9 +48,10 @@ func (a *Activities) completeStreaming(ctx context.Context, model string, creq o
 		sink = &signalText{ctx: ctx, to: req.StreamTo, call: req.StreamCall}
 	}
 	var (
-		content strings.Builder
-		calls   []api.ToolCall
-		out     api.CompleteChatResult
+		content   strings.Builder
+		reasoning strings.Builder // recorded with the result, not streamed live
+		calls     []api.ToolCall
+		out       api.CompleteChatResult
 	)
 	for {
 		resp, err := stream.Recv()
@@ -70,6 +71,7 @@ func (a *Activities) completeStreaming(ctx context.Context, model string, creq o
 			if ch.FinishReason != "" {
 				out.FinishReason = string(ch.FinishReason)
 			}
+			reasoning.WriteString(ch.Delta.ReasoningContent)
 			if ch.Delta.Content != "" {
 				content.WriteString(ch.Delta.Content)
 				sink.add(ch.Delta.Content)
@@ -93,6 +95,7 @@ func (a *Activities) completeStreaming(ctx context.Context, model string, creq o
 	}
 	sink.done()
 	out.Message = api.ChatMessage{Role: api.RoleAssistant, Content: content.String(), ToolCalls: calls}
+	out.Reasoning = reasoning.String()
 	return out, nil
 }
 

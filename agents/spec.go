@@ -39,6 +39,13 @@ type Spec struct {
 	// WebSearch offers the web_search tool (the worker's search backend, search.url),
 	// when the permissions can allow the search capability.
 	WebSearch bool `json:"web_search,omitempty" mapstructure:"web_search" yaml:"web_search"`
+	// ToolConcurrency is how many tool calls of one model reply may run at once (calls
+	// that need no approval; a gated call still waits for its own decision). 0 and 1: one
+	// after another. Results reach the model in the order it asked for them.
+	ToolConcurrency int `json:"tool_concurrency,omitempty" mapstructure:"tool_concurrency" yaml:"tool_concurrency"`
+	// Plan offers the update_plan tool: the agent records its plan, which the run's
+	// events and the session's stream show as a plan update.
+	Plan bool `json:"plan,omitempty" mapstructure:"plan" yaml:"plan"`
 	// Produces lists workspace files (globs allowed) recorded as artifacts after the agent
 	// runs, also when it fails.
 	Produces []string `json:"produces,omitempty" mapstructure:"produces" yaml:"produces"`
@@ -173,6 +180,9 @@ func (s Spec) Validate() error {
 		bad("skill_files", "%q is not one of %s, %s", s.SkillFiles, api.SkillFilesCopy, api.SkillFilesSkipSame)
 	}
 	validateRequires(s.Requires, s.Sandbox.Type, bad)
+	if s.ToolConcurrency < 0 || s.ToolConcurrency > MaxToolConcurrency {
+		bad("tool_concurrency", "%d is not between 1 and %d (0 or 1: one call at a time)", s.ToolConcurrency, MaxToolConcurrency)
+	}
 	if s.MaxTurns < 0 {
 		bad("max_turns", "%d is negative", s.MaxTurns)
 	}

@@ -17,6 +17,8 @@ const (
 	ToolShell     = "shell"
 	ToolFetch     = "fetch"
 	ToolWebSearch = "web_search"
+	// ToolUpdatePlan records the agent's plan (see plan.go); offered with `plan: true`.
+	ToolUpdatePlan = "update_plan"
 )
 
 // Tool is a built-in tool's contract.
@@ -59,6 +61,7 @@ var Builtins = []Tool{
 		`{"type":"object","properties":{"url":{"type":"string","description":"an http or https URL on an allowed host"}},"required":["url"],"additionalProperties":false}`)},
 	{ToolWebSearch, permissions.CapSearch, describe(ToolWebSearch), json.RawMessage(
 		`{"type":"object","properties":{"query":{"type":"string","description":"what to search the web for"}},"required":["query"],"additionalProperties":false}`)},
+	updatePlanTool,
 }
 
 // Lookup returns the built-in tool called name.
@@ -87,6 +90,9 @@ func Offered(s Spec) []Tool {
 			continue
 		}
 		if t.Name == ToolWebSearch && !s.WebSearch {
+			continue
+		}
+		if t.Name == ToolUpdatePlan && !s.Plan {
 			continue
 		}
 		out = append(out, t)

@@ -174,7 +174,18 @@ type CompleteChatResult struct {
 	Thread *ThreadRef `json:"thread,omitempty"`
 	// Context is the name of the stored ChatContext, when the request asked to store it.
 	Context string `json:"context,omitempty"`
+	// Reasoning is the model's reasoning output for this reply (reasoning_content or
+	// reasoning, as vLLM, DeepSeek and Ollama send it); it is shown as thinking, never
+	// sent back to the model. Over ReasoningInlineMax it is stored as a blob
+	// (ReasoningRef, ReasoningBytes the whole size) and Reasoning is a preview.
+	Reasoning      string `json:"reasoning,omitempty"`
+	ReasoningRef   string `json:"reasoning_ref,omitempty"`
+	ReasoningBytes int    `json:"reasoning_bytes,omitempty"`
 }
+
+// ReasoningInlineMax is the largest reasoning text a model call's result carries inline
+// (under the 8 KB an event keeps of a string); longer reasoning is stored by reference.
+const ReasoningInlineMax = 8000
 
 // FileStamp identifies a version of a file, for the read-before-write guard.
 type FileStamp struct {

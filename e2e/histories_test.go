@@ -166,6 +166,10 @@ var historyScenarios = []struct {
 	// Approval deadlines (version 1 of "approval-deadline"): a call denied by its timer, one
 	// decided before it (the timer cancelled), one escalated and still waiting.
 	{"agent approval deadlines", "deadline_", []string{"agent_timed_out.json", "agent_decided_in_time.json", "agent_escalated_waiting.json"}, recordAgentDeadlines},
+	// Parallel tool calls (version 1 of "parallel-tools") with one gated call; a session
+	// turn with thinking ("thinking-events") and a plan ("plan-tool"): e2e/toolpar_test.go.
+	{"agent parallel tools with a gated call", toolsFixturePrefix, []string{"agent_parallel_gated.json"}, recordToolsParallelGated},
+	{"session thinking and plan", toolsFixturePrefix, []string{"session_thinking_plan.json"}, recordToolsSessionThinkingPlan},
 }
 
 // recordAgentDeadlines: scribe under approve with approval_timeout 2s: a write nobody

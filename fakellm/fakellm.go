@@ -107,6 +107,11 @@ type Reply struct {
 	// Prompt puts this reply in the sequence of the threads whose first user message
 	// contains Prompt, instead of the main sequence (ignored with Match).
 	Prompt string `json:"prompt,omitempty"`
+	// Reasoning is the model's reasoning output for this reply, sent under
+	// ReasoningField ("reasoning_content", the default, or "reasoning"); streamed word by
+	// word before the content (reasoning.go).
+	Reasoning      string `json:"reasoning,omitempty"`
+	ReasoningField string `json:"reasoning_field,omitempty"`
 	// Repeat stands for this reply Repeat times in a row, with "{n}" in Content and in the
 	// tool calls' arguments replaced by the repetition number, 1…Repeat. 0 and 1: once.
 	Repeat int `json:"repeat,omitempty"`
@@ -336,6 +341,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	msg := map[string]any{"role": "assistant", "content": reply.Content}
+	addReasoning(msg, reply)
 	finish := "stop"
 	if len(reply.ToolCalls) > 0 {
 		var calls []map[string]any
@@ -438,6 +444,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req wireReq, rep
 			"choices": []map[string]any{{"index": 0, "delta": delta, "finish_reason": finish}}}
 	}
 	send(chunk(map[string]any{"role": "assistant"}, nil))
+	streamReasoning(func(delta map[string]any) { send(chunk(delta, nil)) }, reply)
 	words := strings.SplitAfter(reply.Content, " ")
 	for _, word := range words {
 		if word == "" {

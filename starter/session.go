@@ -366,6 +366,8 @@ func streamLine(ev api.Event) string {
 			return fmt.Sprintf("%stool %s %s %s", prefix, str("id"), str("name"), args)
 		}
 		return fmt.Sprintf("%stool %s %s: %.200s", prefix, str("id"), str("status"), str("content"))
+	case api.StreamPlan:
+		return prefix + "plan: " + planLine(d["steps"])
 	case api.StreamTurnEnd:
 		if e := str("error"); e != "" {
 			return prefix + "turn end (error: " + e + ")"

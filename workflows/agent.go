@@ -219,6 +219,7 @@ func (rt *runtime) agentLoop(ctx workflow.Context, spec agents.Spec, tools tools
 			msg.ToolCalls[i].ID = fmt.Sprintf("%s.%d", callTag, i+1)
 		}
 		conv.replied(out, msg)
+		rt.emitThinking(ctx, out, callTag, turn, style.session)
 		if msg.Content != "" {
 			switch {
 			case style.session:
@@ -238,6 +239,12 @@ func (rt *runtime) agentLoop(ctx workflow.Context, spec agents.Spec, tools tools
 				rt.emit(ctx, "agent_done", map[string]any{"content": msg.Content, "turns": turn})
 			}
 			return res, nil
+		}
+		if done, err := rt.runToolCallsConcurrently(ctx, spec, tools, msg.ToolCalls, style.session, conv); done {
+			if err != nil {
+				return res, err
+			}
+			continue
 		}
 		for _, call := range msg.ToolCalls {
 			result, err := rt.callTool(ctx, spec, tools, call, style.session, conv.byRef)
@@ -496,6 +503,14 @@ func escapesWorkspace(tool string, args map[string]any) string {
 
 // runAllowed runs a call the permissions (or a human) allowed.
 func (rt *runtime) runAllowed(ctx workflow.Context, spec agents.Spec, tools toolset, tool agents.Tool, mcpTool *api.MCPTool, call api.ToolCall, pc permissions.Call, storeOver int, note string) (api.RunToolResult, error) {
+	if tool.Name == agents.ToolUpdatePlan {
+		return rt.updatePlan(ctx, call), nil
+	}
+	release, err := rt.toolSlot(ctx) // tool_concurrency (toolpar.go)
+	if err != nil {
+		return api.RunToolResult{}, err
+	}
+	defer release()
 	if mcpTool != nil {
 		return rt.callMCP(ctx, tools.servers[mcpTool.Server], *mcpTool, call, storeOver), nil
 	}

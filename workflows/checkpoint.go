@@ -127,6 +127,23 @@ func (e *StepError) Unwrap() error { return e.Err }
 //
 // The result maps every name to its stored JSON.
 func CheckpointAll(ctx workflow.Context, steps map[string]StepFunc) (map[string]json.RawMessage, error) {
+	return CheckpointAllWith(ctx, steps, CheckpointAllOptions{})
+}
+
+// CheckpointAllOptions tunes CheckpointAllWith.
+type CheckpointAllOptions struct {
+	// MaxInFlight bounds how many steps run at once (0: all at once, as CheckpointAll).
+	// Steps start in name order as slots free up; after a failure, steps not yet started
+	// never start.
+	MaxInFlight int
+}
+
+// CheckpointAllWith is CheckpointAll with options: results, events and errors as there.
+func CheckpointAllWith(ctx workflow.Context, steps map[string]StepFunc, opts CheckpointAllOptions) (map[string]json.RawMessage, error) {
+	if opts.MaxInFlight < 0 {
+		return nil, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("CheckpointAll: MaxInFlight %d is negative (0: no bound)", opts.MaxInFlight), api.ErrTypeBadInput, nil)
+	}
 	names := sortedKeys(steps)
 	rt, err := runtimeOf(ctx, fmt.Sprintf("checkpoints %v", names))
 	if err != nil {
@@ -147,10 +164,23 @@ func CheckpointAll(ctx workflow.Context, steps map[string]StepFunc) (map[string]
 		cctx, cancel := workflow.WithCancel(ctx)
 		running := len(pending)
 		var first error
+		var slots workflow.Semaphore
+		if opts.MaxInFlight > 0 && opts.MaxInFlight < len(pending) {
+			slots = workflow.NewSemaphore(ctx, int64(opts.MaxInFlight))
+		}
 		for _, name := range pending {
 			name, step := name, steps[name]
 			workflow.Go(cctx, func(gctx workflow.Context) {
 				defer func() { running-- }()
+				if slots != nil {
+					if slots.Acquire(gctx, 1) != nil {
+						return // canceled after a failure before it started: not run, not stored
+					}
+					defer slots.Release(1)
+					if gctx.Err() != nil {
+						return // the slot came free with the failure that cancels it
+					}
+				}
 				v, err := step(withDefaultOptions(gctx))
 				if err != nil {
 					err = &StepError{Name: name, Err: err}

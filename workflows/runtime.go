@@ -136,6 +136,10 @@ type runtime struct {
 	inboxV       *workflow.Version
 
 	notify notifier // receivers of approval notifications (notify.go)
+
+	// toolSlots bounds the tool calls of one model reply running at once, while they run
+	// concurrently (tool_concurrency, toolpar.go); nil otherwise.
+	toolSlots workflow.Semaphore
 }
 
 func start(ctx workflow.Context, name string, payload json.RawMessage, ro *api.RunOptions, opts Options) (*runtime, workflow.Context) {

@@ -402,6 +402,10 @@
         case "tool_call":
           toolCall(current, d);
           break;
+        case "plan": // update_plan: the whole plan, one line
+          note(current, "plan: " + (d.steps || []).map((s) =>
+            (s.status === "done" ? "[x] " : s.status === "in_progress" ? "[>] " : "[ ] ") + s.step).join(" · "));
+          break;
         case "approval_requested":
           note(current, "waits for approval of " + d.tool + " (call " + d.call_id + ")");
           break;

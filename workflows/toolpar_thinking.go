@@ -1,0 +1,62 @@
+package workflows
+
+import (
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/nexo-temporal/nexo/agents"
+	"github.com/nexo-temporal/nexo/api"
+)
+
+// changeThinkingEvents: a model reply with reasoning output records it, as a session's
+// thinking update or a run's agent_thinking event. Asked only for a reply that carries
+// reasoning, which no result recorded before had, so older histories never ask.
+const changeThinkingEvents = "thinking-events"
+
+// changePlanTool: the update_plan tool records the plan (a plan update or agent_plan
+// event) and answers with a short acknowledgement, in the workflow, with no activity.
+const changePlanTool = "plan-tool"
+
+// emitThinking records the reasoning of model call callTag, when it has any: a session's
+// `thinking` update ({"content", "call"}), a run's `agent_thinking` event ({"content",
+// "turn"}); reasoning stored by reference adds "bytes" and "content_ref", and content is
+// then its preview. It is recorded once, when the call returns (not streamed live).
+func (rt *runtime) emitThinking(ctx workflow.Context, out api.CompleteChatResult, callTag string, turn int, session bool) {
+	if out.Reasoning == "" {
+		return
+	}
+	if workflow.GetVersion(ctx, changeThinkingEvents, workflow.DefaultVersion, 1) < 1 {
+		return
+	}
+	data := map[string]any{"content": out.Reasoning}
+	if out.ReasoningRef != "" {
+		data["bytes"], data["content_ref"] = out.ReasoningBytes, out.ReasoningRef
+	}
+	if session {
+		data["call"] = callTag
+		rt.emit(ctx, api.StreamThinking, data)
+		return
+	}
+	data["turn"] = turn
+	rt.emit(ctx, "agent_thinking", data)
+}
+
+// updatePlan runs the update_plan tool: the plan is checked, recorded as an event (a
+// session's `plan` update, a run's `agent_plan`, both {"steps": [...], "call_id"}) and
+// acknowledged. A malformed plan is an error result the model reads.
+func (rt *runtime) updatePlan(ctx workflow.Context, call api.ToolCall) api.RunToolResult {
+	if workflow.GetVersion(ctx, changePlanTool, workflow.DefaultVersion, 1) < 1 {
+		// Not reachable from a recorded history (update_plan was never offered before);
+		// what the tool said then: no such tool.
+		return errorResult("unknown tool %q", call.Name)
+	}
+	steps, err := agents.ParsePlan(orEmptyObject(call.Arguments))
+	if err != nil {
+		return errorResult("update_plan: %v", err)
+	}
+	kind := "agent_plan"
+	if rt.rec.Workflow == api.WorkflowSession {
+		kind = api.StreamPlan
+	}
+	rt.emit(ctx, kind, map[string]any{"call_id": call.ID, "steps": steps})
+	return api.RunToolResult{Content: agents.PlanSummary(steps)}
+}
