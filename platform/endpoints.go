@@ -33,12 +33,14 @@ func modelEndpoints(cfg config.Config, getenv func(string) string) (map[string]*
 	return clients, queues
 }
 
-// startModelWorkers starts, for every endpoint with limits.requests_per_minute, a worker
-// on the endpoint's model task queue that runs only the model activities, with the
-// queue's dispatch rate (TaskQueueActivitiesPerSecond) set to the endpoint's rate. The
-// Temporal server enforces that rate for the whole task queue, across every worker that
-// polls it, so it is the fleet's rate, not this worker's: calls over it wait in the queue.
-// The returned func stops the workers.
+// startModelWorkers starts, for every endpoint, a worker on the endpoint's model task
+// queue that runs only the model activities. For an endpoint with
+// limits.requests_per_minute the queue's dispatch rate (TaskQueueActivitiesPerSecond) is
+// the endpoint's rate: the Temporal server enforces it for the whole task queue, across
+// every worker that polls it, so it is the fleet's rate, not this worker's, and calls over
+// it wait in the queue. Endpoints without a limit are polled too, unpaced: a run resolved
+// while its endpoint had a limit keeps sending its calls there after the limit is removed,
+// and they must still be served. The returned func stops the workers.
 func startModelWorkers(tc client.Client, cfg config.Config, acts *activities.Activities, identity string, stdout io.Writer) (func(), error) {
 	var started []worker.Worker
 	stop := func() {
@@ -50,9 +52,6 @@ func startModelWorkers(tc client.Client, cfg config.Config, acts *activities.Act
 	for _, name := range slices.Sorted(maps.Keys(endpoints)) {
 		e := endpoints[name]
 		rate := e.DispatchRate()
-		if rate <= 0 {
-			continue
-		}
 		queue := api.ModelTaskQueue(cfg.Temporal.TaskQueue, name)
 		w := worker.New(tc, queue, worker.Options{
 			Identity:                     identity,
@@ -68,6 +67,9 @@ func startModelWorkers(tc client.Client, cfg config.Config, acts *activities.Act
 			return nil, fmt.Errorf("start the model worker of endpoint %s on task queue %s: %w", name, queue, err)
 		}
 		started = append(started, w)
+		if rate <= 0 {
+			continue
+		}
 		fmt.Fprintf(stdout, "Model endpoint %s: at most %d requests/minute for the whole fleet (dispatched at %.3g/s on task queue %s)\n",
 			name, e.Limits.RequestsPerMinute, rate, queue)
 	}
