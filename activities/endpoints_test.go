@@ -46,6 +46,26 @@ func TestModelCallsReachTheirEndpoint(t *testing.T) {
 	if reqs := small.Requests(); len(reqs) != 2 || reqs[1].Model != "tiny" {
 		t.Errorf("second small request = %+v, want model tiny", reqs[len(reqs)-1])
 	}
+	// The agent's context summary goes to its endpoint too.
+	msgs := userAsks("How big is a.txt?")
+	for _, f := range []string{"a", "b", "c"} {
+		msgs = append(msgs,
+			api.ChatMessage{Role: api.RoleAssistant, ToolCalls: []api.ToolCall{{ID: f + ".1", Name: "read_file", Arguments: `{}`}}},
+			api.ChatMessage{Role: api.RoleTool, ToolCallID: f + ".1", Content: strings.Repeat(f, 4000)})
+	}
+	res, err := e.a.CompactThread(context.Background(), api.CompactThreadRequest{Endpoint: "small", Messages: msgs, KeepRecent: 1, MaxTokens: 2000})
+	if err != nil {
+		t.Fatalf("CompactThread on small: %v", err)
+	}
+	if res.Summarised == 0 {
+		t.Fatalf("compaction summarised nothing: %+v", res)
+	}
+	if reqs := small.Requests(); len(reqs) != 3 || reqs[2].Model != "small-model" {
+		t.Errorf("small endpoint got %d requests, want the summary request as the third (model small-model)", len(reqs))
+	}
+	if n := len(big.Requests()); n != 1 {
+		t.Errorf("the default endpoint got %d requests, want only the one call naming it", n)
+	}
 }
 
 func TestModelCallToAnUnknownEndpoint(t *testing.T) {
