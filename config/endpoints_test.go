@@ -93,8 +93,8 @@ llm: {endpoints: {small: {base_url: http://127.0.0.1:2/v1, limits: {requests_per
 llm: {endpoints: {default: {base_url: http://127.0.0.1:2/v1}}}
 `, []string{`llm.endpoints.default: "default" is the endpoint under llm: itself`}},
 		{"bad name", `
-llm: {endpoints: {"a.b": {base_url: http://127.0.0.1:2/v1}}}
-`, []string{`llm.endpoints.`}},
+llm: {endpoints: {"a+b": {base_url: http://127.0.0.1:2/v1}}}
+`, []string{`llm.endpoints.a+b: want a name of lower-case letters, digits, '-' and '_'`}},
 		{"key pasted for its variable", `
 llm: {endpoints: {small: {base_url: http://127.0.0.1:2/v1, api_key_env: "sk-123"}}}
 `, []string{`llm.endpoints.small.api_key_env "sk-123": want the name of an environment variable`}},
