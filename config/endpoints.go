@@ -5,10 +5,14 @@ import (
 	"maps"
 	"net/url"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/go-viper/mapstructure/v2"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/nexo-temporal/nexo/api"
 )
@@ -184,4 +188,70 @@ func (c Config) usesDefaultEndpoint() bool {
 		}
 	}
 	return false
+}
+
+// endpointsAsWritten decodes llm.endpoints again from the file itself. Viper splits keys at
+// dots, so a model name with one in prices ("gpt-4.1") would read as nested keys
+// ("prices[gpt-4].1", an unknown key). The file's own reading replaces viper's, and the
+// keys viper could not place under llm.endpoints are dropped from unused; a key the
+// file's reading does not know is reported by its own name. TOML files, and an
+// llm.endpoints from the environment, keep viper's reading.
+func endpointsAsWritten(file string, env map[string]string, cfg *Config, unused *[]string) error {
+	switch strings.ToLower(filepath.Ext(file)) {
+	case "", ".yaml", ".yml", ".json":
+	default:
+		return nil
+	}
+	if env[envName("llm.endpoints")] != "" {
+		return nil
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return fmt.Errorf("read config file %q: %w", file, err)
+	}
+	var raw map[string]any
+	if err := yaml.Unmarshal(data, &raw); err != nil {
+		return nil // viper read it; keep its reading
+	}
+	var list any
+	for k, v := range raw {
+		if strings.EqualFold(k, "llm") {
+			if llm, ok := v.(map[string]any); ok {
+				for k2, v2 := range llm {
+					if strings.EqualFold(k2, "endpoints") {
+						list = v2
+					}
+				}
+			}
+		}
+	}
+	if list == nil {
+		return nil
+	}
+	var eps map[string]Endpoint
+	var md mapstructure.Metadata
+	dec, err := mapstructure.NewDecoder(&mapstructure.DecoderConfig{
+		Result: &eps, WeaklyTypedInput: true, DecodeHook: decodeHook(), Metadata: &md,
+	})
+	if err != nil {
+		return fmt.Errorf("decode llm.endpoints of %q: %w", file, err)
+	}
+	if err := dec.Decode(list); err != nil {
+		return nil // keep viper's reading and its errors
+	}
+	kept := (*unused)[:0]
+	for _, k := range *unused {
+		if !strings.HasPrefix(k, "llm.endpoints[") {
+			kept = append(kept, k)
+		}
+	}
+	for _, k := range md.Unused {
+		kept = append(kept, "llm.endpoints"+strings.ToLower(k))
+	}
+	*unused = kept
+	cfg.LLM.Endpoints = make(map[string]Endpoint, len(eps))
+	for name, e := range eps {
+		cfg.LLM.Endpoints[strings.ToLower(name)] = e
+	}
+	return nil
 }

@@ -165,3 +165,27 @@ func TestReadmeEndpointsExample(t *testing.T) {
 		t.Errorf("agents = %+v", cfg.Agents)
 	}
 }
+
+// Model names with dots (gpt-4.1) are price keys as written, not nested keys.
+func TestEndpointPricesWithDottedModels(t *testing.T) {
+	yaml := `
+llm:
+  base_url: http://127.0.0.1:1/v1
+  endpoints:
+    Small:
+      base_url: http://127.0.0.1:2/v1
+      prices: {"gpt-4.1": {input_per_mtok: 2, output_per_mtok: 8}}
+`
+	cfg, err := Load(LoadOptions{File: writeFile(t, t.TempDir(), "nexo.yaml", yaml), Env: []string{}})
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if p := cfg.Endpoints()["small"].Prices["gpt-4.1"]; p.InputPerMTok != 2 || p.OutputPerMTok != 8 {
+		t.Errorf("small prices = %+v, want gpt-4.1 at 2/8", cfg.Endpoints()["small"].Prices)
+	}
+	typo := strings.Replace(yaml, "prices:", "limts: {requests_per_minute: 5}\n      prices:", 1)
+	if _, err := Load(LoadOptions{File: writeFile(t, t.TempDir(), "nexo.yaml", typo), Env: []string{}}); err == nil ||
+		!strings.Contains(err.Error(), `unknown config key "llm.endpoints[small].limts"`) {
+		t.Errorf("typo: err = %v, want the unknown key named", err)
+	}
+}
