@@ -223,3 +223,41 @@ func recordAgentPaced(t *testing.T, r *recorder) {
 	}
 	r.save(p.dial(), "agent_paced.json", id, "")
 }
+
+// TestSessionOnARateLimitedEndpoint: a session of an agent on a rate-limited endpoint
+// answers from that endpoint, its model calls on the endpoint's task queue.
+func TestSessionOnARateLimitedEndpoint(t *testing.T) {
+	small := fakellm.New(fakellm.Reply{Content: "Hello from the small model."}, fakellm.Reply{Content: "Still small."})
+	big := fakellm.New(fakellm.Reply{Content: "unused"})
+	p := newPlatform(t)
+	p.writeConfig(rateLimitConfig(big.Start(t), small.Start(t), 600))
+	p.start()
+	if out := strings.TrimSpace(p.ok("session", "prompt", "paced", "desk", "Hi.")); out != "Hello from the small model." {
+		t.Fatalf("first reply = %q", out)
+	}
+	if out := strings.TrimSpace(p.ok("session", "prompt", "paced", "desk", "Again.")); out != "Still small." {
+		t.Fatalf("second reply = %q", out)
+	}
+	if len(small.Requests()) != 2 || len(big.Requests()) != 0 {
+		t.Fatalf("small got %d requests, default %d; want 2 and 0", len(small.Requests()), len(big.Requests()))
+	}
+	c := p.dial()
+	it := c.GetWorkflowHistory(context.Background(), "session:paced:desk", "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	calls := 0
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == api.ActivityCompleteChat {
+			calls++
+			if q := a.GetTaskQueue().GetName(); q != api.ModelTaskQueue(api.DefaultTaskQueue, "small") {
+				t.Errorf("session model call on task queue %q", q)
+			}
+		}
+	}
+	if calls != 2 {
+		t.Errorf("session scheduled %d model calls, want 2", calls)
+	}
+	p.ok("session", "close", "paced", "desk")
+}
