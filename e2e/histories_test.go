@@ -166,9 +166,10 @@ var historyScenarios = []struct {
 	// Approval deadlines (version 1 of "approval-deadline"): a call denied by its timer, one
 	// decided before it (the timer cancelled), one escalated and still waiting.
 	{"agent approval deadlines", "deadline_", []string{"agent_timed_out.json", "agent_decided_in_time.json", "agent_escalated_waiting.json"}, recordAgentDeadlines},
-	// An agent on a rate-limited endpoint (version 1 of "model-endpoint-queue"): its model
-	// calls go to the endpoint's task queue (e2e/ratelimit_test.go).
-	{"agent on a rate-limited endpoint", "limits_", []string{"agent_paced.json"}, recordAgentPaced},
+	// An agent and a session on a rate-limited endpoint (version 1 of
+	// "model-endpoint-queue"): their model calls go to the endpoint's task queue
+	// (e2e/ratelimit_test.go).
+	{"agent on a rate-limited endpoint", "limits_", []string{"agent_paced.json", "session_paced_idle.json"}, recordAgentPaced},
 }
 
 // recordAgentDeadlines: scribe under approve with approval_timeout 2s: a write nobody

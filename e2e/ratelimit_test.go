@@ -209,19 +209,27 @@ func TestFleetRateLimit(t *testing.T) {
 
 // recordAgentPaced: the agent "paced" on the rate-limited endpoint "small" (version 1 of
 // "model-endpoint-queue"): a tool call and an answer, both model calls on the endpoint's
-// task queue.
+// task queue; then a session of it, idle after two prompts.
 func recordAgentPaced(t *testing.T, r *recorder) {
-	small := fakellm.New(fakellm.Reply{ToolCalls: []fakellm.Call{globCall("*")}}, fakellm.Reply{Content: "Nothing here."})
+	small := fakellm.New(fakellm.Reply{ToolCalls: []fakellm.Call{globCall("*")}}, fakellm.Reply{Content: "Nothing here."},
+		fakellm.Reply{Content: "Still nothing."})
 	big := fakellm.New(fakellm.Reply{Content: "unused"})
 	p := newPlatform(t)
 	p.writeConfig(rateLimitConfig(big.Start(t), small.Start(t), 600))
 	p.start()
+	c := p.dial()
 	id := strings.TrimSpace(p.ok("agent", "paced", "Look around."))
 	p.waitStatus(id, api.StatusDone)
 	if n := len(small.Requests()); n != 2 {
 		t.Fatalf("the endpoint got %d requests, want 2", n)
 	}
-	r.save(p.dial(), "agent_paced.json", id, "")
+	r.save(c, "agent_paced.json", id, "")
+	// A session on the same endpoint, idle after two prompts.
+	p.ok("session", "prompt", "paced", "desk", "Look around.")
+	p.ok("session", "prompt", "paced", "desk", "And now?")
+	session := "session:paced:desk"
+	waitQuiet(t, c, session, "")
+	r.save(c, "session_paced_idle.json", session, "")
 }
 
 // TestSessionOnARateLimitedEndpoint: a session of an agent on a rate-limited endpoint
