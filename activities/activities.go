@@ -40,6 +40,8 @@ type Activities struct {
 	lookupEnv      func(string) (string, bool) // nil: os.LookupEnv
 	notify         []api.NotifyTarget          // approvals.notify, given to every resolved agent
 	pageURL        string                      // the web page's base URL, for notifications' links
+	endpoints      map[string]*LLM             // llm.endpoints by name (the default endpoint is llm)
+	modelQueues    map[string]string           // endpoint name → task queue of its rate-limited model calls
 }
 
 // Deps are what the activities work with.
@@ -71,6 +73,12 @@ type Deps struct {
 	// PageURL the web page's base URL their links point at (config gateway.url; "" for none).
 	Notify  []api.NotifyTarget
 	PageURL string
+	// Endpoints are the named model endpoints (config llm.endpoints) by name; LLM is the
+	// endpoint "default".
+	Endpoints map[string]*LLM
+	// ModelQueues maps an endpoint with a request rate limit to the task queue of its
+	// model calls (api.ModelTaskQueue); resolved agents carry it (agents.Spec.ModelQueue).
+	ModelQueues map[string]string
 }
 
 // New returns the activities.
@@ -78,7 +86,7 @@ func New(d Deps) *Activities {
 	a := &Activities{store: d.Store, sandboxes: d.Sandboxes, inlineLimit: d.InlineLimit, llm: d.LLM,
 		agents: map[string]agents.Spec{}, fetcher: d.Fetcher, searcher: d.Searcher, shellTimeout: d.ShellTimeout, skillsPath: d.SkillsPath,
 		threads: newThreadCache(), mcpCredentials: d.MCPCredentialsFile, lookupEnv: d.LookupEnv,
-		notify: d.Notify, pageURL: strings.TrimRight(d.PageURL, "/")}
+		notify: d.Notify, pageURL: strings.TrimRight(d.PageURL, "/"), endpoints: d.Endpoints, modelQueues: d.ModelQueues}
 	for _, s := range d.Agents {
 		a.agents[s.Name] = s
 	}

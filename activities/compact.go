@@ -29,7 +29,7 @@ const compactMessageBytes = 4 << 10
 // the oldest turns are summarised by the model, and the thread continues, as a new chain,
 // from the summary plus the most recent messages (see api.CompactThreadRequest).
 func (a *Activities) CompactThread(ctx context.Context, req api.CompactThreadRequest) (api.CompactThreadResult, error) {
-	model, err := a.model("compact thread", req.Model)
+	model, err := a.modelAt("compact thread", req.Endpoint, req.Model)
 	if err != nil {
 		return api.CompactThreadResult{}, err
 	}
@@ -54,7 +54,7 @@ func (a *Activities) CompactThread(ctx context.Context, req api.CompactThreadReq
 		{Role: openai.ChatMessageRoleSystem, Content: compactPrompt},
 		{Role: openai.ChatMessageRoleUser, Content: transcript},
 	}}
-	out, err := a.complete(ctx, model, creq, api.CompleteChatRequest{})
+	out, err := a.complete(ctx, model, creq, api.CompleteChatRequest{Endpoint: req.Endpoint})
 	if err != nil {
 		return api.CompactThreadResult{}, fmt.Errorf("compact thread: summarise %d messages: %w", split, err)
 	}

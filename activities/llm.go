@@ -110,7 +110,7 @@ func retryAfterOf(ctx context.Context) time.Duration {
 // message is built here for every request (agent instructions, then the sandbox's own
 // instructions, then the agent's skills), so the stored thread never carries it.
 func (a *Activities) CompleteChat(ctx context.Context, req api.CompleteChatRequest) (api.CompleteChatResult, error) {
-	model, err := a.model("complete chat", req.Model)
+	model, err := a.modelAt("complete chat", req.Endpoint, req.Model)
 	if err != nil {
 		return api.CompleteChatResult{}, err
 	}
@@ -191,7 +191,7 @@ func (a *Activities) complete(ctx context.Context, model string, creq openai.Cha
 	if req.StreamTo != "" || req.StreamLive {
 		return a.completeStreaming(ctx, model, creq, req)
 	}
-	resp, err := a.llm.client.CreateChatCompletion(ctx, creq)
+	resp, err := a.clientFor(req.Endpoint).CreateChatCompletion(ctx, creq)
 	if err != nil {
 		return api.CompleteChatResult{}, classifyModelError(model, err, retryAfterOf(ctx))
 	}
@@ -213,21 +213,9 @@ func (a *Activities) complete(ctx context.Context, model string, creq openai.Cha
 	return out, nil
 }
 
-// model is the model a call uses (the agent's, else the worker's), or a non-retryable
-// error naming op when this worker has none.
+// model is the model a call to the default endpoint uses (see modelAt).
 func (a *Activities) model(op, agentModel string) (string, error) {
-	if a.llm == nil {
-		return "", temporal.NewNonRetryableApplicationError(
-			op+": this worker has no model configured (set llm.base_url and llm.model)", api.ErrTypeBadInput, nil)
-	}
-	model := agentModel
-	if model == "" {
-		model = a.llm.model
-	}
-	if model == "" {
-		return "", temporal.NewNonRetryableApplicationError(op+": no model: set llm.model or the agent's model", api.ErrTypeBadInput, nil)
-	}
-	return model, nil
+	return a.modelAt(op, "", agentModel)
 }
 
 // withRetryBudget gives spec the worker's model retry budget (llm.retry_for) unless its

@@ -34,7 +34,7 @@ const streamFlushEvery = 150 * time.Millisecond
 func (a *Activities) completeStreaming(ctx context.Context, model string, creq openai.ChatCompletionRequest, req api.CompleteChatRequest) (api.CompleteChatResult, error) {
 	creq.Stream = true
 	creq.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
-	stream, err := a.llm.client.CreateChatCompletionStream(ctx, creq)
+	stream, err := a.clientFor(req.Endpoint).CreateChatCompletionStream(ctx, creq)
 	if err != nil {
 		return api.CompleteChatResult{}, classifyModelError(model, err, retryAfterOf(ctx))
 	}

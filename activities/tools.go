@@ -35,7 +35,7 @@ const (
 // ResolveAgent returns the configured definition of the agent called name.
 func (a *Activities) ResolveAgent(_ context.Context, name string) (agents.Spec, error) {
 	if s, ok := a.agents[name]; ok {
-		return a.withNotify(a.withRetryBudget(s)), nil
+		return a.withEndpoint(a.withNotify(a.withRetryBudget(s))), nil
 	}
 	known := make([]string, 0, len(a.agents))
 	for n := range a.agents {

@@ -28,6 +28,13 @@ type Spec struct {
 	Name string `json:"name" mapstructure:"name" yaml:"name"`
 	// Model overrides llm.model for this agent.
 	Model string `json:"model,omitempty" mapstructure:"model" yaml:"model"`
+	// LLM names the model endpoint (config llm.endpoints) the agent's model calls and
+	// context summaries go to; empty: the endpoint under llm: itself ("default").
+	LLM string `json:"llm,omitempty" mapstructure:"llm" yaml:"llm"`
+	// ModelQueue is the task queue of the agent's model calls when its endpoint has a
+	// request rate limit (api.ModelTaskQueue): the worker fills it when it resolves the
+	// agent (not an agent's own key), so the run keeps it across replays.
+	ModelQueue string `json:"model_queue,omitempty" mapstructure:"-" yaml:"-"`
 	// Instructions start the system prompt.
 	Instructions string `json:"instructions,omitempty" mapstructure:"instructions" yaml:"instructions"`
 	// Permissions decide the agent's tool calls; the zero value is read_only.
@@ -182,6 +189,9 @@ func (s Spec) Validate() error {
 	validateRequires(s.Requires, s.Sandbox.Type, bad)
 	if s.ToolConcurrency < 0 || s.ToolConcurrency > MaxToolConcurrency {
 		bad("tool_concurrency", "%d is not between 1 and %d (0 or 1: one call at a time)", s.ToolConcurrency, MaxToolConcurrency)
+	}
+	if s.LLM != "" && strings.Trim(s.LLM, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_") != "" {
+		bad("llm", "%q is not an endpoint name (letters, digits, - and _; the names under llm.endpoints)", s.LLM)
 	}
 	if s.MaxTurns < 0 {
 		bad("max_turns", "%d is negative", s.MaxTurns)

@@ -106,6 +106,9 @@ type ToolDef struct {
 type CompleteChatRequest struct {
 	// Model overrides the worker's configured model when set.
 	Model string `json:"model,omitempty"`
+	// Endpoint names the model endpoint (config llm.endpoints) the call goes to; empty:
+	// the default endpoint (llm: itself).
+	Endpoint string `json:"endpoint,omitempty"`
 	// System is the agent's instructions. The worker builds the system message for every
 	// request from it, the sandbox's own instructions and Skills, in that order, so the
 	// stored thread never holds (or duplicates) it.
@@ -245,6 +248,9 @@ type CompactThreadRequest struct {
 	MaxTokens  int           `json:"max_tokens"`
 	// ContextTokens estimates the constant part of every request (system, tools).
 	ContextTokens int `json:"context_tokens,omitempty"`
+	// Endpoint names the model endpoint the summary request goes to, as for
+	// CompleteChatRequest.Endpoint: an agent's summaries use its own endpoint.
+	Endpoint string `json:"endpoint,omitempty"`
 }
 
 // CompactThreadResult is the compacted thread and what it took.

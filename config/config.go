@@ -34,6 +34,9 @@
 //	llm.api_key_env          NEXO_LLM_API_KEY_ENV             OPENAI_API_KEY
 //	llm.timeout              NEXO_LLM_TIMEOUT                 5m
 //	llm.retry_for            NEXO_LLM_RETRY_FOR               6h
+//	llm.limits.requests_per_minute NEXO_LLM_LIMITS_REQUESTS_PER_MINUTE 0 (no limit)
+//	llm.limits.tokens_per_minute   NEXO_LLM_LIMITS_TOKENS_PER_MINUTE   0 (refused when set: not supported yet)
+//	llm.endpoints            NEXO_LLM_ENDPOINTS               none (a map name → {base_url, model, api_key_env, timeout, prices, limits}; set it in the file)
 //	agents                   NEXO_AGENTS                      none (a list; set it in the file)
 //	skills_path              NEXO_SKILLS_PATH                 skills
 //	mcp.credentials_file     NEXO_MCP_CREDENTIALS_FILE        .nexo/mcp-credentials.json
@@ -271,6 +274,11 @@ type LLM struct {
 	// provider unreachable) are retried before the run fails (default 6h), for agents
 	// whose definition sets no retry_for. Other 4xx fail at once.
 	RetryFor time.Duration `mapstructure:"retry_for"`
+	// Limits are this (default) endpoint's provider rate limits (see Limits).
+	Limits Limits `mapstructure:"limits"`
+	// Endpoints are further model endpoints by name (see Endpoint); an agent picks one
+	// with `llm: <name>`. These keys (llm.base_url, ...) are the endpoint "default".
+	Endpoints map[string]Endpoint `mapstructure:"endpoints"`
 }
 
 // APIKey reads the model API key from the environment variable LLM.APIKeyEnv names.

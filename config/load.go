@@ -96,6 +96,11 @@ func Load(opts LoadOptions) (Config, error) {
 		dc.Metadata = &md
 		dc.DecodeHook = decodeHook()
 	})
+	if file != "" {
+		if err := endpointsAsWritten(file, env, &cfg, &md.Unused); err != nil { // config/endpoints.go
+			return Config{}, err
+		}
+	}
 	// Only the file can carry keys Config lacks: the environment and flags are looked up
 	// by known key. Report them before any decode error, since a typo is the likelier fault.
 	if len(md.Unused) > 0 {

@@ -170,6 +170,7 @@ func (c Config) Validate() error {
 	if l.Timeout < time.Second {
 		bad("llm.timeout", l.Timeout, "want at least 1s")
 	}
+	errs = append(errs, c.validateEndpoints()...)
 
 	// agents
 	seen := map[string]bool{}
@@ -207,8 +208,8 @@ func (c Config) Validate() error {
 			bad(fmt.Sprintf("agents[%s].web_search", orIndex(ag.Name, i)), true, "needs a search backend: set search.url")
 		}
 	}
-	if len(c.Agents) > 0 && l.BaseURL == "" {
-		bad("llm.base_url", l.BaseURL, "required when agents are configured")
+	if c.usesDefaultEndpoint() && l.BaseURL == "" {
+		bad("llm.base_url", l.BaseURL, "required when agents are configured (an agent without llm: calls the default endpoint)")
 	}
 
 	// gateway

@@ -170,6 +170,10 @@ var historyScenarios = []struct {
 	// turn with thinking ("thinking-events") and a plan ("plan-tool"): e2e/toolpar_test.go.
 	{"agent parallel tools with a gated call", toolsFixturePrefix, []string{"agent_parallel_gated.json"}, recordToolsParallelGated},
 	{"session thinking and plan", toolsFixturePrefix, []string{"session_thinking_plan.json"}, recordToolsSessionThinkingPlan},
+	// An agent and a session on a rate-limited endpoint (version 1 of
+	// "model-endpoint-queue"): their model calls go to the endpoint's task queue
+	// (e2e/ratelimit_test.go).
+	{"agent on a rate-limited endpoint", "limits_", []string{"agent_paced.json", "session_paced_idle.json"}, recordAgentPaced},
 }
 
 // recordAgentDeadlines: scribe under approve with approval_timeout 2s: a write nobody

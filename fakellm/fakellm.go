@@ -160,6 +160,7 @@ type Server struct {
 	sizes    []RequestSize
 	seen     map[int]int      // reply index (standing reply i: -1-i) → requests answered
 	order    map[[32]byte]int // BySequence: request body's sha256 → reply index
+	limit    *rateLimit       // LimitRate (ratelimit.go); nil: no limit
 }
 
 // task is the sequence of the replies sharing one Prompt; its replies' keys in seen are
@@ -291,6 +292,9 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost || r.URL.Path != "/v1/chat/completions" {
 		writeError(w, http.StatusNotFound, "fake model serves only POST /v1/chat/completions")
+		return
+	}
+	if s.limited(w) {
 		return
 	}
 	body, err := io.ReadAll(r.Body)

@@ -179,6 +179,7 @@ func (p *Platform) Run(ctx context.Context) error {
 		deps.LLM = activities.NewLLM(activities.LLMConfig{BaseURL: cfg.LLM.BaseURL, Model: cfg.LLM.Model,
 			APIKey: cfg.LLM.APIKey(p.getenv), Timeout: cfg.LLM.Timeout, RetryFor: cfg.LLM.RetryFor})
 	}
+	deps.Endpoints, deps.ModelQueues = modelEndpoints(cfg, p.getenv)
 	acts := activities.New(deps)
 	acts.Register(w)
 	defer func() {
@@ -195,6 +196,11 @@ func (p *Platform) Run(ctx context.Context) error {
 		return fmt.Errorf("start worker on task queue %s: %w", cfg.Temporal.TaskQueue, err)
 	}
 	defer w.Stop()
+	stopModelWorkers, err := startModelWorkers(tc, cfg, acts, identity, stdout)
+	if err != nil {
+		return err
+	}
+	defer stopModelWorkers()
 	agentNames := make([]string, len(cfg.Agents))
 	for i, a := range cfg.Agents {
 		agentNames[i] = a.Name

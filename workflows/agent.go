@@ -165,7 +165,7 @@ func (rt *runtime) agentLoop(ctx workflow.Context, spec agents.Spec, tools tools
 	defer func() { rt.agent = prevAgent }()
 	rt.notify.use(spec)
 	defs := tools.defs()
-	mctx := workflow.WithActivityOptions(ctx, modelCallOptions(spec))
+	mctx := workflow.WithActivityOptions(ctx, modelCallOptionsFor(ctx, spec))
 	for turn := 1; ; turn++ {
 		if turn > spec.Turns() {
 			rt.emit(ctx, "turn_limit_exceeded", map[string]int{"turns": turn - 1, "max_turns": spec.Turns()})
@@ -176,7 +176,7 @@ func (rt *runtime) agentLoop(ctx workflow.Context, spec agents.Spec, tools tools
 		if err := rt.compact(ctx, spec, conv); err != nil {
 			return res, wrap(err, "agent %s: compact the thread before model call %d", spec.Name, turn)
 		}
-		req := api.CompleteChatRequest{Model: spec.Model, RunID: rt.rec.ID, Sandbox: spec.Sandbox}
+		req := api.CompleteChatRequest{Model: spec.Model, RunID: rt.rec.ID, Sandbox: spec.Sandbox, Endpoint: spec.LLM}
 		conv.request(&req, spec, skills, defs, callTag)
 		switch {
 		case style.streamTo != "" && conv.byRef:

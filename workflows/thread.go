@@ -156,10 +156,10 @@ func (rt *runtime) compact(ctx workflow.Context, spec agents.Spec, c *conversati
 		return nil
 	}
 	req := api.CompactThreadRequest{RunID: rt.rec.ID, Model: spec.Model, Thread: c.ref, Messages: c.pending,
-		KeepRecent: spec.Context.Recent(), MaxTokens: limit, ContextTokens: c.ctxTokens}
+		KeepRecent: spec.Context.Recent(), MaxTokens: limit, ContextTokens: c.ctxTokens, Endpoint: spec.LLM}
 	var res api.CompactThreadResult
 	// One summary request: a provider hiccup is retried like a model call.
-	cctx := workflow.WithActivityOptions(ctx, modelCallOptions(spec))
+	cctx := workflow.WithActivityOptions(ctx, modelCallOptionsFor(ctx, spec))
 	if err := workflow.ExecuteActivity(cctx, api.ActivityCompactThread, req).Get(ctx, &res); err != nil {
 		return err
 	}
