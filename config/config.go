@@ -34,6 +34,7 @@
 //	llm.api_key_env          NEXO_LLM_API_KEY_ENV             OPENAI_API_KEY
 //	llm.timeout              NEXO_LLM_TIMEOUT                 5m
 //	llm.retry_for            NEXO_LLM_RETRY_FOR               6h
+//	llm.prices               NEXO_LLM_PRICES                  none (a map {<model>: {input_per_mtok, output_per_mtok}}; set it in the file)
 //	agents                   NEXO_AGENTS                      none (a list; set it in the file)
 //	skills_path              NEXO_SKILLS_PATH                 skills
 //	mcp.credentials_file     NEXO_MCP_CREDENTIALS_FILE        .nexo/mcp-credentials.json
@@ -271,6 +272,11 @@ type LLM struct {
 	// provider unreachable) are retried before the run fails (default 6h), for agents
 	// whose definition sets no retry_for. Other 4xx fail at once.
 	RetryFor time.Duration `mapstructure:"retry_for"`
+	// Prices are what each model costs (USD per million tokens), by model name as the
+	// agents and llm.model name it: the worker prices every model call with them (usage
+	// and cost in the run record, budgets' max_cost). A model with no price has its
+	// tokens counted and no cost. See prices.go.
+	Prices map[string]ModelPrice `mapstructure:"prices"`
 }
 
 // APIKey reads the model API key from the environment variable LLM.APIKeyEnv names.

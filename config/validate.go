@@ -170,6 +170,7 @@ func (c Config) Validate() error {
 	if l.Timeout < time.Second {
 		bad("llm.timeout", l.Timeout, "want at least 1s")
 	}
+	validatePrices("llm.prices", l.Prices, bad)
 
 	// agents
 	seen := map[string]bool{}

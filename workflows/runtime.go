@@ -136,6 +136,8 @@ type runtime struct {
 	inboxV       *workflow.Version
 
 	notify notifier // receivers of approval notifications (notify.go)
+
+	budget budgetState // the agents' budgets: version, raises (budget.go)
 }
 
 func start(ctx workflow.Context, name string, payload json.RawMessage, ro *api.RunOptions, opts Options) (*runtime, workflow.Context) {

@@ -83,6 +83,7 @@ func Session(ctx workflow.Context, in api.SessionInput) (api.SessionCarry, error
 			}
 		}
 		rt.stamps = s.carry.Stamps
+		rt.restoreBudget(s.carry)
 	}
 	s.carry.Runs++
 	byRef := rt.threadVersion(ctx) >= 1
@@ -257,6 +258,7 @@ func (s *session) snapshot(rt *runtime) api.SessionCarry {
 	} else {
 		c.Thread = s.conv.thread
 	}
+	rt.carryBudget(&c)
 	c.Segments = nil
 	for _, a := range rt.rec.Artifacts {
 		if strings.HasPrefix(a.Name, "stream-") {
