@@ -107,3 +107,21 @@ func priceKeysRead(file string, unused []string) []string {
 	}
 	return kept
 }
+
+// validateBudgetPrices: an agent whose budget bounds cost needs a price for its model,
+// else its calls cost nothing the bound can see and it would never pause.
+func validateBudgetPrices(c Config, bad func(field string, value any, problem string, args ...any)) {
+	for i, ag := range c.Agents {
+		if ag.Budget.MaxCost <= 0 && ag.Budget.SessionMaxCost <= 0 {
+			continue
+		}
+		model := ag.Model
+		if model == "" {
+			model = c.LLM.Model
+		}
+		if _, ok := c.LLM.Prices[model]; !ok {
+			bad(fmt.Sprintf("agents[%s].budget", orIndex(ag.Name, i)), nil,
+				"max_cost needs a price for model %q in llm.prices (without one its calls have no cost and the bound never applies)", model)
+		}
+	}
+}

@@ -171,6 +171,7 @@ func (c Config) Validate() error {
 		bad("llm.timeout", l.Timeout, "want at least 1s")
 	}
 	validatePrices("llm.prices", l.Prices, bad)
+	validateBudgetPrices(c, bad)
 
 	// agents
 	seen := map[string]bool{}
