@@ -182,7 +182,11 @@ func (r *RunUsage) Clone() *RunUsage {
 
 // Summary is one line for people: "3 calls, 1200 tokens (900 in, 300 out), $0.0042".
 func (s UsageSum) Summary() string {
-	return fmt.Sprintf("%d calls, %d tokens (%d in, %d out), %s", s.Calls, s.TotalTokens, s.PromptTokens, s.CompletionTokens, s.CostText())
+	calls := "calls"
+	if s.Calls == 1 {
+		calls = "call"
+	}
+	return fmt.Sprintf("%d %s, %d tokens (%d in, %d out), %s", s.Calls, calls, s.TotalTokens, s.PromptTokens, s.CompletionTokens, s.CostText())
 }
 
 // Breakdown renders a map of sums as "name: summary" lines, sorted by name.

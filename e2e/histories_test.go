@@ -166,6 +166,9 @@ var historyScenarios = []struct {
 	// Approval deadlines (version 1 of "approval-deadline"): a call denied by its timer, one
 	// decided before it (the timer cancelled), one escalated and still waiting.
 	{"agent approval deadlines", "deadline_", []string{"agent_timed_out.json", "agent_decided_in_time.json", "agent_escalated_waiting.json"}, recordAgentDeadlines},
+	// Budgets (version 1 of "agent-budget"): a run raised then done, one denied (done), one
+	// still paused on its budget (e2e/budget_test.go).
+	{"agent budget", "budget_", []string{"agent_raised_done.json", "agent_denied_done.json", "agent_suspended_on_budget.json"}, recordAgentBudget},
 }
 
 // recordAgentDeadlines: scribe under approve with approval_timeout 2s: a write nobody
