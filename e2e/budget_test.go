@@ -88,13 +88,13 @@ func TestBudgetEndToEnd(t *testing.T) {
 
 	denied := strings.TrimSpace(p.ok("agent", "counter", "Count them again."))
 	p.waitStatus(denied, api.StatusSuspended)
-	if out := p.ok("deny", denied, "--reason", "enough counting"); !strings.Contains(out, "denied more budget to run "+denied) {
+	if out := p.ok("deny", denied, "--reason", "enough for today"); !strings.Contains(out, "denied more budget to run "+denied) {
 		t.Errorf("deny: %s", out)
 	}
 	rec = p.waitStatus(denied, api.StatusDone)
 	res = api.AgentResult{}
 	if err := json.Unmarshal(rec.Result, &res); err != nil || res.Stopped != "budget" ||
-		!strings.HasPrefix(res.Content, "Stopped at its budget: agent counter used") || !strings.HasSuffix(res.Content, "a human denied more: enough counting.") {
+		!strings.HasPrefix(res.Content, "Stopped at its budget: agent counter used") || !strings.HasSuffix(res.Content, "a human denied more: enough for today.") {
 		t.Errorf("denied run's result %s (%v)", rec.Result, err)
 	}
 	if countEvents(rec, api.EventBudgetDenied) != 1 || rec.Error != nil {
@@ -115,7 +115,7 @@ func TestBudgetEndToEnd(t *testing.T) {
 			api.UsageSum
 		}
 	}
-	if err := json.Unmarshal([]byte(p.ok("usage", "--by", "model", "--since", "1h", "--json")), &rep); err != nil {
+	if err := json.Unmarshal([]byte(p.ok("usage", "--since", "24h", "--by", "model", "--json")), &rep); err != nil {
 		t.Fatal(err)
 	}
 	if rep.By != "model" || rep.Runs != 2 || rep.Total.Calls != 3 || len(rep.Rows) != 1 || rep.Rows[0].Name != "fake-model" ||
@@ -148,7 +148,7 @@ func recordAgentBudget(t *testing.T, r *recorder) {
 
 	denied := strings.TrimSpace(p.ok("agent", "counter", "Count them again."))
 	p.waitStatus(denied, api.StatusSuspended)
-	p.ok("deny", denied, "--reason", "enough counting")
+	p.ok("deny", denied, "--reason", "enough for today")
 	p.waitStatus(denied, api.StatusDone)
 
 	waiting := strings.TrimSpace(p.ok("agent", "counter", "Count them once more."))
