@@ -35,8 +35,9 @@ func budgetModel() *fakellm.Server {
 // TestBudgetEndToEnd, through the real worker and starter: a run that spent its budget
 // suspends with a budget pause (show, approvals); approve without a raise is refused;
 // `approve --budget +N` lets it finish, with usage and cost in `show`; a second run is
-// denied and ends done with a result saying it stopped at its budget; `starter usage`
-// sums both runs, by agent and by model, and refuses a bad time.
+// denied and ends done with a result saying it stopped at its budget; a third is raised
+// through the HTTP API; `starter usage` sums the three, by agent and by model, and refuses
+// a bad time.
 func TestBudgetEndToEnd(t *testing.T) {
 	model := budgetModel()
 	p := newPlatform(t)
@@ -101,8 +102,26 @@ func TestBudgetEndToEnd(t *testing.T) {
 		t.Errorf("denied run: %d budget_denied, error %v", countEvents(rec, api.EventBudgetDenied), rec.Error)
 	}
 
+	// The same pause through the HTTP API: a decision without a raise is refused (409, the
+	// run's reason); one with a raise goes on; the record the API returns carries the usage.
+	viaAPI := strings.TrimSpace(p.ok("agent", "counter", "Count them through the API."))
+	p.waitStatus(viaAPI, api.StatusSuspended)
+	g := gateway(t, p)
+	if status, b := g.call("POST", "/v1/runs/"+viaAPI+"/approvals/budget-2", map[string]any{"action": "approve"}); status != 409 || !strings.Contains(string(b), "approve it with a raise") {
+		t.Errorf("API approve without a raise: %d %s", status, b)
+	}
+	if status, b := g.call("POST", "/v1/runs/"+viaAPI+"/approvals/budget-2", map[string]any{"action": "approve", "budget": map[string]any{"tokens": 1000}, "by": "ada"}); status != 202 || !strings.Contains(string(b), "raised the budget") {
+		t.Errorf("API approve with a raise: %d %s", status, b)
+	}
+	p.waitStatus(viaAPI, api.StatusDone)
+	status, b := g.call("GET", "/v1/runs/"+viaAPI, nil)
+	var viaRec api.Record
+	if err := json.Unmarshal(b, &viaRec); status != 200 || err != nil || viaRec.Usage == nil || viaRec.Usage.Calls != 2 || viaRec.Usage.Cost <= 0 {
+		t.Errorf("GET /v1/runs/%s: %d usage %+v (%v)", viaAPI, status, viaRec.Usage, err)
+	}
+
 	out := p.ok("usage")
-	if !strings.Contains(out, "counter") || !strings.Contains(out, "2 runs (all time)") {
+	if !strings.Contains(out, "counter") || !strings.Contains(out, "3 runs (all time)") {
 		t.Errorf("usage:\n%s", out)
 	}
 	var rep struct {
@@ -118,8 +137,8 @@ func TestBudgetEndToEnd(t *testing.T) {
 	if err := json.Unmarshal([]byte(p.ok("usage", "--since", "24h", "--by", "model", "--json")), &rep); err != nil {
 		t.Fatal(err)
 	}
-	if rep.By != "model" || rep.Runs != 2 || rep.Total.Calls != 3 || len(rep.Rows) != 1 || rep.Rows[0].Name != "fake-model" ||
-		rep.Rows[0].Runs != 2 || rep.Rows[0].Calls != 3 || rep.Total.Cost <= rec.Usage.Cost {
+	if rep.By != "model" || rep.Runs != 3 || rep.Total.Calls != 5 || len(rep.Rows) != 1 || rep.Rows[0].Name != "fake-model" ||
+		rep.Rows[0].Runs != 3 || rep.Rows[0].Calls != 5 || rep.Total.Cost <= rec.Usage.Cost {
 		t.Errorf("usage --by model --json = %+v", rep)
 	}
 	if r := p.starter("usage", "--until", "2000-01-01", "--json"); r.code != 0 || !strings.Contains(r.stdout, `"runs": 0`) {

@@ -157,7 +157,7 @@ func waitRun(ctx context.Context, e *env, rc *runs.Client, id string, afterSeq i
 			}
 			last = ev.Seq
 			fmt.Fprintf(e.stderr, "  %s\n", eventLine(ev))
-			if ev.Type == "suspended" || ev.Type == "approval_requested" {
+			if ev.Type == "suspended" || ev.Type == "approval_requested" || ev.Type == api.EventBudgetExceeded {
 				suspendedAgain = true
 			}
 		}
