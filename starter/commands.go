@@ -580,8 +580,8 @@ func decide(action string) func(ctx context.Context, e *env, fs *pflag.FlagSet, 
 }
 
 func approveCmd() *command {
-	return &command{name: "approve", args: "<run-id> [--call ID] [--args JSON] [--always]",
-		summary: "Approve what a suspended run waits for: a pending tool call (as is, or with edited --args), or the workflow's own pause.",
+	return &command{name: "approve", args: "<run-id> [--call ID] [--args JSON] [--always] [--budget +N|+$X]",
+		summary: "Approve what a suspended run waits for: a pending tool call (as is, or with edited --args), a budget pause (with a --budget raise), or the workflow's own pause.",
 		flags:   decideFlags(api.DecideApprove), run: decide(api.DecideApprove)}
 }
 

@@ -255,6 +255,12 @@ func (rt *runtime) checkBudgetDecision(req api.DecideRequest) (err error, handle
 	w := rt.pending
 	onBudget := w != nil && w.decision == nil && w.budget != nil && req.CallID == w.callID
 	if !onBudget {
+		if how, ok := rt.decided[req.CallID]; ok && req.Budget != nil {
+			return fmt.Errorf("%s was already decided (%s)", req.CallID, how), true
+		}
+		if w != nil && w.budget != nil && w.callID == req.CallID {
+			return fmt.Errorf("%s was already decided", req.CallID), true
+		}
 		if req.Budget != nil {
 			return fmt.Errorf("a budget raise goes with a budget pause only, and %q is none (pending: %s)", req.CallID, rt.pendingName()), true
 		}

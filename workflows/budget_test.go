@@ -91,7 +91,7 @@ func TestBudgetSuspendsThenRaiseFinishes(t *testing.T) {
 	var (
 		waiting   api.Record
 		refusals  []*decideOutcome
-		ok        *decideOutcome
+		ok, twice *decideOutcome
 		callsThen int
 		signalled int
 	)
@@ -116,6 +116,8 @@ func TestBudgetSuspendsThenRaiseFinishes(t *testing.T) {
 		a, _ := pendingBudget(t, queryRecord(t, env))
 		ok = update(env, api.DecideRequest{CallID: a.CallID, Action: api.DecideApprove, ArgsSHA256: a.ArgsSHA256,
 			Budget: &api.BudgetRaise{Tokens: 100}, By: "ada"})
+		twice = update(env, api.DecideRequest{CallID: a.CallID, Action: api.DecideApprove, ArgsSHA256: a.ArgsSHA256,
+			Budget: &api.BudgetRaise{Tokens: 100}})
 	}, 2*time.Hour)
 	env.ExecuteWorkflow(api.WorkflowAgentRun, agentInput(t, "scribe"))
 	if err := env.GetWorkflowError(); err != nil {
@@ -147,6 +149,9 @@ func TestBudgetSuspendsThenRaiseFinishes(t *testing.T) {
 	}
 	if ok == nil || !ok.done || ok.err != nil || ok.res.Budget == nil || ok.res.Budget.Tokens != 100 || ok.res.Tool != api.CapabilityBudget {
 		t.Fatalf("raise: %+v", ok)
+	}
+	if twice == nil || twice.err == nil || !strings.Contains(twice.err.Error(), "budget-3 was already decided (raised by +100 tokens by ada)") {
+		t.Errorf("second raise: %+v", twice)
 	}
 	var res api.AgentResult
 	if err := env.GetWorkflowResult(&res); err != nil {
