@@ -251,6 +251,8 @@ type CompactThreadResult struct {
 	// apart from Messages.
 	Summarised int   `json:"summarised"`
 	Usage      Usage `json:"usage"`
+	// Model is the model that wrote the summary, as the provider names it (usage by model).
+	Model string `json:"model,omitempty"`
 }
 
 // CollectOutputsRequest asks which sandbox files match an agent's `produces` patterns.

@@ -326,3 +326,13 @@ func orModel(answered, asked string) string {
 	}
 	return asked
 }
+
+// countCompaction adds a compaction's summary request to the run's usage (the record's,
+// hence the run's and the session's budgets; not a session turn's).
+func (rt *runtime) countCompaction(spec agents.Spec, res api.CompactThreadResult) {
+	if res.Usage.TotalTokens == 0 && res.Usage.Cost == 0 {
+		return
+	}
+	var ignored api.Usage
+	rt.countUsage(spec.Name, orModel(res.Model, spec.Model), res.Usage, &ignored, true)
+}

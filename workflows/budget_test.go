@@ -376,3 +376,36 @@ func TestBudgetSpecValidation(t *testing.T) {
 		t.Errorf("valid budget refused: %v", err)
 	}
 }
+
+// TestCompactionCountsInUsage: a compaction's summary request is in the run's usage,
+// under the model that wrote it, with its cost.
+func TestCompactionCountsInUsage(t *testing.T) {
+	env := newEnv(t)
+	spec := agents.Spec{Name: "reader", Permissions: permissions.Policy{Mode: permissions.ModeAuto},
+		Context: api.ContextPolicy{MaxTokens: 5_000, KeepRecent: 2}}
+	f := &agentFakes{spec: spec, script: []api.ChatMessage{toolReply(call("read_file", `{"path":"a"}`)), text("done")}}
+	f.register(env)
+	calls := 0
+	model := fullThread(func(context.Context, api.CompleteChatRequest) (api.CompleteChatResult, error) {
+		calls++
+		return api.CompleteChatResult{Message: f.script[calls-1], Model: "chat", Usage: api.Usage{PromptTokens: 100, TotalTokens: 100}}, nil
+	})
+	env.RegisterActivityWithOptions(model, activity.RegisterOptions{Name: api.ActivityCompleteChat})
+	env.RegisterActivityWithOptions(func(_ context.Context, req api.RunToolRequest) (api.RunToolResult, error) {
+		return api.RunToolResult{Content: "preview", ContentRef: memBlob(strings.Repeat("z", 40_000)), ContentBytes: 40_000}, nil
+	}, activity.RegisterOptions{Name: api.ActivityRunTool})
+	env.RegisterActivityWithOptions(func(_ context.Context, req api.CompactThreadRequest) (api.CompactThreadResult, error) {
+		return api.CompactThreadResult{Thread: api.ThreadRef{Head: req.Thread.Head, Messages: 3, Tokens: 900},
+			TokensBefore: 10_050, TokensAfter: 900, Summarised: 1, Model: "summarizer",
+			Usage: api.Usage{PromptTokens: 300, CompletionTokens: 50, TotalTokens: 350, Cost: 0.01, Priced: true}}, nil
+	}, activity.RegisterOptions{Name: api.ActivityCompactThread})
+	env.ExecuteWorkflow(api.WorkflowAgentRun, agentInput(t, "reader"))
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	u := queryRecord(t, env).Usage
+	if u == nil || u.Calls != 3 || u.TotalTokens != 550 || u.Cost != 0.01 || u.UnpricedCalls != 2 ||
+		u.ByModel["summarizer"].TotalTokens != 350 || u.ByModel["chat"].Calls != 2 || u.ByAgent["reader"].Calls != 3 {
+		t.Errorf("usage = %+v", u)
+	}
+}
