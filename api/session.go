@@ -146,6 +146,8 @@ type SessionView struct {
 	// StreamOffset is the seq of the newest activity-stream event.
 	StreamOffset int64 `json:"stream_offset"`
 	Runs         int   `json:"runs"`
+	// Usage sums every model call of the session, across its turns and runs.
+	Usage *RunUsage `json:"usage,omitempty"`
 }
 
 // StreamChunk is the payload of SignalStream.

@@ -331,6 +331,11 @@ func TestBudgetSessionTurnAndSession(t *testing.T) {
 	if rec := queryRecord(t, env); rec.Usage == nil || rec.Usage.TotalTokens != 75 {
 		t.Errorf("session record usage = %+v", rec.Usage)
 	}
+	v, err := env.QueryWorkflow(api.QuerySession)
+	var view api.SessionView
+	if err != nil || v.Get(&view) != nil || view.Usage == nil || view.Usage.TotalTokens != 75 || view.Turns[0].Usage.TotalTokens != 45 {
+		t.Errorf("session view usage = %+v (%v)", view.Usage, err)
+	}
 }
 
 // TestBudgetSessionCarriesUsage: a session that continues as new starts from its

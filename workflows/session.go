@@ -308,7 +308,7 @@ func (s *session) archive(ctx workflow.Context, rt *runtime) (api.SessionCarry, 
 func (s *session) view(rt *runtime) api.SessionView {
 	return api.SessionView{ID: rt.rec.ID, Agent: s.in.Agent, Instance: s.in.Instance, Status: rt.rec.Status,
 		Turns: s.carry.Turns, TurnCount: s.carry.TurnCount(), Messages: s.conv.view(), MessageCount: s.conv.count(),
-		StreamOffset: rt.lastSeq(), Runs: s.carry.Runs}
+		StreamOffset: rt.lastSeq(), Runs: s.carry.Runs, Usage: rt.rec.Usage.Clone()}
 }
 
 // sessionTurnsKept bounds the turns a session's materialised history keeps (and carries).
