@@ -58,6 +58,7 @@ func (a *Activities) CompactThread(ctx context.Context, req api.CompactThreadReq
 	if err != nil {
 		return api.CompactThreadResult{}, fmt.Errorf("compact thread: summarise %d messages: %w", split, err)
 	}
+	a.priceAt(req.Endpoint, model, out.Model, &out.Usage)
 	summary := strings.TrimSpace(out.Message.Content)
 	if summary == "" {
 		return api.CompactThreadResult{}, fmt.Errorf("compact thread: the model returned an empty summary of %d messages", split)
@@ -67,7 +68,7 @@ func (a *Activities) CompactThread(ctx context.Context, req api.CompactThreadReq
 	if err != nil {
 		return api.CompactThreadResult{}, err
 	}
-	return api.CompactThreadResult{Thread: ref, TokensBefore: before, TokensAfter: ref.Tokens, Summarised: split, Usage: out.Usage}, nil
+	return api.CompactThreadResult{Thread: ref, TokensBefore: before, TokensAfter: ref.Tokens, Summarised: split, Usage: out.Usage, Model: out.Model}, nil
 }
 
 func isSummary(m api.ChatMessage) bool {

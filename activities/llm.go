@@ -14,6 +14,7 @@ import (
 
 	"github.com/nexo-temporal/nexo/agents"
 	"github.com/nexo-temporal/nexo/api"
+	"github.com/nexo-temporal/nexo/config"
 )
 
 // LLM is the worker's model endpoint: any OpenAI-compatible chat completions API (OpenAI,
@@ -23,6 +24,7 @@ type LLM struct {
 	client   *openai.Client
 	model    string
 	retryFor time.Duration
+	prices   map[string]config.ModelPrice // llm.prices (cost.go)
 }
 
 // LLMConfig configures NewLLM.
@@ -36,6 +38,9 @@ type LLMConfig struct {
 	// retry_for (config llm.retry_for); ResolveAgent records it in the agent's spec, so
 	// the workflow gets it deterministically. Zero: the workflows' DefaultRetryFor.
 	RetryFor time.Duration
+	// Prices are what each model costs (config llm.prices): every call's usage gets its
+	// cost from them (cost.go).
+	Prices map[string]config.ModelPrice
 }
 
 // NewLLM returns the model client. go-openai does not retry on its own; Temporal retries
@@ -48,7 +53,7 @@ func NewLLM(c LLMConfig) *LLM {
 		timeout = 5 * time.Minute
 	}
 	cfg.HTTPClient = &http.Client{Timeout: timeout, Transport: retryAfterTransport{reasoningTransport{http.DefaultTransport}}}
-	return &LLM{client: openai.NewClientWithConfig(cfg), model: c.Model, retryFor: c.RetryFor}
+	return &LLM{client: openai.NewClientWithConfig(cfg), model: c.Model, retryFor: c.RetryFor, prices: copyPrices(c.Prices)}
 }
 
 // retryAfterKey carries a *time.Duration in a request's context: retryAfterTransport sets
@@ -159,6 +164,7 @@ func (a *Activities) CompleteChat(ctx context.Context, req api.CompleteChatReque
 	if out, err = a.offloadReasoning(ctx, out); err != nil {
 		return api.CompleteChatResult{}, err
 	}
+	a.priceAt(req.Endpoint, model, out.Model, &out.Usage)
 	if req.StoreContext {
 		out.Context = ctxName
 	}

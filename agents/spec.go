@@ -87,6 +87,9 @@ type Spec struct {
 	// URLs and the names of the environment variables holding the secrets: the spec is
 	// recorded in history.
 	Notify []api.NotifyTarget `json:"notify,omitempty" mapstructure:"-" yaml:"-"`
+	// Budget bounds the tokens and cost the agent spends before a human decides whether
+	// it goes on (see api.Budget). Zero: no bound.
+	Budget api.Budget `json:"budget,omitzero" mapstructure:"budget" yaml:"budget"`
 }
 
 // Turns is MaxTurns or the default.
@@ -208,6 +211,9 @@ func (s Spec) Validate() error {
 		bad("context.keep_recent", "%d is negative", c.KeepRecent)
 	case c.KeepRecent > 0 && c.MaxTokens == 0:
 		bad("context.keep_recent", "is set but context.max_tokens is not")
+	}
+	for _, msg := range s.Budget.Validate() {
+		errs = append(errs, errors.New(msg))
 	}
 	return errors.Join(errs...)
 }

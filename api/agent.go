@@ -164,6 +164,11 @@ type Usage struct {
 	PromptTokens     int `json:"prompt_tokens"`
 	CompletionTokens int `json:"completion_tokens"`
 	TotalTokens      int `json:"total_tokens"`
+	// Cost is the call's price in USD from the worker's llm.prices (budget.go), and
+	// Priced says the model had a price: a call of an unpriced model has no cost (unknown,
+	// not zero). Sums carry both (a sum's Priced: every call was priced).
+	Cost   float64 `json:"cost,omitempty"`
+	Priced bool    `json:"priced,omitempty"`
 }
 
 // CompleteChatResult is the model's reply.
@@ -263,6 +268,8 @@ type CompactThreadResult struct {
 	// apart from Messages.
 	Summarised int   `json:"summarised"`
 	Usage      Usage `json:"usage"`
+	// Model is the model that wrote the summary, as the provider names it (usage by model).
+	Model string `json:"model,omitempty"`
 }
 
 // CollectOutputsRequest asks which sandbox files match an agent's `produces` patterns.
@@ -296,6 +303,9 @@ type AgentResult struct {
 	Content string `json:"content"`
 	Turns   int    `json:"turns"`
 	Usage   Usage  `json:"usage"`
+	// Stopped says why the agent ended without a final answer of the model: "budget"
+	// when a human denied raising its budget (Content then says so).
+	Stopped string `json:"stopped,omitempty"`
 }
 
 // EstimateTokens estimates the tokens msgs take in a model request: about four bytes a

@@ -20,6 +20,9 @@ type Record struct {
 	Artifacts []Artifact                 `json:"artifacts"`
 	CreatedAt time.Time                  `json:"created_at"`
 	UpdatedAt time.Time                  `json:"updated_at"`
+	// Usage sums the run's model calls (tokens and cost, by agent and model); nil for a
+	// run that made none. The runtime keeps it current; see RunUsage.
+	Usage *RunUsage `json:"usage,omitempty"`
 	// Warning, set by clients and never by the workflow, says the record is incomplete
 	// and why: a closed run that stored no record (closed before records were stored, or
 	// terminated) and that no worker could replay is rebuilt from history, which holds no

@@ -95,6 +95,10 @@ type SessionCarry struct {
 	Segments []Artifact `json:"segments,omitempty"`
 	// Runs counts the workflow runs the session has had.
 	Runs int `json:"runs"`
+	// Usage sums every model call of the session so far (the record's usage), and
+	// BudgetRaised what humans added to its session_max_tokens / session_max_cost.
+	Usage        *RunUsage    `json:"usage,omitempty"`
+	BudgetRaised *BudgetRaise `json:"budget_raised,omitempty"`
 }
 
 // TurnCount is the number of turns the session has had.
@@ -142,6 +146,8 @@ type SessionView struct {
 	// StreamOffset is the seq of the newest activity-stream event.
 	StreamOffset int64 `json:"stream_offset"`
 	Runs         int   `json:"runs"`
+	// Usage sums every model call of the session, across its turns and runs.
+	Usage *RunUsage `json:"usage,omitempty"`
 }
 
 // StreamChunk is the payload of SignalStream.

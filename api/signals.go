@@ -75,6 +75,9 @@ type DecideRequest struct {
 	Always bool `json:"always,omitempty"`
 	// By names who decided (a user or token name, never a secret).
 	By string `json:"by,omitempty"`
+	// Budget, with DecideApprove of a budget pause (capability CapabilityBudget) only,
+	// is what the reached bound is raised by; a budget pause is approved with nothing else.
+	Budget *BudgetRaise `json:"budget,omitempty"`
 }
 
 // DecideResult is what UpdateDecide returns: the decision as the run recorded it.
@@ -88,6 +91,8 @@ type DecideResult struct {
 	Always     bool            `json:"always,omitempty"`
 	By         string          `json:"by,omitempty"`
 	At         time.Time       `json:"at"`
+	// Budget is the raise a budget pause was approved with.
+	Budget *BudgetRaise `json:"budget,omitempty"`
 }
 
 // ArgsSHA256 is the hex SHA-256 of a pending call's arguments as its record shows them

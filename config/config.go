@@ -37,6 +37,7 @@
 //	llm.limits.requests_per_minute NEXO_LLM_LIMITS_REQUESTS_PER_MINUTE 0 (no limit)
 //	llm.limits.tokens_per_minute   NEXO_LLM_LIMITS_TOKENS_PER_MINUTE   0 (refused when set: not supported yet)
 //	llm.endpoints            NEXO_LLM_ENDPOINTS               none (a map name → {base_url, model, api_key_env, timeout, prices, limits}; set it in the file)
+//	llm.prices               NEXO_LLM_PRICES                  none (a map {<model>: {input_per_mtok, output_per_mtok}}; set it in the file)
 //	agents                   NEXO_AGENTS                      none (a list; set it in the file)
 //	skills_path              NEXO_SKILLS_PATH                 skills
 //	mcp.credentials_file     NEXO_MCP_CREDENTIALS_FILE        .nexo/mcp-credentials.json
@@ -279,6 +280,11 @@ type LLM struct {
 	// Endpoints are further model endpoints by name (see Endpoint); an agent picks one
 	// with `llm: <name>`. These keys (llm.base_url, ...) are the endpoint "default".
 	Endpoints map[string]Endpoint `mapstructure:"endpoints"`
+	// Prices are what each model costs (USD per million tokens), by model name as the
+	// agents and llm.model name it: the worker prices every model call with them (usage
+	// and cost in the run record, budgets' max_cost). A model with no price has its
+	// tokens counted and no cost. See prices.go.
+	Prices map[string]ModelPrice `mapstructure:"prices"`
 }
 
 // APIKey reads the model API key from the environment variable LLM.APIKeyEnv names.

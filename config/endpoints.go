@@ -88,7 +88,7 @@ func (c Config) Endpoints() map[string]Endpoint {
 	out := make(map[string]Endpoint, len(c.LLM.Endpoints)+1)
 	if c.LLM.BaseURL != "" {
 		out[api.DefaultEndpoint] = Endpoint{BaseURL: c.LLM.BaseURL, Model: c.LLM.Model, APIKeyEnv: c.LLM.APIKeyEnv,
-			Timeout: c.LLM.Timeout, Limits: c.LLM.Limits}
+			Timeout: c.LLM.Timeout, Limits: c.LLM.Limits, Prices: c.LLM.Prices}
 	}
 	for name, e := range c.LLM.Endpoints {
 		if e.Timeout == 0 {

@@ -103,6 +103,7 @@ func Load(opts LoadOptions) (Config, error) {
 	}
 	// Only the file can carry keys Config lacks: the environment and flags are looked up
 	// by known key. Report them before any decode error, since a typo is the likelier fault.
+	md.Unused = priceKeysRead(file, md.Unused)
 	if len(md.Unused) > 0 {
 		return Config{}, unknownKeys(file, md.Unused, defaults)
 	}
@@ -111,6 +112,11 @@ func Load(opts LoadOptions) (Config, error) {
 	}
 	if file != "" && env[envName("agents")] == "" && !flagSet(opts.Flags, "agents") {
 		if err := agentsAsWritten(file, &cfg); err != nil {
+			return Config{}, err
+		}
+	}
+	if file != "" {
+		if err := pricesAsWritten(file, &cfg); err != nil {
 			return Config{}, err
 		}
 	}

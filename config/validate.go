@@ -171,6 +171,8 @@ func (c Config) Validate() error {
 		bad("llm.timeout", l.Timeout, "want at least 1s")
 	}
 	errs = append(errs, c.validateEndpoints()...)
+	validatePrices("llm.prices", l.Prices, bad)
+	validateBudgetPrices(c, bad)
 
 	// agents
 	seen := map[string]bool{}

@@ -174,6 +174,9 @@ var historyScenarios = []struct {
 	// "model-endpoint-queue"): their model calls go to the endpoint's task queue
 	// (e2e/ratelimit_test.go).
 	{"agent on a rate-limited endpoint", "limits_", []string{"agent_paced.json", "session_paced_idle.json"}, recordAgentPaced},
+	// Budgets (version 1 of "agent-budget"): a run raised then done, one denied (done), one
+	// still paused on its budget (e2e/budget_test.go).
+	{"agent budget", "budget_", []string{"agent_raised_done.json", "agent_denied_done.json", "agent_suspended_on_budget.json"}, recordAgentBudget},
 }
 
 // recordAgentDeadlines: scribe under approve with approval_timeout 2s: a write nobody

@@ -364,6 +364,7 @@ var readmeCommandTests = []struct {
 	{marker: "temporal operator search-attribute create", notRun: "the temporal CLI and a cluster"},
 	{marker: "docker compose -f docker-compose.temporal.yml up -d", notRun: "images from Docker Hub"},
 	{marker: "go test ./e2e -run TestFleetRateLimit", tests: []string{"TestFleetRateLimit"}},
+	{marker: "bin/starter approve <id> --budget +50000", tests: []string{"TestBudgetEndToEnd"}},
 }
 
 // TestEveryReadmeCommandIsExercised: every block of commands in the README is run by a

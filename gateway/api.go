@@ -330,6 +330,8 @@ type DecisionBody struct {
 	// By names the person a token acts for; it is recorded after the token's name
 	// ("rails (ada)"). On an open gateway it is recorded as given (default "local").
 	By string `json:"by,omitempty"`
+	// Budget, with an approval of a budget pause, is what the reached bound is raised by.
+	Budget *api.BudgetRaise `json:"budget,omitempty"`
 }
 
 // decide answers POST /v1/runs/{id}/approvals/{call_id}: a pending tool call gets the
@@ -368,7 +370,8 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 	}
 	id, callID := r.PathValue("id"), r.PathValue("call_id")
 	d := runs.Decision{Approved: *b.Approved, Reason: b.Reason, Always: b.Always,
-		By: principalFrom(r.Context()).decider(b.By), Action: b.Action, Args: b.Args, Result: b.Result, ArgsSHA256: b.ArgsSHA256}
+		By: principalFrom(r.Context()).decider(b.By), Action: b.Action, Args: b.Args, Result: b.Result, ArgsSHA256: b.ArgsSHA256,
+		Budget: b.Budget}
 	var (
 		what string
 		err  error

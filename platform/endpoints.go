@@ -24,7 +24,7 @@ func modelEndpoints(cfg config.Config, getenv func(string) string) (map[string]*
 	for name, e := range cfg.Endpoints() {
 		if name != api.DefaultEndpoint {
 			clients[name] = activities.NewLLM(activities.LLMConfig{BaseURL: e.BaseURL, Model: e.Model,
-				APIKey: e.APIKey(getenv), Timeout: e.Timeout, RetryFor: cfg.LLM.RetryFor})
+				APIKey: e.APIKey(getenv), Timeout: e.Timeout, RetryFor: cfg.LLM.RetryFor, Prices: e.Prices})
 		}
 		if e.DispatchRate() > 0 {
 			queues[name] = api.ModelTaskQueue(cfg.Temporal.TaskQueue, name)

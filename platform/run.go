@@ -177,7 +177,8 @@ func (p *Platform) Run(ctx context.Context) error {
 	}
 	if cfg.LLM.BaseURL != "" {
 		deps.LLM = activities.NewLLM(activities.LLMConfig{BaseURL: cfg.LLM.BaseURL, Model: cfg.LLM.Model,
-			APIKey: cfg.LLM.APIKey(p.getenv), Timeout: cfg.LLM.Timeout, RetryFor: cfg.LLM.RetryFor})
+			APIKey: cfg.LLM.APIKey(p.getenv), Timeout: cfg.LLM.Timeout, RetryFor: cfg.LLM.RetryFor,
+			Prices: cfg.LLM.Prices})
 	}
 	deps.Endpoints, deps.ModelQueues = modelEndpoints(cfg, p.getenv)
 	acts := activities.New(deps)

@@ -96,6 +96,8 @@ type Decision struct {
 	// ArgsSHA256 is the sha256 of the arguments decided; empty means the pending call's
 	// as the record read shows them.
 	ArgsSHA256 string
+	// Budget, with an approval of a budget pause, is what its reached bound is raised by.
+	Budget *api.BudgetRaise
 }
 
 func (d Decision) action() string {
@@ -149,6 +151,9 @@ func (c *Client) DecideRecord(ctx context.Context, rec api.Record, d Decision) (
 	id := rec.ID
 	action := d.action()
 	a, pending := rec.Approval()
+	if err := budgetMisfit(rec, d); err != nil {
+		return "", err
+	}
 	open := rec.Status == api.StatusSuspended || rec.Status == api.StatusRunning
 	if (pending && rec.Status == api.StatusSuspended) || (d.CallID != "" && open) {
 		return c.decideCall(ctx, rec, a, pending, d)
@@ -189,7 +194,7 @@ func (c *Client) DecideRecord(ctx context.Context, rec api.Record, d Decision) (
 func (c *Client) decideCall(ctx context.Context, rec api.Record, a api.ApprovalInfo, pending bool, d Decision) (string, error) {
 	id := rec.ID
 	req := api.DecideRequest{CallID: d.CallID, Action: d.action(), ArgsSHA256: d.ArgsSHA256, Args: d.Args,
-		Result: d.Result, Reason: d.Reason, Always: d.Always, By: d.By}
+		Result: d.Result, Reason: d.Reason, Always: d.Always, By: d.By, Budget: d.Budget}
 	if req.CallID == "" {
 		req.CallID = a.CallID
 	}
@@ -236,6 +241,9 @@ func (c *Client) decideCall(ctx context.Context, rec api.Record, a api.ApprovalI
 			return "", &RefusedError{ID: id, CallID: req.CallID, Msg: app.Message()}
 		}
 		return "", fmt.Errorf("decide tool call %s of run %s: %w", req.CallID, id, err)
+	}
+	if what := budgetDecided(id, res); what != "" {
+		return what, nil
 	}
 	switch {
 	case len(res.EditedArgs) > 0:

@@ -157,7 +157,7 @@ func waitRun(ctx context.Context, e *env, rc *runs.Client, id string, afterSeq i
 			}
 			last = ev.Seq
 			fmt.Fprintf(e.stderr, "  %s\n", eventLine(ev))
-			if ev.Type == "suspended" || ev.Type == "approval_requested" {
+			if ev.Type == "suspended" || ev.Type == "approval_requested" || ev.Type == api.EventBudgetExceeded {
 				suspendedAgain = true
 			}
 		}
@@ -195,7 +195,7 @@ func deref(s *string) string {
 func statusDetail(rec api.Record) string {
 	switch {
 	case rec.Status == api.StatusSuspended:
-		if a, ok := rec.Approval(); ok {
+		if a, ok := rec.Approval(); ok && a.Capability != api.CapabilityBudget {
 			return fmt.Sprintf("suspended: approval of %s (call %s)", a.Tool, a.CallID)
 		}
 		if si, ok := rec.Suspend(); ok {
@@ -214,6 +214,9 @@ func statusDetail(rec api.Record) string {
 func nextSteps(rec api.Record) string {
 	switch rec.Status {
 	case api.StatusSuspended:
+		if a, ok := rec.Approval(); ok && a.Capability == api.CapabilityBudget {
+			return fmt.Sprintf("next: starter approve %s --budget +N (tokens) or --budget +$X (USD)   or   starter deny %s --reason \"...\"", rec.ID, rec.ID)
+		}
 		if a, ok := rec.Approval(); ok {
 			return fmt.Sprintf("next: starter approve %s --call %s   or   starter deny %s --call %s --reason \"...\"   or   starter answer %s --call %s --result \"...\"",
 				rec.ID, a.CallID, rec.ID, a.CallID, rec.ID, a.CallID)
@@ -275,7 +278,10 @@ func printRecord(w io.Writer, rec api.Record) {
 	if rec.Error != nil {
 		row("Error", *rec.Error)
 	}
-	if a, ok := rec.Approval(); ok {
+	printRunUsage(row, rec.Usage)
+	if a, ok := rec.Approval(); ok && a.Capability == api.CapabilityBudget {
+		row("Pending", fmt.Sprintf("budget pause %s: %s", a.CallID, string(a.Args)))
+	} else if ok {
 		row("Pending", fmt.Sprintf("tool call %s: %s (%s)", a.CallID, a.Tool, a.Capability))
 		if len(a.Args) > 0 && string(a.Args) != "null" {
 			row("  args", string(a.Args))
@@ -499,6 +505,7 @@ func decideFlags(action string) func(fs *pflag.FlagSet) {
 			fs.String("reason", "", "why (recorded)")
 			fs.String("args", "", "run the tool call with these edited arguments (a JSON object) instead of the model's")
 			fs.Bool("always", false, "approve this tool for the rest of the run")
+			fs.String("budget", "", "approve a budget pause by raising the bound it reached: +N tokens (+50000, +50k) or +$X USD (+$2.50)")
 		}
 		fs.String("by", osUser(user.Current, os.Getenv), "who decides (recorded; default: the OS user)")
 		fs.Bool("wait", false, "follow the run until it is done, failed or suspended again")
@@ -536,6 +543,13 @@ func decide(action string) func(ctx context.Context, e *env, fs *pflag.FlagSet, 
 				}
 				d.Args = json.RawMessage(edited)
 			}
+			if v, _ := fs.GetString("budget"); fs.Changed("budget") {
+				r, err := parseRaise(v)
+				if err != nil {
+					return usagef("--budget: %v", err)
+				}
+				d.Budget = r
+			}
 		case api.DecideDeny:
 			if strings.TrimSpace(d.Reason) == "" {
 				return usagef("deny needs --reason")
@@ -566,8 +580,8 @@ func decide(action string) func(ctx context.Context, e *env, fs *pflag.FlagSet, 
 }
 
 func approveCmd() *command {
-	return &command{name: "approve", args: "<run-id> [--call ID] [--args JSON] [--always]",
-		summary: "Approve what a suspended run waits for: a pending tool call (as is, or with edited --args), or the workflow's own pause.",
+	return &command{name: "approve", args: "<run-id> [--call ID] [--args JSON] [--always] [--budget +N|+$X]",
+		summary: "Approve what a suspended run waits for: a pending tool call (as is, or with edited --args), a budget pause (with a --budget raise), or the workflow's own pause.",
 		flags:   decideFlags(api.DecideApprove), run: decide(api.DecideApprove)}
 }
 

@@ -92,6 +92,9 @@ func sessionCmd() *command {
 				if err != nil {
 					return err
 				}
+				if rec.Usage != nil {
+					fmt.Fprintf(e.stdout, "Usage: %s (the whole session)\n", rec.Usage.Summary())
+				}
 				for _, t := range view.Turns {
 					fmt.Fprintf(e.stdout, "\n[%d] %s  you: %s\n", t.N, t.Started.Format(time.RFC3339), t.Prompt)
 					if t.Error != "" {

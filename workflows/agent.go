@@ -173,6 +173,12 @@ func (rt *runtime) agentLoop(ctx workflow.Context, spec agents.Spec, tools tools
 				spec.Name, ErrTurnLimit, turn-1, spec.Turns())
 		}
 		callTag := fmt.Sprintf("%s%d", style.idPrefix, turn)
+		if stopped, err := rt.budgetGate(ctx, spec, style, res.Usage, turn-1, callTag); err != nil {
+			return res, err
+		} else if stopped != "" {
+			res.Content, res.Stopped = stopped, api.CapabilityBudget // a human said stop: done, not failed
+			return res, nil
+		}
 		if err := rt.compact(ctx, spec, conv); err != nil {
 			return res, wrap(err, "agent %s: compact the thread before model call %d", spec.Name, turn)
 		}
@@ -206,10 +212,9 @@ func (rt *runtime) agentLoop(ctx workflow.Context, spec agents.Spec, tools tools
 		res.Usage.PromptTokens += out.Usage.PromptTokens
 		res.Usage.CompletionTokens += out.Usage.CompletionTokens
 		res.Usage.TotalTokens += out.Usage.TotalTokens
+		rt.countUsage(spec.Name, orModel(out.Model, req.Model), out.Usage, &res.Usage, turn == 1)
 		if !style.session {
-			rt.emit(ctx, "agent_usage", map[string]any{"turn": turn, "model": out.Model,
-				"prompt_tokens": out.Usage.PromptTokens, "completion_tokens": out.Usage.CompletionTokens,
-				"total_tokens": out.Usage.TotalTokens})
+			rt.emit(ctx, "agent_usage", usageEvent(turn, out))
 		}
 		msg := out.Message
 		msg.Role = api.RoleAssistant

@@ -140,6 +140,7 @@ type runtime struct {
 	// toolSlots bounds the tool calls of one model reply running at once, while they run
 	// concurrently (tool_concurrency, toolpar.go); nil otherwise.
 	toolSlots workflow.Semaphore
+	budget budgetState // the agents' budgets: version, raises (budget.go)
 }
 
 func start(ctx workflow.Context, name string, payload json.RawMessage, ro *api.RunOptions, opts Options) (*runtime, workflow.Context) {

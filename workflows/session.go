@@ -83,6 +83,7 @@ func Session(ctx workflow.Context, in api.SessionInput) (api.SessionCarry, error
 			}
 		}
 		rt.stamps = s.carry.Stamps
+		rt.restoreBudget(s.carry)
 	}
 	s.carry.Runs++
 	byRef := rt.threadVersion(ctx) >= 1
@@ -257,6 +258,7 @@ func (s *session) snapshot(rt *runtime) api.SessionCarry {
 	} else {
 		c.Thread = s.conv.thread
 	}
+	rt.carryBudget(&c)
 	c.Segments = nil
 	for _, a := range rt.rec.Artifacts {
 		if strings.HasPrefix(a.Name, "stream-") {
@@ -306,7 +308,7 @@ func (s *session) archive(ctx workflow.Context, rt *runtime) (api.SessionCarry, 
 func (s *session) view(rt *runtime) api.SessionView {
 	return api.SessionView{ID: rt.rec.ID, Agent: s.in.Agent, Instance: s.in.Instance, Status: rt.rec.Status,
 		Turns: s.carry.Turns, TurnCount: s.carry.TurnCount(), Messages: s.conv.view(), MessageCount: s.conv.count(),
-		StreamOffset: rt.lastSeq(), Runs: s.carry.Runs}
+		StreamOffset: rt.lastSeq(), Runs: s.carry.Runs, Usage: rt.rec.Usage.Clone()}
 }
 
 // sessionTurnsKept bounds the turns a session's materialised history keeps (and carries).

@@ -201,6 +201,8 @@ type approvalWaiter struct {
 	argsSHA string
 	// decision is set once, by nexo.approval (as approve or deny) or by nexo.decide.
 	decision *api.DecideRequest
+	// budget is set when the waiter is a budget pause, not a tool call (budget.go).
+	budget *api.BudgetPause
 }
 
 func (rt *runtime) onApproval(ctx workflow.Context, raw json.RawMessage) {
@@ -216,6 +218,10 @@ func (rt *runtime) onApproval(ctx workflow.Context, raw json.RawMessage) {
 	}
 	if sig.CallID != "" && sig.CallID != w.callID {
 		rt.ignore(ctx, api.SignalApproval, fmt.Sprintf("call %q is not pending (pending: %q)", sig.CallID, w.callID))
+		return
+	}
+	if w.budget != nil {
+		rt.ignore(ctx, api.SignalApproval, fmt.Sprintf("%s is a budget pause: decide it with %s (starter approve --budget, or deny)", w.callID, api.UpdateDecide))
 		return
 	}
 	// The signal keeps its behaviour: approve or deny, never edit (its args are ignored,
@@ -246,6 +252,7 @@ func registerDecide(ctx workflow.Context, rt *runtime) {
 			if len(req.Args) > 0 {
 				res.EditedArgs = compactJSON(req.Args)
 			}
+			res.Budget = req.Budget
 			return res, nil
 		},
 		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, req api.DecideRequest) error {
@@ -258,6 +265,9 @@ func registerDecide(ctx workflow.Context, rt *runtime) {
 // checkDecision says why req cannot decide the pending call, or nil. It reads state
 // only, so it is fit for a validator.
 func (rt *runtime) checkDecision(req api.DecideRequest) error {
+	if err, handled := rt.checkBudgetDecision(req); handled {
+		return err
+	}
 	switch req.Action {
 	case api.DecideApprove, api.DecideDeny, api.DecideAnswer:
 	default:

@@ -164,6 +164,7 @@ func (rt *runtime) compact(ctx workflow.Context, spec agents.Spec, c *conversati
 		return err
 	}
 	c.ref, c.pending = res.Thread, nil
+	rt.countCompaction(spec, res) // budget.go
 	rt.emit(ctx, "context_compacted", map[string]any{"tokens_before": res.TokensBefore, "tokens_after": res.TokensAfter,
 		"summarised": res.Summarised, "messages": res.Thread.Messages, "max_tokens": limit})
 	return nil

@@ -1,0 +1,33 @@
+package activities
+
+import (
+	"math"
+	"testing"
+
+	"github.com/nexo-temporal/nexo/api"
+	"github.com/nexo-temporal/nexo/config"
+)
+
+// TestPriceCall: a call is priced by the model it asked for, else the model that
+// answered; an unpriced model keeps no cost and says so.
+func TestPriceCall(t *testing.T) {
+	l := NewLLM(LLMConfig{BaseURL: "http://127.0.0.1:1/v1", Prices: map[string]config.ModelPrice{
+		"gpt-4o":           {InputPerMTok: 2.5, OutputPerMTok: 10},
+		"dated-2024-08-06": {InputPerMTok: 1, OutputPerMTok: 1},
+	}})
+	for _, tc := range []struct {
+		asked, answered string
+		cost            float64
+		priced          bool
+	}{
+		{"gpt-4o", "gpt-4o-2024-08-06", 0.0025 + 0.005, true},
+		{"dated", "dated-2024-08-06", 0.0015, true},
+		{"llama3", "llama3", 0, false},
+	} {
+		u := api.Usage{PromptTokens: 1000, CompletionTokens: 500, TotalTokens: 1500}
+		l.price(tc.asked, tc.answered, &u)
+		if u.Priced != tc.priced || math.Abs(u.Cost-tc.cost) > 1e-12 {
+			t.Errorf("%s/%s: cost %v priced %v, want %v %v", tc.asked, tc.answered, u.Cost, u.Priced, tc.cost, tc.priced)
+		}
+	}
+}

@@ -1,0 +1,208 @@
+package api
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+)
+
+// Budget is an agent definition's `budget:` setting: the tokens and cost (USD, from the
+// worker's llm.prices) the agent may spend before a human decides whether it goes on.
+// MaxTokens and MaxCost bound a run (a session's turn, for a session); SessionMaxTokens
+// and SessionMaxCost bound a whole session across its turns and continue-as-new. Zero
+// means no bound.
+//
+// The rule: before each model call, when what was spent so far has reached a bound, the
+// run suspends with reason "budget: ..." and a pending decision of capability
+// CapabilityBudget. The next call's size is unknown before it is made, so a bound is
+// checked against what was spent, and one call may pass it.
+type Budget struct {
+	MaxTokens        int     `json:"max_tokens,omitempty" mapstructure:"max_tokens" yaml:"max_tokens"`
+	MaxCost          float64 `json:"max_cost,omitempty" mapstructure:"max_cost" yaml:"max_cost"`
+	SessionMaxTokens int     `json:"session_max_tokens,omitempty" mapstructure:"session_max_tokens" yaml:"session_max_tokens"`
+	SessionMaxCost   float64 `json:"session_max_cost,omitempty" mapstructure:"session_max_cost" yaml:"session_max_cost"`
+}
+
+// IsZero reports whether the budget bounds nothing.
+func (b Budget) IsZero() bool {
+	return b.MaxTokens == 0 && b.MaxCost == 0 && b.SessionMaxTokens == 0 && b.SessionMaxCost == 0
+}
+
+// Validate names every negative or non-finite bound.
+func (b Budget) Validate() []string {
+	var bad []string
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"max_tokens", float64(b.MaxTokens)}, {"max_cost", b.MaxCost},
+		{"session_max_tokens", float64(b.SessionMaxTokens)}, {"session_max_cost", b.SessionMaxCost}} {
+		if f.v < 0 || math.IsNaN(f.v) || math.IsInf(f.v, 0) {
+			bad = append(bad, fmt.Sprintf("budget.%s: %v is not a bound (want a positive number, or leave it out)", f.name, f.v))
+		}
+	}
+	return bad
+}
+
+// CapabilityBudget is the capability (and tool) of the pending decision a budget pause
+// records under StateApproval: the inbox, the record and the decide path show it like a
+// tool call's approval, and its call id starts with BudgetCallPrefix.
+const (
+	CapabilityBudget = "budget"
+	BudgetCallPrefix = "budget-"
+)
+
+// Budget events.
+const (
+	EventBudgetExceeded = "budget_exceeded"
+	EventBudgetRaised   = "budget_raised"
+	EventBudgetDenied   = "budget_denied"
+)
+
+// Budget scopes: what a pause's bound covers.
+const (
+	BudgetScopeRun     = "run"
+	BudgetScopeTurn    = "turn"
+	BudgetScopeSession = "session"
+)
+
+// BudgetRaise is what approving a budget pause adds to the bound that was reached:
+// Tokens to its token bound, Cost (USD) to its cost bound. It travels in
+// DecideRequest.Budget.
+type BudgetRaise struct {
+	Tokens int     `json:"tokens,omitempty"`
+	Cost   float64 `json:"cost,omitempty"`
+}
+
+// BudgetPause is the Args of a budget pause's ApprovalInfo: which bound was reached and
+// how much was spent. A raise must add to the kind that was reached (tokens or cost).
+type BudgetPause struct {
+	Agent string `json:"agent"`
+	// Scope is BudgetScopeRun, BudgetScopeTurn or BudgetScopeSession.
+	Scope string `json:"scope"`
+	// UsedTokens and UsedCost are what the scope has spent; MaxTokens and MaxCost its
+	// bounds now (raises included; 0: none).
+	UsedTokens int     `json:"used_tokens"`
+	MaxTokens  int     `json:"max_tokens,omitempty"`
+	UsedCost   float64 `json:"used_cost,omitempty"`
+	MaxCost    float64 `json:"max_cost,omitempty"`
+	// Tokens and Cost say which bound was reached.
+	Tokens bool `json:"tokens_reached,omitempty"`
+	Cost   bool `json:"cost_reached,omitempty"`
+}
+
+// UsageSum adds up model calls: their count, tokens and cost (USD). UnpricedCalls counts
+// the calls whose model has no price in llm.prices: their tokens are in the sum, their
+// cost is not, so Cost is then a lower bound.
+type UsageSum struct {
+	Calls            int     `json:"calls"`
+	PromptTokens     int     `json:"prompt_tokens"`
+	CompletionTokens int     `json:"completion_tokens"`
+	TotalTokens      int     `json:"total_tokens"`
+	Cost             float64 `json:"cost"`
+	UnpricedCalls    int     `json:"unpriced_calls,omitempty"`
+}
+
+// Add counts one model call.
+func (s *UsageSum) Add(u Usage) {
+	s.Calls++
+	s.PromptTokens += u.PromptTokens
+	s.CompletionTokens += u.CompletionTokens
+	s.TotalTokens += u.TotalTokens
+	s.Cost += u.Cost
+	if !u.Priced {
+		s.UnpricedCalls++
+	}
+}
+
+// Merge adds another sum.
+func (s *UsageSum) Merge(o UsageSum) {
+	s.Calls += o.Calls
+	s.PromptTokens += o.PromptTokens
+	s.CompletionTokens += o.CompletionTokens
+	s.TotalTokens += o.TotalTokens
+	s.Cost += o.Cost
+	s.UnpricedCalls += o.UnpricedCalls
+}
+
+// CostText renders a cost for people: "$0.0123", with "≥" when some calls were unpriced
+// and "unpriced" when none was priced.
+func (s UsageSum) CostText() string {
+	switch {
+	case s.Calls > 0 && s.UnpricedCalls == s.Calls:
+		return "unpriced"
+	case s.UnpricedCalls > 0:
+		return fmt.Sprintf("≥ %s (%d unpriced calls)", FormatCost(s.Cost), s.UnpricedCalls)
+	}
+	return FormatCost(s.Cost)
+}
+
+// FormatCost renders USD with four decimals, enough for per-call costs: "$0.0123".
+func FormatCost(c float64) string { return fmt.Sprintf("$%.4f", c) }
+
+// RunUsage is the record's `usage`: every model call of the run (of the whole session,
+// across turns and continue-as-new, for a session), in total and by agent and model.
+type RunUsage struct {
+	UsageSum
+	ByAgent map[string]UsageSum `json:"by_agent,omitempty"`
+	ByModel map[string]UsageSum `json:"by_model,omitempty"`
+}
+
+// Add counts one model call of agent with model.
+func (r *RunUsage) Add(agent, model string, u Usage) {
+	r.UsageSum.Add(u)
+	if r.ByAgent == nil {
+		r.ByAgent = map[string]UsageSum{}
+	}
+	if r.ByModel == nil {
+		r.ByModel = map[string]UsageSum{}
+	}
+	a := r.ByAgent[agent]
+	a.Add(u)
+	r.ByAgent[agent] = a
+	m := r.ByModel[model]
+	m.Add(u)
+	r.ByModel[model] = m
+}
+
+// Clone is a deep copy.
+func (r *RunUsage) Clone() *RunUsage {
+	if r == nil {
+		return nil
+	}
+	c := &RunUsage{UsageSum: r.UsageSum, ByAgent: map[string]UsageSum{}, ByModel: map[string]UsageSum{}}
+	for k, v := range r.ByAgent {
+		c.ByAgent[k] = v
+	}
+	for k, v := range r.ByModel {
+		c.ByModel[k] = v
+	}
+	return c
+}
+
+// Summary is one line for people: "3 calls, 1200 tokens (900 in, 300 out), $0.0042".
+func (s UsageSum) Summary() string {
+	calls := "calls"
+	if s.Calls == 1 {
+		calls = "call"
+	}
+	return fmt.Sprintf("%d %s, %d tokens (%d in, %d out), %s", s.Calls, calls, s.TotalTokens, s.PromptTokens, s.CompletionTokens, s.CostText())
+}
+
+// Breakdown renders a map of sums as "name: summary" lines, sorted by name.
+func Breakdown(m map[string]UsageSum) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make([]string, 0, len(keys))
+	for _, k := range keys {
+		name := k
+		if strings.TrimSpace(name) == "" {
+			name = "(unnamed)"
+		}
+		out = append(out, name+": "+m[k].Summary())
+	}
+	return out
+}

@@ -1,0 +1,179 @@
+package e2e
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/nexo-temporal/nexo/api"
+	"github.com/nexo-temporal/nexo/fakellm"
+)
+
+// budgetConfig: the agent counter (read_only: it may glob) whose budget is one token, so
+// its first model call spends it and it pauses before the second; the model is priced.
+func budgetConfig(modelURL string) string {
+	return `llm:
+  base_url: ` + modelURL + `
+  model: fake-model
+  prices:
+    fake-model: {input_per_mtok: 1000, output_per_mtok: 2000}
+agents:
+  - name: counter
+    instructions: You count files.
+    budget: {max_tokens: 1}
+`
+}
+
+// budgetModel globs, then answers; every run of counter makes at most these two calls.
+func budgetModel() *fakellm.Server {
+	return fakellm.New(
+		fakellm.Reply{ToolCalls: []fakellm.Call{{Name: "glob", Arguments: json.RawMessage(`{"pattern":"*"}`)}}},
+		fakellm.Reply{Content: "There are no files."},
+	)
+}
+
+// TestBudgetEndToEnd, through the real worker and starter: a run that spent its budget
+// suspends with a budget pause (show, approvals); approve without a raise is refused;
+// `approve --budget +N` lets it finish, with usage and cost in `show`; a second run is
+// denied and ends done with a result saying it stopped at its budget; a third is raised
+// through the HTTP API; `starter usage` sums the three, by agent and by model, and refuses
+// a bad time.
+func TestBudgetEndToEnd(t *testing.T) {
+	model := budgetModel()
+	p := newPlatform(t)
+	p.writeConfig(budgetConfig(model.Start(t)))
+	p.start()
+
+	id := strings.TrimSpace(p.ok("agent", "counter", "Count the files."))
+	rec := p.waitStatus(id, api.StatusSuspended)
+	a, ok := rec.Approval()
+	if !ok || a.Capability != api.CapabilityBudget || a.CallID != "budget-2" {
+		t.Fatalf("pending = %+v, want the budget pause budget-2", a)
+	}
+	show := p.ok("show", id)
+	for _, want := range []string{"suspended: budget: agent counter used", "of 1 tokens in this run", "budget pause budget-2",
+		"Usage", "1 call,", "next: starter approve " + id + " --budget +N"} {
+		if !strings.Contains(show, want) {
+			t.Errorf("show while paused lacks %q:\n%s", want, show)
+		}
+	}
+	if inbox := p.ok("approvals"); !strings.Contains(inbox, "budget-2") || !strings.Contains(inbox, "counter") {
+		t.Errorf("approvals does not list the budget pause:\n%s", inbox)
+	}
+	if r := p.starter("approve", id); r.code != 1 || !strings.Contains(r.stderr, "approve it with a raise") {
+		t.Errorf("approve without --budget: exit %d\n%s", r.code, r.stderr)
+	}
+	if r := p.starter("approve", id, "--budget", "lots"); r.code != 2 || !strings.Contains(r.stderr, `"lots" is not a token raise`) {
+		t.Errorf("approve --budget lots: exit %d\n%s", r.code, r.stderr)
+	}
+	if out := p.ok("approve", id, "--budget", "+50000"); !strings.Contains(out, "raised the budget of run "+id+" by +50000 tokens (budget-2)") {
+		t.Errorf("approve --budget: %s", out)
+	}
+	rec = p.waitStatus(id, api.StatusDone)
+	var res api.AgentResult
+	if err := json.Unmarshal(rec.Result, &res); err != nil || res.Content != "There are no files." {
+		t.Fatalf("result %s (%v)", rec.Result, err)
+	}
+	if rec.Usage == nil || rec.Usage.Calls != 2 || rec.Usage.TotalTokens == 0 || rec.Usage.Cost <= 0 || rec.Usage.UnpricedCalls != 0 ||
+		rec.Usage.ByModel["fake-model"].Calls != 2 {
+		t.Fatalf("usage in the stored record = %+v", rec.Usage)
+	}
+	if countEvents(rec, api.EventBudgetExceeded) != 1 || countEvents(rec, api.EventBudgetRaised) != 1 {
+		t.Errorf("budget events: %d exceeded, %d raised", countEvents(rec, api.EventBudgetExceeded), countEvents(rec, api.EventBudgetRaised))
+	}
+	show = p.ok("show", id)
+	if !strings.Contains(show, "2 calls, "+itoa(rec.Usage.TotalTokens)+" tokens") || !strings.Contains(show, api.FormatCost(rec.Usage.Cost)) ||
+		!strings.Contains(show, "fake-model: 2 calls") {
+		t.Errorf("show of the finished run lacks its usage:\n%s", show)
+	}
+
+	denied := strings.TrimSpace(p.ok("agent", "counter", "Count them again."))
+	p.waitStatus(denied, api.StatusSuspended)
+	if out := p.ok("deny", denied, "--reason", "enough for today"); !strings.Contains(out, "denied more budget to run "+denied) {
+		t.Errorf("deny: %s", out)
+	}
+	rec = p.waitStatus(denied, api.StatusDone)
+	res = api.AgentResult{}
+	if err := json.Unmarshal(rec.Result, &res); err != nil || res.Stopped != "budget" ||
+		!strings.HasPrefix(res.Content, "Stopped at its budget: agent counter used") || !strings.HasSuffix(res.Content, "a human denied more: enough for today.") {
+		t.Errorf("denied run's result %s (%v)", rec.Result, err)
+	}
+	if countEvents(rec, api.EventBudgetDenied) != 1 || rec.Error != nil {
+		t.Errorf("denied run: %d budget_denied, error %v", countEvents(rec, api.EventBudgetDenied), rec.Error)
+	}
+
+	// The same pause through the HTTP API: a decision without a raise is refused (409, the
+	// run's reason); one with a raise goes on; the record the API returns carries the usage.
+	viaAPI := strings.TrimSpace(p.ok("agent", "counter", "Count them through the API."))
+	p.waitStatus(viaAPI, api.StatusSuspended)
+	g := gateway(t, p)
+	if status, b := g.call("POST", "/v1/runs/"+viaAPI+"/approvals/budget-2", map[string]any{"action": "approve"}); status != 409 || !strings.Contains(string(b), "approve it with a raise") {
+		t.Errorf("API approve without a raise: %d %s", status, b)
+	}
+	if status, b := g.call("POST", "/v1/runs/"+viaAPI+"/approvals/budget-2", map[string]any{"action": "approve", "budget": map[string]any{"tokens": 1000}, "by": "ada"}); status != 202 || !strings.Contains(string(b), "raised the budget") {
+		t.Errorf("API approve with a raise: %d %s", status, b)
+	}
+	p.waitStatus(viaAPI, api.StatusDone)
+	status, b := g.call("GET", "/v1/runs/"+viaAPI, nil)
+	var viaRec api.Record
+	if err := json.Unmarshal(b, &viaRec); status != 200 || err != nil || viaRec.Usage == nil || viaRec.Usage.Calls != 2 || viaRec.Usage.Cost <= 0 {
+		t.Errorf("GET /v1/runs/%s: %d usage %+v (%v)", viaAPI, status, viaRec.Usage, err)
+	}
+
+	out := p.ok("usage")
+	if !strings.Contains(out, "counter") || !strings.Contains(out, "3 runs (all time)") {
+		t.Errorf("usage:\n%s", out)
+	}
+	var rep struct {
+		By    string
+		Runs  int
+		Total api.UsageSum
+		Rows  []struct {
+			Name string
+			Runs int
+			api.UsageSum
+		}
+	}
+	if err := json.Unmarshal([]byte(p.ok("usage", "--since", "24h", "--by", "model", "--json")), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.By != "model" || rep.Runs != 3 || rep.Total.Calls != 5 || len(rep.Rows) != 1 || rep.Rows[0].Name != "fake-model" ||
+		rep.Rows[0].Runs != 3 || rep.Rows[0].Calls != 5 || rep.Total.Cost <= rec.Usage.Cost {
+		t.Errorf("usage --by model --json = %+v", rep)
+	}
+	if r := p.starter("usage", "--until", "2000-01-01", "--json"); r.code != 0 || !strings.Contains(r.stdout, `"runs": 0`) {
+		t.Errorf("usage before any run: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := p.starter("usage", "--since", "yesterday"); r.code != 2 || !strings.Contains(r.stderr, `--since: "yesterday" is not a time`) {
+		t.Errorf("usage --since yesterday: exit %d\n%s", r.code, r.stderr)
+	}
+}
+
+func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
+
+// recordAgentBudget records the budget scenarios (version 1 of "agent-budget"): a run
+// paused on its budget and still waiting, one raised and done, one denied and done.
+func recordAgentBudget(t *testing.T, r *recorder) {
+	model := budgetModel()
+	p := newPlatform(t)
+	p.writeConfig(budgetConfig(model.Start(t)))
+	p.start()
+	c := p.dial()
+
+	raised := strings.TrimSpace(p.ok("agent", "counter", "Count the files."))
+	p.waitStatus(raised, api.StatusSuspended)
+	p.ok("approve", raised, "--budget", "+50000")
+	p.waitStatus(raised, api.StatusDone)
+
+	denied := strings.TrimSpace(p.ok("agent", "counter", "Count them again."))
+	p.waitStatus(denied, api.StatusSuspended)
+	p.ok("deny", denied, "--reason", "enough for today")
+	p.waitStatus(denied, api.StatusDone)
+
+	waiting := strings.TrimSpace(p.ok("agent", "counter", "Count them once more."))
+	p.waitStatus(waiting, api.StatusSuspended)
+
+	r.save(c, "agent_raised_done.json", raised, "")
+	r.save(c, "agent_denied_done.json", denied, "")
+	r.save(c, "agent_suspended_on_budget.json", waiting, "")
+}
