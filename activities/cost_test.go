@@ -31,3 +31,20 @@ func TestPriceCall(t *testing.T) {
 		}
 	}
 }
+
+// TestPriceAtTheCallsEndpoint: a call is priced by the table of the endpoint it went to,
+// not by the default endpoint's (the same model name may cost differently on each).
+func TestPriceAtTheCallsEndpoint(t *testing.T) {
+	a := New(Deps{
+		LLM: NewLLM(LLMConfig{BaseURL: "http://127.0.0.1:1/v1", Prices: map[string]config.ModelPrice{"m": {InputPerMTok: 1, OutputPerMTok: 1}}}),
+		Endpoints: map[string]*LLM{"small": NewLLM(LLMConfig{BaseURL: "http://127.0.0.1:2/v1",
+			Prices: map[string]config.ModelPrice{"m": {InputPerMTok: 10, OutputPerMTok: 10}}})},
+	})
+	for endpoint, want := range map[string]float64{"": 0.001, "default": 0.001, "small": 0.01, "gone": 0} {
+		u := api.Usage{PromptTokens: 500, CompletionTokens: 500}
+		a.priceAt(endpoint, "m", "m", &u)
+		if math.Abs(u.Cost-want) > 1e-12 || u.Priced != (want > 0) {
+			t.Errorf("endpoint %q: cost %v priced %v, want %v", endpoint, u.Cost, u.Priced, want)
+		}
+	}
+}
