@@ -225,6 +225,9 @@ func TestTelemetryTraceAndMetricsOfAnApprovedRun(t *testing.T) {
 	const prompt = "Write a note PROMPT-MARKER-42."
 	id := approvedRun(t, p, prompt)
 	spans := rcv.waitTrace(t, id)
+	for _, s := range spans {
+		t.Logf("span %s parent %s: %s (%s) %v", s.spanID, s.parentID, s.name, s.service, s.attrs)
+	}
 
 	t.Run("span tree", func(t *testing.T) {
 		start := one(t, spans, "StartWorkflow:AgentRun")

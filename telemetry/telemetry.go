@@ -59,6 +59,10 @@ type Options struct {
 	Getenv func(string) string
 	// Logger gets what cannot be returned (a failed export, a failed scrape callback).
 	Logger *slog.Logger
+	// SpanExporter, when set, receives the spans instead of an OTLP exporter, whatever
+	// the environment says (tests; a program embedding the platform with its own
+	// pipeline). Spans go to it synchronously as they end.
+	SpanExporter sdktrace.SpanExporter
 }
 
 // Telemetry is one process's traces and metrics. The zero of each part is off.
@@ -87,16 +91,20 @@ func New(ctx context.Context, o Options) (*Telemetry, error) {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	t := &Telemetry{opts: o}
-	if tracesOn(o.Getenv) {
-		exp, err := newExporter(ctx, o.Getenv)
-		if err != nil {
-			return nil, err
+	if o.SpanExporter != nil || tracesOn(o.Getenv) {
+		processor := sdktrace.WithSyncer(o.SpanExporter)
+		if o.SpanExporter == nil {
+			exp, err := newExporter(ctx, o.Getenv)
+			if err != nil {
+				return nil, err
+			}
+			processor = sdktrace.WithBatcher(exp)
 		}
 		res, err := t.resource(ctx)
 		if err != nil {
 			return nil, err
 		}
-		t.tp = sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res), sdktrace.WithIDGenerator(idGenerator{}))
+		t.tp = sdktrace.NewTracerProvider(processor, sdktrace.WithResource(res), sdktrace.WithIDGenerator(idGenerator{}))
 		t.tracer = t.tp.Tracer(scope)
 		if t.wf, err = newTracer(t.tp.Tracer("temporal-sdk-go")); err != nil {
 			return nil, errors.Join(err, t.tp.Shutdown(ctx))

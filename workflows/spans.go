@@ -69,7 +69,10 @@ func WithSpanTracer(ctx workflow.Context, t SpanTracer) workflow.Context {
 	return workflow.WithValue(ctx, spanTracerKey{}, t)
 }
 
-func startSpan(ctx workflow.Context, s SpanStart) (workflow.Context, func(SpanEnd)) {
+// StartSpan starts a workflow span through the SpanTracer in ctx (a no-op without one)
+// and returns the context to run its work in and the function that ends it. A user's
+// workflow may use it too; it issues no commands.
+func StartSpan(ctx workflow.Context, s SpanStart) (workflow.Context, func(SpanEnd)) {
 	t, _ := ctx.Value(spanTracerKey{}).(SpanTracer)
 	if t == nil {
 		return ctx, func(SpanEnd) {}
@@ -80,7 +83,7 @@ func startSpan(ctx workflow.Context, s SpanStart) (workflow.Context, func(SpanEn
 // tracedAgentLoop is agentLoop inside an invoke_agent span: model and tool calls are its
 // children, and its end carries the tokens the loop used.
 func (rt *runtime) tracedAgentLoop(ctx workflow.Context, spec agents.Spec, tools toolset, skills []string, conv *conversation, style loopStyle) (api.AgentResult, error) {
-	ctx, end := startSpan(ctx, SpanStart{Name: "invoke_agent " + spec.Name, Kind: SpanAgent, Attrs: map[string]any{
+	ctx, end := StartSpan(ctx, SpanStart{Name: "invoke_agent " + spec.Name, Kind: SpanAgent, Attrs: map[string]any{
 		AttrOperation: "invoke_agent", AttrAgentName: spec.Name, AttrRequestModel: spec.Model}})
 	res, err := rt.agentLoop(ctx, spec, tools, skills, conv, style)
 	end(SpanEnd{Err: err, Attrs: map[string]any{AttrInputTokens: res.Usage.PromptTokens,
@@ -91,7 +94,7 @@ func (rt *runtime) tracedAgentLoop(ctx workflow.Context, spec agents.Spec, tools
 // tracedApproval is awaitApproval inside an approval span, from the request to the
 // decision: who decided and what, never the call's arguments.
 func (rt *runtime) tracedApproval(ctx workflow.Context, call api.ToolCall, pc permissions.Call, dl permissions.Deadline) (api.DecideRequest, error) {
-	ctx, end := startSpan(ctx, SpanStart{Name: "await_approval " + pc.Tool, Kind: SpanApproval, Attrs: map[string]any{
+	ctx, end := StartSpan(ctx, SpanStart{Name: "await_approval " + pc.Tool, Kind: SpanApproval, Attrs: map[string]any{
 		AttrOperation: "await_approval", AttrToolName: pc.Tool, AttrToolCallID: call.ID, AttrCapability: string(pc.Capability)}})
 	d, err := rt.awaitApproval(ctx, call, pc, dl)
 	end(SpanEnd{Err: err, Attrs: map[string]any{AttrApprovalAction: d.Action, AttrApprovalBy: d.By, AttrApprovalAlways: d.Always}})
