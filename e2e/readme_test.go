@@ -363,6 +363,7 @@ var readmeCommandTests = []struct {
 	{marker: "bin/starter check-replay --histories workflows/testdata", tests: []string{"TestCheckReplayRecordedHistories"}},
 	{marker: "temporal operator search-attribute create", notRun: "the temporal CLI and a cluster"},
 	{marker: "docker compose -f docker-compose.temporal.yml up -d", notRun: "images from Docker Hub"},
+	{marker: "export OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318", notRun: "your OpenTelemetry collector"},
 }
 
 // TestEveryReadmeCommandIsExercised: every block of commands in the README is run by a
