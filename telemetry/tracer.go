@@ -24,9 +24,9 @@ type spanKey struct{}
 // tracer is Temporal's OpenTelemetry tracer (contrib/opentelemetry) made replay-safe for
 // the spans that live as long as a workflow or an update:
 //
-//   - such a span (the SDK gives it an IdempotencyKey) gets ids derived from that key, so
-//     every worker that replays the run computes the same ids, and children exported
-//     before a replay (activity spans) keep their parent;
+//   - the RunWorkflow span gets ids derived from the SDK's IdempotencyKey for it, so every
+//     worker that replays the run computes the same ids, and children exported before a
+//     replay (activity spans, the workflow spans of this package) keep their parent;
 //   - it is exported only when the workflow (or update) returned live, not replaying:
 //     a worker that evicts the run from its cache, or a replayer, exports nothing.
 //
@@ -97,20 +97,21 @@ func (t *tracer) StartSpan(o *interceptor.TracerStartSpanOptions) (interceptor.T
 	opts.Parent = t.unwrap(o.Parent)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if opts.IdempotencyKey == "" {
+	if opts.Operation != opRunWorkflow && opts.Operation != opHandleUpdate {
 		return t.inner.StartSpan(&opts)
 	}
-	ids := idsFromKey(opts.IdempotencyKey)
-	t.pending = &ids
+	// Only the RunWorkflow key is the same on every replay (it is the first); an update's
+	// counts the signals the worker saw live, so its span keeps a random id.
+	if opts.Operation == opRunWorkflow && opts.IdempotencyKey != "" {
+		ids := idsFromKey(opts.IdempotencyKey)
+		t.pending = &ids
+	}
 	s, err := t.inner.StartSpan(&opts)
 	t.pending = nil
 	if err != nil {
 		return nil, err
 	}
-	if opts.Operation == opRunWorkflow || opts.Operation == opHandleUpdate {
-		return &deferredSpan{TracerSpan: s}, nil
-	}
-	return s, nil
+	return &deferredSpan{TracerSpan: s}, nil
 }
 
 // unwrap turns this package's spans into what the contrib tracer knows.
