@@ -174,13 +174,16 @@ func tracedPlatform(t *testing.T, capture bool) (*platform, *otlpReceiver, strin
 
 // approvedRun starts the scribe on a prompt, waits for its approval, approves it and
 // waits for the end; it returns the run id.
-func approvedRun(t *testing.T, p *platform, prompt string) string {
+func approvedRun(t *testing.T, p *platform, prompt string, whileWaiting func(id string)) string {
 	t.Helper()
 	r := p.starter("agent", "scribe", prompt, "--wait")
 	if r.code != 0 || !strings.Contains(r.stdout, "suspended: approval of write_file (call 1.1)") {
 		t.Fatalf("agent --wait: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 	id := strings.Fields(r.stderr[strings.Index(r.stderr, "run ")+4:])[0]
+	if whileWaiting != nil {
+		whileWaiting(id)
+	}
 	if out := p.ok("approve", id, "--wait"); !strings.Contains(out, "is done") {
 		t.Fatalf("approve --wait:\n%s", out)
 	}
@@ -223,7 +226,22 @@ func descends(spans []*gotSpan, s, anc *gotSpan) bool {
 func TestTelemetryTraceAndMetricsOfAnApprovedRun(t *testing.T) {
 	p, rcv, metricsAddr := tracedPlatform(t, false)
 	const prompt = "Write a note PROMPT-MARKER-42."
-	id := approvedRun(t, p, prompt)
+	// While the run waits, the namespace has one pending approval (a visibility count,
+	// which may lag the suspension a little).
+	pendingSeen := false
+	id := approvedRun(t, p, prompt, func(string) {
+		deadline := time.Now().Add(20 * time.Second)
+		for !pendingSeen && time.Now().Before(deadline) {
+			v, ok := sample(scrape(t, metricsAddr), "nexo_approvals_pending")
+			pendingSeen = ok && v == 1
+			if !pendingSeen {
+				time.Sleep(100 * time.Millisecond) // polling visibility, bounded by the deadline
+			}
+		}
+	})
+	if !pendingSeen {
+		t.Errorf("nexo_approvals_pending never showed the waiting run:\n%s", grepLines(scrape(t, metricsAddr), "nexo_"))
+	}
 	spans := rcv.waitTrace(t, id)
 	for _, s := range spans {
 		t.Logf("span %s parent %s: %s (%s) %v", s.spanID, s.parentID, s.name, s.service, s.attrs)
@@ -329,7 +347,7 @@ func TestTelemetryTraceAndMetricsOfAnApprovedRun(t *testing.T) {
 // carries the prompt and the execute_tool span the tool's arguments.
 func TestTelemetryCapturesContentWhenAsked(t *testing.T) {
 	p, rcv, _ := tracedPlatform(t, true)
-	id := approvedRun(t, p, "Write a note PROMPT-MARKER-43.")
+	id := approvedRun(t, p, "Write a note PROMPT-MARKER-43.", nil)
 	spans := rcv.waitTrace(t, id)
 	var prompt bool
 	for _, s := range spans {
@@ -395,4 +413,64 @@ func grepLines(body, prefix string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// waitSpans waits until a span named each of names arrived and returns all spans so far.
+func (r *otlpReceiver) waitSpans(t *testing.T, names ...string) []*gotSpan {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		spans := r.all()
+		missing := ""
+		for _, n := range names {
+			found := false
+			for _, s := range spans {
+				found = found || strings.HasPrefix(s.name, n)
+			}
+			if !found {
+				missing = n
+			}
+		}
+		if missing == "" {
+			return spans
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no span %q after 30s (%d spans)", missing, len(spans))
+		}
+		time.Sleep(50 * time.Millisecond) // polling the receiver, bounded by the deadline
+	}
+}
+
+// TestTelemetrySessionPromptTrace: a session prompt (an update-with-start) is traced from
+// the starter's call through the update's handler to the agent's model call, each span
+// once.
+func TestTelemetrySessionPromptTrace(t *testing.T) {
+	rcv := startOTLPReceiver(t)
+	model := fakellm.New(fakellm.Reply{Content: "Hello, Mac."})
+	p := newPlatform(t)
+	p.writeConfig(sessionConfig(model.Start(t)))
+	p.extraEnv = []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + rcv.URL, "OTEL_BSP_SCHEDULE_DELAY=100"}
+	p.start()
+	if out := p.ok("session", "prompt", "assistant", "u42", "Hi, I am Mac."); strings.TrimSpace(out) != "Hello, Mac." {
+		t.Fatalf("reply = %q", out)
+	}
+	spans := rcv.waitSpans(t, "HandleUpdate:", "invoke_agent assistant", "chat fake-model")
+	var update *gotSpan
+	for _, s := range spans {
+		if strings.HasPrefix(s.name, "HandleUpdate:") {
+			update = s
+		}
+	}
+	agent := one(t, spans, "invoke_agent assistant")
+	chat := one(t, spans, "chat fake-model")
+	if agent.parentID != update.spanID || !descends(spans, chat, agent) || agent.traceID != update.traceID {
+		t.Errorf("invoke_agent under %s (want %s %s), chat under invoke_agent: %v", agent.parentID, update.name, update.spanID, descends(spans, chat, agent))
+	}
+	seen := map[string]bool{}
+	for _, s := range spans {
+		if seen[s.spanID] {
+			t.Errorf("span %s (%s) exported twice", s.spanID, s.name)
+		}
+		seen[s.spanID] = true
+	}
 }

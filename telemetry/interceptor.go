@@ -64,7 +64,8 @@ func (w *workflowInbound) ExecuteWorkflow(ctx workflow.Context, in *interceptor.
 }
 
 func (w *workflowInbound) ExecuteUpdate(ctx workflow.Context, in *interceptor.UpdateInput) (any, error) {
-	ret, err := w.Next.ExecuteUpdate(ctx, in)
+	// An update's handler runs in a context of its own, not the workflow function's.
+	ret, err := w.Next.ExecuteUpdate(workflows.WithSpanTracer(ctx, w), in)
 	markDone(ctx)
 	return ret, err
 }

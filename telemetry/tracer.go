@@ -69,7 +69,11 @@ func (t *tracer) UnmarshalSpan(m map[string]string) (interceptor.TracerSpanRef, 
 }
 
 func (t *tracer) MarshalSpan(s interceptor.TracerSpan) (map[string]string, error) {
-	return t.inner.MarshalSpan(t.unwrap(s).(interceptor.TracerSpan))
+	inner, ok := t.unwrap(s).(interceptor.TracerSpan)
+	if !ok || inner == nil {
+		return nil, nil // nothing to propagate
+	}
+	return t.inner.MarshalSpan(inner)
 }
 
 func (t *tracer) SpanFromContext(ctx context.Context) interceptor.TracerSpan {
@@ -77,7 +81,11 @@ func (t *tracer) SpanFromContext(ctx context.Context) interceptor.TracerSpan {
 }
 
 func (t *tracer) ContextWithSpan(ctx context.Context, s interceptor.TracerSpan) context.Context {
-	return t.inner.ContextWithSpan(ctx, t.unwrap(s).(interceptor.TracerSpan))
+	inner, ok := t.unwrap(s).(interceptor.TracerSpan)
+	if !ok || inner == nil {
+		return ctx
+	}
+	return t.inner.ContextWithSpan(ctx, inner)
 }
 
 func (t *tracer) GetLogger(l sdklog.Logger, ref interceptor.TracerSpanRef) sdklog.Logger {
