@@ -32,9 +32,9 @@ type otlpReceiver struct {
 
 // gotSpan is one received span with its service and attributes flattened to strings.
 type gotSpan struct {
-	service, name, traceID, spanID, parentID string
-	attrs                                    map[string]string
-	start, end                               uint64
+	service, instance, name, traceID, spanID, parentID string
+	attrs                                              map[string]string
+	start, end                                         uint64
 }
 
 func startOTLPReceiver(t *testing.T) *otlpReceiver {
@@ -70,15 +70,20 @@ func (r *otlpReceiver) add(in *coltracepb.ExportTraceServiceRequest) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, rs := range in.GetResourceSpans() {
-		service := ""
+		service, instance := "", ""
 		for _, kv := range rs.GetResource().GetAttributes() {
 			if kv.GetKey() == "service.name" {
 				service = anyString(kv.GetValue())
 			}
+			if kv.GetKey() == "service.instance.id" {
+				instance = anyString(kv.GetValue())
+			}
 		}
 		for _, ss := range rs.GetScopeSpans() {
 			for _, s := range ss.GetSpans() {
-				r.spans = append(r.spans, convertSpan(service, s))
+				g := convertSpan(service, s)
+				g.instance = instance
+				r.spans = append(r.spans, g)
 			}
 		}
 	}
@@ -252,6 +257,9 @@ func TestTelemetryTraceAndMetricsOfAnApprovedRun(t *testing.T) {
 		run := one(t, spans, "RunWorkflow:AgentRun")
 		if start.service != "nexo-starter" || run.service != "nexo-worker" {
 			t.Errorf("services: StartWorkflow from %q, RunWorkflow from %q; want nexo-starter and nexo-worker", start.service, run.service)
+		}
+		if !strings.Contains(run.instance, "@") {
+			t.Errorf("RunWorkflow's service.instance.id = %q, want the worker's identity (pid@host@)", run.instance)
 		}
 		if run.parentID != start.spanID || run.attrs["temporalRunID"] == "" {
 			t.Errorf("RunWorkflow: parent %s (want the starter's %s), attrs %v", run.parentID, start.spanID, run.attrs)

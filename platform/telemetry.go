@@ -23,7 +23,7 @@ import (
 // (metrics.addr) and says on stdout what it turned on. stop flushes them; call it after
 // the worker and the client stopped.
 func startTelemetry(ctx context.Context, cfg config.Config, stdout io.Writer, logger *slog.Logger) (*telemetry.Telemetry, func(), error) {
-	tel, err := telemetry.New(ctx, telemetry.Options{Service: "nexo-worker", CaptureContent: cfg.Telemetry.CaptureContent,
+	tel, err := telemetry.New(ctx, telemetry.Options{Service: "nexo-worker", Instance: workerIdentity(), CaptureContent: cfg.Telemetry.CaptureContent,
 		MetricsAddr: cfg.Metrics.Addr, DefaultModel: cfg.LLM.Model, Logger: logger})
 	if err != nil {
 		return nil, nil, err

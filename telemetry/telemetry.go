@@ -47,6 +47,9 @@ const scope = "github.com/nexo-temporal/nexo"
 type Options struct {
 	// Service is the service.name when OTEL_SERVICE_NAME does not set one ("nexo-worker").
 	Service string
+	// Instance is the service.instance.id: the worker's Temporal identity, so a span and a
+	// series name the worker that made it.
+	Instance string
 	// CaptureContent puts prompts, completions, tool arguments and results on spans
 	// (config telemetry.capture_content). Default: never.
 	CaptureContent bool
@@ -167,7 +170,11 @@ func (t *Telemetry) resource(ctx context.Context) (*resource.Resource, error) {
 	if svc == "" {
 		svc = "nexo"
 	}
-	res, err := resource.New(ctx, resource.WithAttributes(semconv.ServiceName(svc)), resource.WithFromEnv(),
+	attrs := []attribute.KeyValue{semconv.ServiceName(svc)}
+	if t.opts.Instance != "" {
+		attrs = append(attrs, semconv.ServiceInstanceID(t.opts.Instance))
+	}
+	res, err := resource.New(ctx, resource.WithAttributes(attrs...), resource.WithFromEnv(),
 		resource.WithTelemetrySDK(), resource.WithHost())
 	if err != nil && res == nil {
 		return nil, fmt.Errorf("describe the process for OpenTelemetry: %w", err)
