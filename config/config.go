@@ -50,6 +50,8 @@
 //	gateway.temporal_ui      NEXO_GATEWAY_TEMPORAL_UI         "" (no links; worker --dev: its Web UI)
 //	gateway.url              NEXO_GATEWAY_URL                 "" (http://<gateway.addr> when it is a loopback address)
 //	approvals.notify         NEXO_APPROVALS_NOTIFY            none (a list of {url, secret_env}; set it in the file)
+//	telemetry.capture_content NEXO_TELEMETRY_CAPTURE_CONTENT  false (no prompts, completions or tool args on spans)
+//	metrics.addr             NEXO_METRICS_ADDR                "" (no /metrics endpoint)
 //
 // The environment variable of a key is NEXO_ followed by the key in upper case with "."
 // replaced by "_". An empty variable counts as unset.
@@ -160,6 +162,10 @@ type Config struct {
 	MCP MCP `mapstructure:"mcp"`
 	// Approvals configures what happens around a call that waits for a human.
 	Approvals Approvals `mapstructure:"approvals"`
+	// Telemetry is what traces may carry (config/telemetry.go); OTEL_* says where they go.
+	Telemetry Telemetry `mapstructure:"telemetry"`
+	// Metrics is the worker's Prometheus endpoint (config/telemetry.go).
+	Metrics Metrics `mapstructure:"metrics"`
 }
 
 // Approvals configures approvals beyond the agents' permissions.

@@ -27,13 +27,13 @@ import (
 // cfg.Payloads.OffloadThreshold bytes or more go to blobs, which must be the store at
 // cfg.Artifacts.URL that every other worker, starter and gateway of the deployment shares;
 // workers made from the client (worker.New) inherit it.
-func Dial(ctx context.Context, cfg config.Config, blobs artifacts.Blobs, logger *slog.Logger) (client.Client, error) {
-	return DialWith(ctx, cfg, blobs, logger, os.Getenv)
+func Dial(ctx context.Context, cfg config.Config, blobs artifacts.Blobs, logger *slog.Logger, more ...Option) (client.Client, error) {
+	return DialWith(ctx, cfg, blobs, logger, os.Getenv, more...)
 }
 
 // DialWith is Dial reading the API key temporal.api_key_env names through getenv: a
 // worker holds its secrets in memory, not in its environment (internal/secrets).
-func DialWith(ctx context.Context, cfg config.Config, blobs artifacts.Blobs, logger *slog.Logger, getenv func(string) string) (client.Client, error) {
+func DialWith(ctx context.Context, cfg config.Config, blobs artifacts.Blobs, logger *slog.Logger, getenv func(string) string, more ...Option) (client.Client, error) {
 	if blobs == nil {
 		return nil, fmt.Errorf("connect to Temporal at %s: no blob store for payloads over %d bytes (open artifacts.url)",
 			cfg.Temporal.Address, cfg.Payloads.OffloadThreshold)
@@ -53,6 +53,9 @@ func DialWith(ctx context.Context, cfg config.Config, blobs artifacts.Blobs, log
 	}
 	if key := cfg.APIKey(getenv); key != "" {
 		opts.Credentials = client.NewAPIKeyStaticCredentials(key)
+	}
+	for _, o := range more {
+		o(&opts)
 	}
 	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()

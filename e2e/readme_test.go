@@ -365,6 +365,7 @@ var readmeCommandTests = []struct {
 	{marker: "docker compose -f docker-compose.temporal.yml up -d", notRun: "images from Docker Hub"},
 	{marker: "go test ./e2e -run TestFleetRateLimit", tests: []string{"TestFleetRateLimit"}},
 	{marker: "bin/starter approve <id> --budget +50000", tests: []string{"TestBudgetEndToEnd"}},
+	{marker: "export OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318", notRun: "your OpenTelemetry collector"},
 }
 
 // TestEveryReadmeCommandIsExercised: every block of commands in the README is run by a

@@ -93,6 +93,7 @@ func (d *Driver) Store(ctx converter.StorageDriverStoreContext, ps []*commonpb.P
 			if err != nil {
 				return fmt.Errorf("store payload %d (%d bytes) in the blob store: %w", i, len(data), err)
 			}
+			offloaded.Add(int64(len(data)))
 			claims[i] = converter.StorageDriverClaim{ClaimData: map[string]string{ClaimKey: sum}}
 			return nil
 		})

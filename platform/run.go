@@ -123,7 +123,12 @@ func (p *Platform) Run(ctx context.Context) error {
 			logger.Error("close artifact store", "error", err)
 		}
 	}()
-	tc, err := connect.DialWith(ctx, cfg, store, logger, p.getenv)
+	tel, stopTelemetry, err := startTelemetry(ctx, cfg, stdout, logger)
+	if err != nil {
+		return err
+	}
+	defer stopTelemetry() // after the worker and the client: flushes the last spans
+	tc, err := connect.DialWith(ctx, cfg, store, logger, p.getenv, telemetryOption(tel))
 	if err != nil {
 		return err
 	}
@@ -134,6 +139,9 @@ func (p *Platform) Run(ctx context.Context) error {
 
 	sandboxes, err := activities.NewSandboxes(cfg.Sandbox.Root)
 	if err != nil {
+		return err
+	}
+	if err := observeWorker(tel, tc, cfg.Temporal.Namespace, sandboxes); err != nil {
 		return err
 	}
 	// The scope label ties containers to this deployment (Temporal address and namespace,

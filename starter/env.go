@@ -16,6 +16,7 @@ import (
 	"github.com/nexo-temporal/nexo/connect"
 	"github.com/nexo-temporal/nexo/payloads"
 	"github.com/nexo-temporal/nexo/runs"
+	"github.com/nexo-temporal/nexo/telemetry"
 )
 
 // env is what a command runs with: output streams, and config and clients made on first
@@ -28,6 +29,9 @@ type env struct {
 	tc     client.Client
 	client *runs.Client
 	store  artifacts.Store
+	tel    *telemetry.Telemetry // traces, when OTEL_* asks (starter/telemetry.go)
+	// service is the OpenTelemetry service.name of this command ("" means nexo-starter).
+	service string
 }
 
 func bindCommonFlags(fs *pflag.FlagSet) {
@@ -67,7 +71,11 @@ func (e *env) runs(ctx context.Context) (*runs.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	tc, err := connect.Dial(ctx, cfg, store, logger)
+	traced, err := e.traced(ctx, e.service)
+	if err != nil {
+		return nil, err
+	}
+	tc, err := connect.Dial(ctx, cfg, store, logger, traced)
 	if err != nil {
 		return nil, err
 	}
@@ -113,6 +121,7 @@ func (e *env) close() {
 	if e.store != nil {
 		_ = e.store.Close() // PutBlob has written a blob through before it returns
 	}
+	e.closeTelemetry()
 }
 
 // printJSON writes v as indented JSON.

@@ -32,6 +32,7 @@ func serveCmd() *command {
 			if addr == "" {
 				addr = cfg.Gateway.Addr
 			}
+			e.service = "nexo-gateway" // its traces name the gateway, not the CLI
 			rc, err := e.runs(ctx)
 			if err != nil {
 				return err

@@ -140,7 +140,7 @@ func RunAgent(ctx workflow.Context, spec agents.Spec, prompt string) (api.AgentR
 	rt.emit(ctx, "agent_start", start)
 	conv := newConversation(rt.threadVersion(ctx) >= 1, nil, nil, nil)
 	conv.add(api.ChatMessage{Role: api.RoleUser, Content: prompt})
-	res, err = rt.agentLoop(ctx, spec, tools, skills, conv, loopStyle{})
+	res, err = rt.tracedAgentLoop(ctx, spec, tools, skills, conv, loopStyle{})
 	return res, err
 }
 
@@ -431,7 +431,7 @@ func (rt *runtime) decideAndRun(ctx workflow.Context, spec agents.Spec, tools to
 	switch v.Decision {
 	case permissions.Allow:
 	case permissions.NeedsApproval:
-		d, err := rt.awaitApproval(ctx, call, pc, v.Deadline)
+		d, err := rt.tracedApproval(ctx, call, pc, v.Deadline)
 		if err != nil {
 			return api.RunToolResult{}, err
 		}

@@ -231,7 +231,7 @@ func (s *session) runTurn(ctx workflow.Context, rt *runtime, n int, text string)
 	conv := s.conv.clone()
 	conv.add(api.ChatMessage{Role: api.RoleUser, Content: text})
 	style := loopStyle{session: true, idPrefix: fmt.Sprintf("%d.", n), streamTo: rt.rec.ID}
-	res, err := rt.agentLoop(ctx, s.spec, *s.tools, s.skills, conv, style)
+	res, err := rt.tracedAgentLoop(ctx, s.spec, *s.tools, s.skills, conv, style)
 	if err != nil {
 		// A failed turn leaves the thread as it was: the next prompt starts clean.
 		return "", res.Usage, err
