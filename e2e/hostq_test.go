@@ -319,3 +319,27 @@ func approveRetrying(t *testing.T, p *platform, id string) {
 		}
 	}
 }
+
+// recordHostqLocal: the hopper agent on its own local sandbox writes notes.md, waits for
+// approval of a shell command (its workspace snapshotted as the wait starts), then reads
+// the file back.
+func recordHostqLocal(t *testing.T, r *recorder) {
+	model := fakellm.New(
+		fakellm.Reply{ToolCalls: []fakellm.Call{writeCall("notes.md", "on my host")}},
+		fakellm.Reply{ToolCalls: []fakellm.Call{shellCall("cat notes.md")}},
+		fakellm.Reply{ToolCalls: []fakellm.Call{readCall("notes.md")}},
+		fakellm.Reply{Content: "Read it back."},
+	)
+	p := newPlatform(t)
+	p.writeConfig(hostqConfig(model.Start(t), "local"))
+	p.start()
+	c := p.dial()
+	id := strings.TrimSpace(p.ok("agent", "hopper", "Keep notes."))
+	waitHostqEvent(t, p, id, "sandbox_snapshot")
+	p.ok("approve", id, "--by", "ada")
+	rec := p.waitStatus(id, api.StatusDone)
+	if res := hostqToolResults(rec); strings.Count(res, "on my host") < 2 {
+		t.Fatalf("tool results:\n%s", res)
+	}
+	r.save(c, "agent_local_write_read.json", id, "")
+}
