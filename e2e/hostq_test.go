@@ -343,3 +343,39 @@ func recordHostqLocal(t *testing.T, r *recorder) {
 	}
 	r.save(c, "agent_local_write_read.json", id, "")
 }
+
+// TestHostQueueDockerKilledWorkerMoves: the Docker tier on two workers of one engine: a
+// run whose worker is SIGKILLed while it waits gets a fresh container on the other worker
+// with its workspace from the suspend's snapshot; when it ends no container of it is left,
+// including the killed worker's.
+func TestHostQueueDockerKilledWorkerMoves(t *testing.T) {
+	requireSandboxImage(t)
+	model := fakellm.New(
+		fakellm.Reply{ToolCalls: []fakellm.Call{writeCall("notes.md", "written in the first container")}},
+		fakellm.Reply{ToolCalls: []fakellm.Call{shellCall("cat notes.md")}},
+		fakellm.Reply{Content: "All there."},
+	)
+	f := newFleet(t, hostqConfig(model.Start(t), "docker"), 2)
+	a, b := f.workers[0], f.workers[1]
+	a.start()
+	id := strings.TrimSpace(f.server.ok("agent", "hopper", "Keep notes."))
+	waitHostqEvent(t, f.server, id, "sandbox_snapshot")
+	first := runContainers(t, id)
+	if len(first) != 1 {
+		t.Fatalf("containers of the run before the kill: %v", first)
+	}
+	a.kill()
+	b.start()
+	approveRetrying(t, f.server, id)
+	rec := f.server.waitStatus(id, api.StatusDone)
+	restored := eventOf(t, rec, "sandbox_restored")
+	if countEvents(rec, "sandbox_host_lost") != 1 || restored["parked_at"] == nil {
+		t.Errorf("events: %s; sandbox_restored = %v", eventList(rec), restored)
+	}
+	if res := hostqToolResults(rec); !strings.Contains(res, "written in the first container") {
+		t.Errorf("cat notes.md in the new container:\n%s", res)
+	}
+	if left := runContainers(t, id); len(left) != 0 {
+		t.Errorf("containers left after the run ended: %v", left)
+	}
+}
