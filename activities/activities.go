@@ -42,6 +42,7 @@ type Activities struct {
 	pageURL        string                      // the web page's base URL, for notifications' links
 	endpoints      map[string]*LLM             // llm.endpoints by name (the default endpoint is llm)
 	modelQueues    map[string]string           // endpoint name → task queue of its rate-limited model calls
+	host           *api.SandboxHost            // the host queue this worker polls (hostq.go); nil: none
 }
 
 // Deps are what the activities work with.
@@ -90,6 +91,9 @@ func New(d Deps) *Activities {
 	for _, s := range d.Agents {
 		a.agents[s.Name] = s
 	}
+	if d.Sandboxes != nil {
+		d.Sandboxes.restoreVirtual = a.restoreVirtual // a restarted worker's virtual sandboxes (hostq.go)
+	}
 	if a.fetcher == nil {
 		a.fetcher = NewFetcher()
 	}
@@ -135,6 +139,7 @@ func (a *Activities) Register(r Registry) {
 		r.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}
 	a.registerSkills(r)
+	a.registerHost(r)
 }
 
 // MaxArtifactBytes bounds an artifact read from a sandbox file (it is held in memory).

@@ -99,6 +99,9 @@ type SessionCarry struct {
 	// BudgetRaised what humans added to its session_max_tokens / session_max_cost.
 	Usage        *RunUsage    `json:"usage,omitempty"`
 	BudgetRaised *BudgetRaise `json:"budget_raised,omitempty"`
+	// Host is the host the session's sandbox lives on, carried across continue-as-new
+	// (nil in the carry nexo.close returns).
+	Host *SandboxHost `json:"host,omitempty"`
 }
 
 // TurnCount is the number of turns the session has had.

@@ -177,6 +177,15 @@ var historyScenarios = []struct {
 	// Budgets (version 1 of "agent-budget"): a run raised then done, one denied (done), one
 	// still paused on its budget (e2e/budget_test.go).
 	{"agent budget", "budget_", []string{"agent_raised_done.json", "agent_denied_done.json", "agent_suspended_on_budget.json"}, recordAgentBudget},
+	// Per-host task queues (version 1 of "host-queue", workflows/hostq.go): an agent on its
+	// own local sandbox writing then reading (a host claimed, a snapshot at the suspend), a
+	// session that continues as new with its host, a docker agent parked and restored.
+	{"agent local write and read, host queue", "hostq_", []string{"agent_local_write_read.json"}, recordHostqLocal},
+	{"session, host queue", "hostq_", []string{
+		"session_first_run_continued_as_new.json", "session_continued_run_closed.json",
+		"session_reopened_suspended_on_approval.json", "session_reopened_idle.json",
+	}, recordSession},
+	{"agent Docker park and restore, host queue", "hostq_", []string{"agent_docker_parked_restored.json"}, recordAgentDockerPark},
 }
 
 // recordAgentDeadlines: scribe under approve with approval_timeout 2s: a write nobody

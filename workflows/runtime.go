@@ -118,6 +118,8 @@ type runtime struct {
 	rootCtx     workflow.Context
 	hostSession workflow.Context
 	parked      bool
+	// host is the run's host queue routing (hostq.go), which replaces worker sessions.
+	host hostState
 
 	// skillFiles are the recorded skill files copied into the sandbox, by agent, copied
 	// again when a docker sandbox is re-created; probed lists agents whose requires were
@@ -140,7 +142,7 @@ type runtime struct {
 	// toolSlots bounds the tool calls of one model reply running at once, while they run
 	// concurrently (tool_concurrency, toolpar.go); nil otherwise.
 	toolSlots workflow.Semaphore
-	budget budgetState // the agents' budgets: version, raises (budget.go)
+	budget    budgetState // the agents' budgets: version, raises (budget.go)
 }
 
 func start(ctx workflow.Context, name string, payload json.RawMessage, ro *api.RunOptions, opts Options) (*runtime, workflow.Context) {
