@@ -102,6 +102,7 @@ func (p *Platform) Run(ctx context.Context) error {
 			}
 		}()
 		cfg.Temporal.Address = srv.FrontendAddress()
+		cfg.Temporal.Pin() // the embedded server, whatever a Temporal client profile says
 		fmt.Fprintf(stdout, "Temporal server: %s (namespace %s, database %s)\n", srv.FrontendAddress(), cfg.Temporal.Namespace, cfg.Dev.DBPath)
 		if ui := srv.UIAddress(); ui != "" {
 			fmt.Fprintf(stdout, "Temporal Web UI: %s/namespaces/%s/workflows\n", ui, cfg.Temporal.Namespace)
@@ -123,11 +124,12 @@ func (p *Platform) Run(ctx context.Context) error {
 			logger.Error("close artifact store", "error", err)
 		}
 	}()
-	tc, err := connect.DialWith(ctx, cfg, store, logger, p.getenv)
+	tc, conn, err := connect.DialSettings(ctx, cfg, store, logger, p.opts.lookupEnv)
 	if err != nil {
 		return err
 	}
 	defer tc.Close()
+	cfg.Temporal.Address, cfg.Temporal.Namespace = conn.Address, conn.Namespace // the profile may supply them
 	if err := checkSearchAttribute(ctx, tc, cfg.Temporal.Namespace); err != nil {
 		return err
 	}
