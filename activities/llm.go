@@ -213,8 +213,10 @@ func (a *Activities) complete(ctx context.Context, model string, creq openai.Cha
 // error naming op when this worker has none.
 func (a *Activities) model(op, agentModel string) (string, error) {
 	if a.llm == nil {
-		return "", temporal.NewNonRetryableApplicationError(
-			op+": this worker has no model configured (set llm.base_url and llm.model)", api.ErrTypeBadInput, nil)
+		// Retryable: in a fleet whose workers disagree, the retry may reach a worker that
+		// has the agent, and so a model (only a worker with agents needs one).
+		return "", temporal.NewApplicationError(
+			op+": this worker has no model configured (set llm.base_url and llm.model); another worker of the task queue may take it", api.ErrTypeAgentUnavailable)
 	}
 	model := agentModel
 	if model == "" {
