@@ -207,6 +207,9 @@ func (p *Platform) Run(ctx context.Context) error {
 	// After Start, so the registry's first task finds this worker polling.
 	stopAnnouncing := startAnnouncing(ctx, tc, cfg.Temporal.TaskQueue, announcement(identity, registered, agentNames), logger)
 	defer stopAnnouncing()
+	if err := reportPeers(ctx, tc, cfg.Temporal.TaskQueue, announcement(identity, registered, agentNames), stdout); err != nil {
+		logger.Warn("compare with the other workers", "error", err)
+	}
 	if dev {
 		ln := gwLn
 		gwLn = nil

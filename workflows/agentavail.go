@@ -48,6 +48,13 @@ func resolveAgent(ctx workflow.Context, name string) (agents.Spec, error) {
 		if err != nil {
 			return spec, err
 		}
+		// Not eager: a worker that completes a workflow task may take the activities it
+		// schedules itself, and the run's workflow tasks stick to the worker that lacks the
+		// agent, which would then be asked every time. Through the task queue any of the
+		// queue's workers can take it.
+		opts := workflow.GetActivityOptions(ctx)
+		opts.DisableEagerExecution = true
+		ctx = workflow.WithActivityOptions(ctx, opts)
 		deadline := workflow.Now(ctx).Add(AgentUnavailableFor)
 		wait := agentRetryFirst
 		lacking := map[string]bool{}
