@@ -166,6 +166,9 @@ var historyScenarios = []struct {
 	// Approval deadlines (version 1 of "approval-deadline"): a call denied by its timer, one
 	// decided before it (the timer cancelled), one escalated and still waiting.
 	{"agent approval deadlines", "deadline_", []string{"agent_timed_out.json", "agent_decided_in_time.json", "agent_escalated_waiting.json"}, recordAgentDeadlines},
+	// Workers that disagree (version 1 of "agent-unavailable"): a run that met a worker
+	// without its agent, then ran on one with it (e2e/disagree_histories_test.go).
+	{"agent unavailable on one worker", "deploy_", []string{"agent_unavailable_then_done.json"}, recordAgentUnavailable},
 }
 
 // recordAgentDeadlines: scribe under approve with approval_timeout 2s: a write nobody
