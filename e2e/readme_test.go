@@ -363,6 +363,8 @@ var readmeCommandTests = []struct {
 	{marker: "bin/starter check-replay --histories workflows/testdata", tests: []string{"TestCheckReplayRecordedHistories"}},
 	{marker: "temporal operator search-attribute create", notRun: "the temporal CLI and a cluster"},
 	{marker: "docker compose -f docker-compose.temporal.yml up -d", notRun: "images from Docker Hub"},
+	{marker: "-f docker-compose.docker-sandbox.yml up -d", notRun: "images from Docker Hub and a Docker engine"},
+	{marker: "TEMPORAL_ADDRESS=my-ns.a1b2c.tmprl.cloud:7233", notRun: "a Temporal Cloud namespace"},
 }
 
 // TestEveryReadmeCommandIsExercised: every block of commands in the README is run by a
