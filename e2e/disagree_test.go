@@ -73,6 +73,10 @@ func TestWorkersThatDisagree(t *testing.T) {
 	if met == 0 {
 		t.Errorf("no run met the worker without the agent in 16 runs; the test proved nothing")
 	}
+	// A name no worker offers is refused before a run starts (it would only wait).
+	if r := p.starter("agent", "scrib", "Say hello."); r.code == 0 || !strings.Contains(r.stderr, `offers agent "scrib"`) || !strings.Contains(r.stderr, `did you mean "scribe"?`) {
+		t.Errorf("starter agent scrib: exit %d, want a refusal naming the agent\n%s%s", r.code, r.stdout, r.stderr)
+	}
 }
 
 // waitDone waits for run id to end, failing unless it is done.
