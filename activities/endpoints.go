@@ -28,8 +28,10 @@ func (a *Activities) llmAt(op, endpoint string) (*LLM, error) {
 	name := endpointName(endpoint)
 	if name == api.DefaultEndpoint {
 		if a.llm == nil {
-			return nil, temporal.NewNonRetryableApplicationError(
-				op+": this worker has no model configured (set llm.base_url and llm.model)", api.ErrTypeBadInput, nil)
+			// Retryable: in a fleet whose workers disagree, the retry may reach a worker
+			// that has the agent, and so a model (only a worker with agents needs one).
+			return nil, temporal.NewApplicationError(
+				op+": this worker has no model configured (set llm.base_url and llm.model); another worker of the task queue may take it", api.ErrTypeAgentUnavailable)
 		}
 		return a.llm, nil
 	}
@@ -40,9 +42,11 @@ func (a *Activities) llmAt(op, endpoint string) (*LLM, error) {
 	if a.llm != nil {
 		known = append([]string{api.DefaultEndpoint}, known...)
 	}
-	return nil, temporal.NewNonRetryableApplicationError(
+	// Retryable, like a missing agent: during a rolling deploy another worker of the task
+	// queue may already have the endpoint.
+	return nil, temporal.NewApplicationError(
 		op+": this worker has no model endpoint \""+name+"\" (it has: "+strings.Join(known, ", ")+
-			"); every worker of the task queue needs the same llm.endpoints", api.ErrTypeBadInput, nil)
+			"); every worker of the task queue needs the same llm.endpoints; another worker may take it", api.ErrTypeAgentUnavailable)
 }
 
 // modelAt is the model a call to endpoint uses (the agent's, else the endpoint's), or a

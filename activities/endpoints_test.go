@@ -72,7 +72,7 @@ func TestModelCallToAnUnknownEndpoint(t *testing.T) {
 	model := fakellm.New(fakellm.Reply{Content: "ok"})
 	e := newEnv(t, activities.Deps{LLM: activities.NewLLM(activities.LLMConfig{BaseURL: model.Start(t), Model: "m"})})
 	_, err := e.a.CompleteChat(context.Background(), api.CompleteChatRequest{Endpoint: "small", Messages: userAsks("Hi")})
-	app := wantAppError(t, err, true, api.ErrTypeBadInput)
+	app := wantAppError(t, err, false, api.ErrTypeAgentUnavailable) // retryable: another worker may have it
 	if !strings.Contains(app.Error(), `no model endpoint "small" (it has: default)`) {
 		t.Errorf("err = %v, want it to name the endpoint and the ones the worker has", err)
 	}

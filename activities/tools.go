@@ -46,9 +46,11 @@ func (a *Activities) ResolveAgent(_ context.Context, name string) (agents.Spec, 
 	if list == "" {
 		list = "none; add agents: to the worker's config"
 	}
+	// Non-retryable here: the workflow sees at once which worker lacked it (the failure
+	// carries its identity) and decides whether to try another (workflows/agentavail.go).
 	return agents.Spec{}, temporal.NewNonRetryableApplicationError(
 		fmt.Sprintf("no agent %q is configured on this worker (configured: %s)", name, list),
-		api.ErrTypeNotFound, nil)
+		api.ErrTypeAgentUnavailable, nil)
 }
 
 // toolError is a result the model sees.

@@ -691,7 +691,8 @@ func TestResolveAgent(t *testing.T) {
 	}
 
 	_, err = e.a.ResolveAgent(context.Background(), "gamma")
-	appErr := wantAppError(t, err, true, api.ErrTypeNotFound)
+	// Its own type: AgentRun asks another worker (workflows/agentavail.go).
+	appErr := wantAppError(t, err, true, api.ErrTypeAgentUnavailable)
 	if msg := appErr.Error(); !strings.Contains(msg, `"gamma"`) || !strings.Contains(msg, "alpha, beta") {
 		t.Errorf("err = %q, want it to name gamma and list alpha, beta", msg)
 	}
@@ -721,5 +722,5 @@ func TestActivitiesRegistered(t *testing.T) {
 	}
 
 	_, err = tenv.ExecuteActivity(api.ActivityResolveAgent, "nobody")
-	wantAppError(t, err, true, api.ErrTypeNotFound)
+	wantAppError(t, err, true, api.ErrTypeAgentUnavailable)
 }

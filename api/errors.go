@@ -25,6 +25,11 @@ const (
 	// ErrTypeModelUnavailable: the model provider answered 408, 429 or 5xx, or could not
 	// be reached (retryable within the model call's retry budget, llm.retry_for).
 	ErrTypeModelUnavailable = "NexoModelUnavailable"
+	// ErrTypeAgentUnavailable: the worker that ran the activity has no such agent, or no
+	// model, in its config (a rolling deploy, workers that disagree). Another worker of
+	// the task queue may have it: AgentRun tries again for a while (see
+	// workflows/agentavail.go) and a model call retries, instead of failing the run.
+	ErrTypeAgentUnavailable = "NexoAgentUnavailable"
 )
 
 // SessionHandover is the detail of an ErrTypeSessionHandover error.

@@ -17,6 +17,7 @@
 //	temporal.tls.key_file    NEXO_TEMPORAL_TLS_KEY_FILE       ""
 //	temporal.tls.ca_file     NEXO_TEMPORAL_TLS_CA_FILE        ""
 //	temporal.tls.server_name NEXO_TEMPORAL_TLS_SERVER_NAME    ""
+//	temporal.profile         NEXO_TEMPORAL_PROFILE            "" (TEMPORAL_PROFILE, else "default"; "off": read none)
 //	dev.ip                   NEXO_DEV_IP                      127.0.0.1
 //	dev.frontend_port        NEXO_DEV_FRONTEND_PORT           7233
 //	dev.ui_port              NEXO_DEV_UI_PORT                 8233 (0 disables the UI)
@@ -320,6 +321,16 @@ type Temporal struct {
 	// APIKeyEnv names the environment variable holding an API key (Temporal Cloud). The
 	// key itself is never a config value, so it cannot end up in a file or a log.
 	APIKeyEnv string `mapstructure:"api_key_env"`
+	// Profile is the Temporal client profile (the `temporal` CLI's TOML file, see package
+	// connect) whose settings fill the keys above that are not given: "" is
+	// TEMPORAL_PROFILE, else "default"; "off" reads no profile and no TEMPORAL_* variable.
+	Profile string `mapstructure:"profile"`
+
+	// givenAtDefault holds the keys above that were set (file, NEXO_*, flag) to their
+	// default value, the one case Given cannot tell from the value; see sources.go.
+	givenAtDefault map[string]bool
+	// noProfile: the connection is fixed (the embedded server of `worker --dev`).
+	noProfile bool
 }
 
 // TLS configures the client's TLS. Enabled with no files uses the system roots.

@@ -110,6 +110,7 @@ func Load(opts LoadOptions) (Config, error) {
 	if decodeErr != nil {
 		return Config{}, fmt.Errorf("decode config%s: %w", inFile(file), fieldErrors(decodeErr, env))
 	}
+	cfg.Temporal.givenAtDefault = givenAtDefault(v, opts.Flags, cfg.Temporal)
 	if file != "" && env[envName("agents")] == "" && !flagSet(opts.Flags, "agents") {
 		if err := agentsAsWritten(file, &cfg); err != nil {
 			return Config{}, err

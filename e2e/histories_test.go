@@ -186,6 +186,9 @@ var historyScenarios = []struct {
 		"session_reopened_suspended_on_approval.json", "session_reopened_idle.json",
 	}, recordSession},
 	{"agent Docker park and restore, host queue", "hostq_", []string{"agent_docker_parked_restored.json"}, recordAgentDockerPark},
+	// Workers that disagree (version 1 of "agent-unavailable"): a run that met a worker
+	// without its agent, then ran on one with it (e2e/disagree_histories_test.go).
+	{"agent unavailable on one worker", "deploy_", []string{"agent_unavailable_then_done.json"}, recordAgentUnavailable},
 }
 
 // recordAgentDeadlines: scribe under approve with approval_timeout 2s: a write nobody

@@ -240,7 +240,7 @@ func (s *Server) promptFailure(ctx context.Context, agent, instance string, err 
 	var start *runs.SessionStartError
 	if errors.As(err, &start) {
 		status := http.StatusBadGateway
-		if start.Type == api.ErrTypeNotFound {
+		if start.Type == api.ErrTypeNotFound || start.Type == api.ErrTypeAgentUnavailable {
 			status = http.StatusNotFound
 		}
 		return &inputError{status: status, msg: start.Error()}

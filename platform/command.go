@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/nexo-temporal/nexo/config"
+	"github.com/nexo-temporal/nexo/connect"
 	"github.com/nexo-temporal/nexo/internal/cli"
 	"github.com/nexo-temporal/nexo/internal/secrets"
 )
@@ -109,7 +110,7 @@ func (c Command) Run(ctx context.Context, argv []string, stdout, stderr io.Write
 	// Before anything starts: from here on the secrets live in memory only, so a command
 	// the local sandbox runs cannot read them from this process's environment (this may
 	// re-execute the worker in place; see internal/secrets).
-	env, err := secrets.Take(cfg.SecretEnvNames())
+	env, err := secrets.Take(append(cfg.SecretEnvNames(), connect.ProfileSecretEnvNames...))
 	if err != nil {
 		return err
 	}

@@ -64,10 +64,11 @@ func (c Command) checkReplay(ctx context.Context, argv []string, stdout, stderr 
 	}
 	defer func() { _ = store.Close() }()
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	tc, err := connect.DialWith(ctx, cfg, store, logger, p.getenv)
+	tc, conn, err := connect.DialSettings(ctx, cfg, store, logger, p.opts.lookupEnv)
 	if err != nil {
 		return err
 	}
+	cfg.Temporal.Address, cfg.Temporal.Namespace = conn.Address, conn.Namespace // the profile may supply them
 	defer tc.Close()
 	return replay.RunFlags(ctx, fs, fs.Args(), tc, p.RegisterWorkflows, stdout,
 		replay.WithTaskQueue(cfg.Temporal.TaskQueue),

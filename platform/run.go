@@ -102,6 +102,7 @@ func (p *Platform) Run(ctx context.Context) error {
 			}
 		}()
 		cfg.Temporal.Address = srv.FrontendAddress()
+		cfg.Temporal.Pin() // the embedded server, whatever a Temporal client profile says
 		fmt.Fprintf(stdout, "Temporal server: %s (namespace %s, database %s)\n", srv.FrontendAddress(), cfg.Temporal.Namespace, cfg.Dev.DBPath)
 		if ui := srv.UIAddress(); ui != "" {
 			fmt.Fprintf(stdout, "Temporal Web UI: %s/namespaces/%s/workflows\n", ui, cfg.Temporal.Namespace)
@@ -128,11 +129,12 @@ func (p *Platform) Run(ctx context.Context) error {
 		return err
 	}
 	defer stopTelemetry() // after the worker and the client: flushes the last spans
-	tc, err := connect.DialWith(ctx, cfg, store, logger, p.getenv, telemetryOption(tel))
+	tc, conn, err := connect.DialSettings(ctx, cfg, store, logger, p.opts.lookupEnv, telemetryOption(tel))
 	if err != nil {
 		return err
 	}
 	defer tc.Close()
+	cfg.Temporal.Address, cfg.Temporal.Namespace = conn.Address, conn.Namespace // the profile may supply them
 	if err := checkSearchAttribute(ctx, tc, cfg.Temporal.Namespace); err != nil {
 		return err
 	}
@@ -235,6 +237,9 @@ func (p *Platform) Run(ctx context.Context) error {
 	// After Start, so the registry's first task finds this worker polling.
 	stopAnnouncing := startAnnouncing(ctx, tc, cfg.Temporal.TaskQueue, announcement(identity, registered, agentNames), logger)
 	defer stopAnnouncing()
+	if err := reportPeers(ctx, tc, cfg.Temporal.TaskQueue, announcement(identity, registered, agentNames), stdout); err != nil {
+		logger.Warn("compare with the other workers", "error", err)
+	}
 	if dev {
 		ln := gwLn
 		gwLn = nil

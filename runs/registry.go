@@ -172,7 +172,7 @@ func (c *Client) Workflows(ctx context.Context) (api.RegistryView, error) {
 // cannot know, and run --wait still reports a type no worker has at its first failed task.
 func (c *Client) checkOffered(ctx context.Context, workflow string, payload json.RawMessage) error {
 	now := time.Now()
-	if v, ok := c.offered.fresh(now); ok && slices.Contains(v.Workflows, workflow) {
+	if v, ok := c.offered.fresh(now); ok && slices.Contains(v.Workflows, workflow) && checkAgent(v, c.taskQueue, workflow, payload) == nil {
 		if fields, checked := v.Inputs[workflow]; !checked || checkInput(workflow, fields, payload) == nil {
 			return nil
 		}
@@ -193,6 +193,9 @@ func (c *Client) checkOffered(ctx context.Context, workflow string, payload json
 			Suggestion: suggest.Nearest(workflow, v.Workflows)}
 	}
 	c.offered.store(v, now)
+	if err := checkAgent(v, c.taskQueue, workflow, payload); err != nil {
+		return err
+	}
 	if fields, checked := v.Inputs[workflow]; checked {
 		return checkInput(workflow, fields, payload)
 	}

@@ -18,7 +18,8 @@ import (
 )
 
 // SessionStartError: the session's run failed before it could serve the prompt, e.g. the
-// worker has no such agent or one of its skills is missing (Type api.ErrTypeNotFound).
+// worker has no such agent (Type api.ErrTypeAgentUnavailable) or one of its skills is
+// missing (api.ErrTypeNotFound).
 type SessionStartError struct {
 	ID   string
 	Type string // the failing activity's error type (api.ErrType*), "" when it had none

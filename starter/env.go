@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 
 	"github.com/spf13/pflag"
 	"go.temporal.io/sdk/client"
@@ -75,11 +76,15 @@ func (e *env) runs(ctx context.Context) (*runs.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	tc, err := connect.Dial(ctx, cfg, store, logger, traced)
+	tc, conn, err := connect.DialSettings(ctx, cfg, store, logger, os.LookupEnv, traced)
 	if err != nil {
 		return nil, err
 	}
 	e.tc = tc
+	cfg.Temporal.Address, cfg.Temporal.Namespace = conn.Address, conn.Namespace // the profile may supply them
+	if e.cfg != nil {
+		e.cfg.Temporal = cfg.Temporal
+	}
 	e.client = runs.New(tc, cfg.Temporal.Namespace, cfg.Temporal.TaskQueue)
 	e.client.Payloads = payloads.NewDriver(store)
 	e.client.Blobs = store                   // closed runs' stored records

@@ -87,7 +87,7 @@ func AgentRun(ctx workflow.Context, in api.AgentRunInput) (api.AgentResult, erro
 		return api.AgentResult{}, temporal.NewNonRetryableApplicationError(
 			`AgentRun needs {"agent": "<name>", "prompt": "<text>"}`, api.ErrTypeBadInput, nil)
 	}
-	spec, err := Checkpoint[agents.Spec](ctx, "agent", api.ActivityResolveAgent, in.Agent)
+	spec, err := resolveAgent(ctx, in.Agent)
 	if err != nil {
 		return api.AgentResult{}, err
 	}

@@ -1,0 +1,91 @@
+package platform
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/nexo-temporal/nexo/api"
+)
+
+// peersTimeout bounds the registry query at start; a worker never waits on it longer.
+const peersTimeout = 2 * time.Second
+
+// reportPeers prints one line per difference between what this worker offers (its
+// announcement a) and what the task queue's other registered workers offer: in a
+// rolling deploy, or with a worker started without the config, the fleet disagrees for a
+// while, and runs of an agent only some workers have wait for those (AgentRun's
+// agent_unavailable). Nothing is printed when they agree or no other worker is known.
+func reportPeers(ctx context.Context, tc client.Client, taskQueue string, a api.WorkerAnnouncement, out io.Writer) error {
+	qctx, cancel := context.WithTimeout(ctx, peersTimeout)
+	defer cancel()
+	v, err := tc.QueryWorkflow(qctx, api.RegistryID(taskQueue), "", api.QueryRegistry)
+	if err != nil {
+		return fmt.Errorf("query the registry of task queue %s: %w", taskQueue, err)
+	}
+	var view api.RegistryView
+	if err := v.Get(&view); err != nil {
+		return fmt.Errorf("decode the registry of task queue %s: %w", taskQueue, err)
+	}
+	for _, line := range peerDifferences(view, a, taskQueue) {
+		fmt.Fprintln(out, line)
+	}
+	return nil
+}
+
+// peerDifferences are the lines reportPeers prints.
+func peerDifferences(view api.RegistryView, a api.WorkerAnnouncement, taskQueue string) []string {
+	var agents, types []string
+	others := 0
+	for _, w := range view.Workers {
+		if w.Identity == a.Identity {
+			continue
+		}
+		others++
+		agents = append(agents, w.Agents...)
+		types = append(types, w.Workflows...)
+	}
+	if others == 0 {
+		return nil
+	}
+	var lines []string
+	theirs, mine := set(agents), set(a.Agents)
+	if !slices.Equal(theirs, mine) {
+		lines = append(lines, fmt.Sprintf("other workers on task queue %s offer agents %s; this one offers %s (runs of an agent this worker lacks go to a worker that has it)",
+			taskQueue, list(theirs), list(mine)))
+	}
+	theirs, mine = set(types), set(a.Workflows)
+	if missing, extra := minus(theirs, mine), minus(mine, theirs); len(missing)+len(extra) > 0 {
+		lines = append(lines, fmt.Sprintf("other workers on task queue %s offer workflow types this one lacks: %s; this one adds: %s",
+			taskQueue, list(missing), list(extra)))
+	}
+	return lines
+}
+
+func set(s []string) []string {
+	out := slices.Clone(s)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+func minus(a, b []string) []string {
+	var out []string
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+func list(s []string) string {
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, ", ")
+}
