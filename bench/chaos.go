@@ -334,7 +334,7 @@ func (f *fleet) driveUntilClosed(ctx context.Context, id, kind string, stop <-ch
 // chaosResultProblem says what is wrong with a closed run's result ("" when it is right).
 func chaosResultProblem(kind string, rec api.Record) string {
 	if rec.Status != api.StatusDone {
-		return fmt.Sprintf("status %s: %s", rec.Status, rec.Error)
+		return fmt.Sprintf("status %s: %s", rec.Status, errText(rec.Error))
 	}
 	var res map[string]any
 	_ = json.Unmarshal(rec.Result, &res)
@@ -427,4 +427,12 @@ func leftContainers(ids map[string]bool) int {
 		}
 	}
 	return n
+}
+
+// errText is a record's error ("" when none).
+func errText(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }

@@ -170,7 +170,7 @@ func (f *fleet) scaleBatch(ctx context.Context, total, inFlight int) ([]string, 
 			defer cancel()
 			rec, err := f.waitClosed(wctx, id)
 			if err != nil || rec.Status != "done" {
-				fail(fmt.Errorf("run %s: %s %v %s", id, rec.Status, err, rec.Error))
+				fail(fmt.Errorf("run %s: %s %v %s", id, rec.Status, err, errText(rec.Error)))
 				return
 			}
 			mu.Lock()

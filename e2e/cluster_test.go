@@ -194,8 +194,8 @@ func effectLines(t *testing.T, dir, tag string) int {
 	return n
 }
 
-// toolResults are the results of the run's tool calls named name, in order.
-func toolResults(rec api.Record, name string) []string {
+// clusterToolResults are the results of the run's tool calls named name, in order.
+func clusterToolResults(rec api.Record, name string) []string {
 	names := map[string]string{}
 	var out []string
 	for _, e := range rec.Events {
@@ -227,7 +227,7 @@ func agentDone(t *testing.T, p *platform, c *cluster.Cluster, id, want string, r
 	if res.Content != want {
 		t.Errorf("run %s: result %s, want content %q", id, rec.Result, want)
 	}
-	got := strings.Join(toolResults(rec, "read_file"), "\n")
+	got := strings.Join(clusterToolResults(rec, "read_file"), "\n")
 	for file, content := range reads {
 		if !strings.Contains(got, content) {
 			t.Errorf("run %s: read_file of %s did not see %q (its workspace was lost on the way): %s", id, file, content, got)
@@ -249,7 +249,7 @@ func waitStatusWithin(t *testing.T, p *platform, id string, want api.Status, d t
 				return rec
 			}
 			if rec.Status == api.StatusFailed || rec.Status == api.StatusInterrupted {
-				t.Fatalf("run %s ended %s, want %s: %s\n%s", id, rec.Status, want, rec.Error, clusterLogs(c))
+				t.Fatalf("run %s ended %s, want %s: %s\n%s", id, rec.Status, want, errText(rec.Error), clusterLogs(c))
 			}
 		}
 		if time.Now().After(deadline) {
@@ -337,10 +337,14 @@ func TestClusterFaults(t *testing.T) {
 
 	t.Run("worker killed during a tool call", func(t *testing.T) {
 		id := startAgent(t, p, "filer", "fault tool-call")
-		w := holder(t, c, cl, id, api.ActivityRunTool)
+		deadline := time.Now().Add(time.Minute)
 		for effectLines(t, dir, "tool-start") == 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("the slow tool did not start within a minute\n%s", clusterLogs(c))
+			}
 			time.Sleep(20 * time.Millisecond)
 		}
+		w := holder(t, c, cl, id, api.ActivityRunTool) // the slow shell call, now running
 		w.Kill()
 		defer func() { _ = w.Start(ctx) }()
 		agentDone(t, p, c, id, "tool-call done", map[string]string{"b.txt": "beta"})
@@ -453,4 +457,12 @@ func TestClusterFaults(t *testing.T) {
 			t.Errorf("containers left after the run: %v", left)
 		}
 	})
+}
+
+// errText is a record's error ("" when none).
+func errText(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
