@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -56,6 +58,9 @@ func startProcess(name string, cmd *exec.Cmd, logPath, readyLine string) (*proce
 			line := sc.Text()
 			fmt.Fprintln(f, line)
 			p.mu.Lock()
+			if len(line) > 400 {
+				line = line[:400] + "…"
+			}
 			p.lines = append(p.lines, line)
 			if len(p.lines) > tailLines {
 				p.lines = p.lines[len(p.lines)-tailLines:]
@@ -107,6 +112,21 @@ func (p *process) tail() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return strings.Join(p.lines, "\n")
+}
+
+// freeLowPort returns a free loopback port in 20000-32767 (random, so concurrent clusters
+// rarely race for one).
+func freeLowPort() (int, error) {
+	for range 200 {
+		port := 20000 + rand.IntN(12768)
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		return port, nil
+	}
+	return 0, fmt.Errorf("no free port in 20000-32767")
 }
 
 // FreePort returns a loopback TCP port nothing listens on right now.

@@ -62,9 +62,17 @@ type serverPorts struct {
 
 func pickServerPorts() (serverPorts, error) {
 	var ps serverPorts
-	for _, p := range []*int{&ps.Frontend, &ps.FrontendMembership, &ps.FrontendHTTP, &ps.History,
-		&ps.HistoryMembership, &ps.Matching, &ps.MatchingMembership, &ps.Worker, &ps.WorkerMembership} {
+	for _, p := range []*int{&ps.Frontend, &ps.FrontendHTTP, &ps.History, &ps.Matching, &ps.Worker} {
 		n, err := FreePort()
+		if err != nil {
+			return ps, err
+		}
+		*p = n
+	}
+	// The cluster_membership table stores a member's port as a smallint: membership ports
+	// must be below 32768, which the kernel's ephemeral range (from 32768) never gives.
+	for _, p := range []*int{&ps.FrontendMembership, &ps.HistoryMembership, &ps.MatchingMembership, &ps.WorkerMembership} {
+		n, err := freeLowPort()
 		if err != nil {
 			return ps, err
 		}
@@ -190,8 +198,6 @@ history.visibilityProcessorMaxPollHostRPS:
   - value: 2000
 history.longPollExpirationInterval:
   - value: 2s
-frontend.namespaceCacheRefreshInterval:
-  - value: 1s
 system.forceSearchAttributesCacheRefreshOnRead:
   - value: true
 frontend.rps:
