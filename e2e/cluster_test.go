@@ -297,10 +297,10 @@ func TestClusterFaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Stop()
-	p := clusterPlatform(t, c)
 	cl := clusterClient(t, c)
 
 	t.Run("mTLS: the frontend refuses a client without a certificate", func(t *testing.T) {
+		p := clusterPlatform(t, c)
 		o, _ := c.ClientOptions()
 		o.ConnectionOptions.TLS = &tls.Config{InsecureSkipVerify: true}
 		dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -322,6 +322,7 @@ func TestClusterFaults(t *testing.T) {
 	})
 
 	t.Run("worker killed during a model call", func(t *testing.T) {
+		p := clusterPlatform(t, c)
 		id := startAgent(t, p, "filer", "fault model-call")
 		w := holder(t, c, cl, id, api.ActivityCompleteChat)
 		w.Kill()
@@ -336,6 +337,7 @@ func TestClusterFaults(t *testing.T) {
 	})
 
 	t.Run("worker killed during a tool call", func(t *testing.T) {
+		p := clusterPlatform(t, c)
 		id := startAgent(t, p, "filer", "fault tool-call")
 		deadline := time.Now().Add(time.Minute)
 		for effectLines(t, dir, "tool-start") == 0 {
@@ -358,6 +360,7 @@ func TestClusterFaults(t *testing.T) {
 	})
 
 	t.Run("every worker killed while a run waits for approval", func(t *testing.T) {
+		p := clusterPlatform(t, c)
 		doc := strings.TrimSpace(p.ok("run", "DocumentApproval", "--input", `{"doc_id":"cluster"}`))
 		agent := startAgent(t, p, "approver", "fault approval")
 		waitStatusWithin(t, p, doc, api.StatusSuspended, time.Minute, c)
@@ -370,8 +373,11 @@ func TestClusterFaults(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		p.ok("approve", doc)
-		p.ok("approve", agent)
+		// Right after every worker restarted, a query waits out the dead workers' sticky
+		// queues (Temporal's sticky poller window, ~10 s) before a new worker answers it: the
+		// starter's 5 s query times out and says no worker answered; the next try works.
+		approveSoon(t, p, doc)
+		approveSoon(t, p, agent)
 		rec := waitStatusWithin(t, p, doc, api.StatusDone, time.Minute, c)
 		if n := countEvents(rec, "fetching"); n != 1 {
 			t.Errorf("DocumentApproval fetched %d times, want 1", n)
@@ -380,6 +386,7 @@ func TestClusterFaults(t *testing.T) {
 	})
 
 	t.Run("worker killed while a session turn streams", func(t *testing.T) {
+		p := clusterPlatform(t, c)
 		sctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 		defer cancel()
 		r := p.startStarter(sctx, "session", "prompt", "assistant", "fault", "fault stream")
@@ -401,6 +408,7 @@ func TestClusterFaults(t *testing.T) {
 	})
 
 	t.Run("worker frozen past its heartbeat timeout and back", func(t *testing.T) {
+		p := clusterPlatform(t, c)
 		id := startAgent(t, p, "filer", "fault frozen")
 		w := holder(t, c, cl, id, api.ActivityCompleteChat)
 		w.Pause()
@@ -423,6 +431,7 @@ func TestClusterFaults(t *testing.T) {
 		{"PostgreSQL restarted", "postgres", func() error { return c.RestartPostgres(ctx, 2*time.Second) }},
 	} {
 		t.Run(fault.name, func(t *testing.T) {
+			p := clusterPlatform(t, c)
 			doc := strings.TrimSpace(p.ok("run", "DocumentApproval", "--input", `{"doc_id":"`+fault.tag+`"}`))
 			id := startAgent(t, p, "filer", "fault "+fault.tag)
 			holder(t, c, cl, id, api.ActivityCompleteChat)
@@ -436,7 +445,7 @@ func TestClusterFaults(t *testing.T) {
 				}
 			}
 			waitStatusWithin(t, p, doc, api.StatusSuspended, time.Minute, c)
-			p.ok("approve", doc)
+			approveSoon(t, p, doc)
 			rec := waitStatusWithin(t, p, doc, api.StatusDone, time.Minute, c)
 			if n := countEvents(rec, "fetching"); n != 1 {
 				t.Errorf("DocumentApproval fetched %d times, want 1", n)
@@ -445,6 +454,7 @@ func TestClusterFaults(t *testing.T) {
 	}
 
 	t.Run("docker sandbox: worker killed, files kept", func(t *testing.T) {
+		p := clusterPlatform(t, c)
 		if !docker {
 			requireSandboxImage(t)
 		}
@@ -465,4 +475,21 @@ func errText(s *string) string {
 		return ""
 	}
 	return *s
+}
+
+// approveSoon approves run id, trying again for up to a minute while no worker answers its
+// query yet (just after a restart).
+func approveSoon(t *testing.T, p *platform, id string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		r := p.starter("approve", id)
+		if r.code == 0 {
+			return
+		}
+		if !strings.Contains(r.stderr, "no worker answered") || time.Now().After(deadline) {
+			t.Fatalf("starter approve %s: exit %d\n%s%s", id, r.code, r.stdout, r.stderr)
+		}
+		time.Sleep(time.Second)
+	}
 }
