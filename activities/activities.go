@@ -40,6 +40,7 @@ type Activities struct {
 	lookupEnv      func(string) (string, bool) // nil: os.LookupEnv
 	notify         []api.NotifyTarget          // approvals.notify, given to every resolved agent
 	pageURL        string                      // the web page's base URL, for notifications' links
+	host           *api.SandboxHost            // the host queue this worker polls (hostq.go); nil: none
 }
 
 // Deps are what the activities work with.
@@ -81,6 +82,9 @@ func New(d Deps) *Activities {
 		notify: d.Notify, pageURL: strings.TrimRight(d.PageURL, "/")}
 	for _, s := range d.Agents {
 		a.agents[s.Name] = s
+	}
+	if d.Sandboxes != nil {
+		d.Sandboxes.restoreVirtual = a.restoreVirtual // a restarted worker's virtual sandboxes (hostq.go)
 	}
 	if a.fetcher == nil {
 		a.fetcher = NewFetcher()
@@ -127,6 +131,7 @@ func (a *Activities) Register(r Registry) {
 		r.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}
 	a.registerSkills(r)
+	a.registerHost(r)
 }
 
 // MaxArtifactBytes bounds an artifact read from a sandbox file (it is held in memory).

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nexo-temporal/nexo/api"
 	"github.com/nexo-temporal/nexo/artifacts"
+	"github.com/nexo-temporal/nexo/sandbox"
 	"github.com/nexo-temporal/nexo/sandbox/docker"
 )
 
@@ -27,6 +28,9 @@ type workspacer interface {
 // the store (never whole in memory), and since the store is shared, whichever worker
 // later gets the run restores it.
 func (a *Activities) ParkSandbox(ctx context.Context, req api.ReleaseSandboxRequest) (int64, error) {
+	if req.Sandbox.Type != api.SandboxDocker {
+		return 0, nil // nothing to park: local and virtual sandboxes hold no container (SnapshotSandbox copies them)
+	}
 	sb, err := a.sandboxes.Open(ctx, req.RunID, req.Sandbox)
 	if err != nil {
 		return 0, classify(fmt.Errorf("park sandbox: %w", err))
@@ -56,6 +60,9 @@ func (a *Activities) ParkSandbox(ctx context.Context, req api.ReleaseSandboxRequ
 // RestoreSandbox gives a parked run a fresh container with its workspace back, exactly as
 // the agent left it.
 func (a *Activities) RestoreSandbox(ctx context.Context, req api.ReleaseSandboxRequest) (int64, error) {
+	if req.Sandbox.Type != api.SandboxDocker {
+		return 0, nil // runs recorded with worker sessions only restored docker sandboxes here
+	}
 	archive, err := a.store.GetReader(ctx, req.RunID, workspaceArchive)
 	if errors.Is(err, artifacts.ErrNotFound) {
 		return 0, nil
@@ -92,4 +99,8 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-var _ workspacer = (*docker.Sandbox)(nil)
+var (
+	_ workspacer = (*docker.Sandbox)(nil)
+	_ workspacer = (*sandbox.Local)(nil)
+	_ workspacer = (*sandbox.Virtual)(nil)
+)

@@ -32,6 +32,9 @@ type Sandboxes struct {
 	// opening holds one lock per sandbox being created, so two first uses of the same
 	// run's sandbox make it once while other runs' calls go on.
 	opening map[string]*sync.Mutex
+	// restoreVirtual, when set, fills a virtual sandbox made here from the run's last
+	// snapshot: its files were in the memory of a worker process that ended (hostq.go).
+	restoreVirtual func(ctx context.Context, runID string, v *sandbox.Virtual) error
 }
 
 // NewSandboxes returns the worker's sandbox registry with per-run workspaces under root.
@@ -134,7 +137,11 @@ func (s *Sandboxes) create(ctx context.Context, runID string, spec api.SandboxSp
 		}
 		sb, err = sandbox.NewLocal(dir, sandbox.LocalOptions{})
 	case api.SandboxVirtual:
-		sb = sandbox.NewVirtual()
+		v := sandbox.NewVirtual()
+		if s.restoreVirtual != nil {
+			err = s.restoreVirtual(ctx, runID, v)
+		}
+		sb = v
 	case api.SandboxDocker:
 		if s.docker == nil {
 			return nil, fmt.Errorf("sandbox type docker for run %s: %w (no Docker engine answered when this worker started; start one or set DOCKER_HOST)", runID, ErrSandboxUnavailable)
@@ -181,8 +188,19 @@ func (s *Sandboxes) Release(ctx context.Context, runID string, spec api.SandboxS
 // derived from its options, so asking does not create its container here (on whichever
 // worker calls the model).
 func (s *Sandboxes) Instructions(ctx context.Context, runID string, spec api.SandboxSpec) string {
-	if spec.Type == api.SandboxDocker {
+	switch {
+	case spec.Type == api.SandboxDocker:
 		return docker.InstructionsFor(DockerOptions(spec))
+	case spec.Type == api.SandboxVirtual:
+		// Nothing of the run's own: no virtual sandbox is made on a worker that only calls
+		// the model (its files live on the run's host).
+		return sandbox.NewVirtual().Instructions()
+	case spec.Type == "" || spec.Type == api.SandboxLocal:
+		dir := spec.Dir
+		if dir == "" {
+			dir = filepath.Join(s.root, runID)
+		}
+		return sandbox.LocalInstructions(dir)
 	}
 	sb, err := s.Open(ctx, runID, spec)
 	if err != nil {

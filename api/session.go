@@ -95,6 +95,9 @@ type SessionCarry struct {
 	Segments []Artifact `json:"segments,omitempty"`
 	// Runs counts the workflow runs the session has had.
 	Runs int `json:"runs"`
+	// Host is the host the session's sandbox lives on, carried across continue-as-new
+	// (nil in the carry nexo.close returns).
+	Host *SandboxHost `json:"host,omitempty"`
 }
 
 // TurnCount is the number of turns the session has had.

@@ -27,6 +27,8 @@
 //	payloads.offload_threshold NEXO_PAYLOADS_OFFLOAD_THRESHOLD 262144 (256 KiB)
 //	sandbox.root             NEXO_SANDBOX_ROOT                .nexo/workspaces
 //	sandbox.shell_timeout    NEXO_SANDBOX_SHELL_TIMEOUT       2m
+//	sandbox.park_every       NEXO_SANDBOX_PARK_EVERY          5m (0: snapshot only at suspends)
+//	sandbox.host_timeout     NEXO_SANDBOX_HOST_TIMEOUT        30s
 //	log.level                NEXO_LOG_LEVEL                   info
 //	log.format               NEXO_LOG_FORMAT                  text
 //	llm.base_url             NEXO_LLM_BASE_URL                "" (required with agents)
@@ -113,6 +115,8 @@ func Defaults() Config {
 		Sandbox: Sandbox{
 			Root:         ".nexo/workspaces",
 			ShellTimeout: 2 * time.Minute,
+			ParkEvery:    5 * time.Minute,
+			HostTimeout:  30 * time.Second,
 		},
 		Log: Log{
 			Level:  "info",
@@ -348,6 +352,13 @@ type Sandbox struct {
 	Root string `mapstructure:"root"`
 	// ShellTimeout bounds a command unless the caller gives less (default 2m).
 	ShellTimeout time.Duration `mapstructure:"shell_timeout"`
+	// ParkEvery: a working run snapshots its workspace to the artifact store after a
+	// write_file or shell call once its last snapshot is older than this (default 5m; 0:
+	// only at suspends). What a lost host held since the last snapshot is lost.
+	ParkEvery time.Duration `mapstructure:"park_every"`
+	// HostTimeout: a sandbox activity no worker of the run's host picks up within this long
+	// means the host is gone, and the run moves to another (default 30s).
+	HostTimeout time.Duration `mapstructure:"host_timeout"`
 }
 
 // Log configures the binaries' slog output.

@@ -53,7 +53,7 @@ func TestDefaults(t *testing.T) {
 		Dev:        Dev{IP: "127.0.0.1", FrontendPort: 7233, UIPort: 8233, DBPath: ".nexo/temporal.db"},
 		Artifacts:  Artifacts{URL: "file://.nexo/artifacts", InlineLimit: 32768, CacheBytes: 64 << 20},
 		Payloads:   Payloads{OffloadThreshold: 256 << 10},
-		Sandbox:    Sandbox{Root: ".nexo/workspaces", ShellTimeout: 2 * time.Minute},
+		Sandbox:    Sandbox{Root: ".nexo/workspaces", ShellTimeout: 2 * time.Minute, ParkEvery: 5 * time.Minute, HostTimeout: 30 * time.Second},
 		Log:        Log{Level: "info", Format: "text"},
 		LLM:        LLM{APIKeyEnv: "OPENAI_API_KEY", Timeout: 5 * time.Minute, RetryFor: 6 * time.Hour},
 		Gateway:    Gateway{Addr: "127.0.0.1:8234", MaxBodyBytes: 1 << 20},

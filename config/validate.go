@@ -152,6 +152,12 @@ func (c Config) Validate() error {
 	if s.ShellTimeout < time.Second {
 		bad("sandbox.shell_timeout", s.ShellTimeout, "want at least 1s")
 	}
+	if s.ParkEvery < 0 {
+		bad("sandbox.park_every", s.ParkEvery, "want 0 (only at suspends) or more")
+	}
+	if s.HostTimeout < time.Second {
+		bad("sandbox.host_timeout", s.HostTimeout, "want at least 1s")
+	}
 
 	// llm
 	l := c.LLM

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -45,7 +44,7 @@ const reapEvery = 5 * time.Minute
 
 // startDocker connects to the Docker engine (DOCKER_HOST or the default socket) and
 // starts the reaper; it returns nil when no engine answers.
-func startDocker(ctx context.Context, tc client.Client, scope string, logger *slog.Logger) (*docker.Manager, func()) {
+func startDocker(ctx context.Context, tc client.Client, scope, hostID string, logger *slog.Logger) (*docker.Manager, func()) {
 	dctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	cli, err := docker.NewClient(dctx)
 	cancel()
@@ -53,8 +52,9 @@ func startDocker(ctx context.Context, tc client.Client, scope string, logger *sl
 		logger.Info("docker sandboxes disabled", "error", err)
 		return nil, nil
 	}
-	host, _ := os.Hostname()
-	mgr := docker.NewManager(cli, fmt.Sprintf("%s-%d", host, os.Getpid()))
+	// Containers are labelled with the worker's host id, so the host's reaper finds those
+	// of runs that moved away (platform/hostq.go) after a restart too.
+	mgr := docker.NewManager(cli, hostID)
 	mgr.SetScope(scope)
 	isClosed := func(runID string) (bool, error) {
 		desc, err := tc.DescribeWorkflowExecution(ctx, runID, "")

@@ -139,7 +139,14 @@ func (p *Platform) Run(ctx context.Context) error {
 	// The scope label ties containers to this deployment (Temporal address and namespace,
 	// hashed into a short label value), so this worker's reaper never touches another's.
 	scope := fmt.Sprintf("%x", sha256.Sum256([]byte(cfg.Temporal.Address+"|"+cfg.Temporal.Namespace)))[:16]
-	if mgr, stopReaper := startDocker(ctx, tc, scope, logger); mgr != nil {
+	// This worker's host id (kept under sandbox.root): its host queue's name and the label
+	// of the containers it creates.
+	hostID, releaseHost, err := activities.HostID(cfg.Sandbox.Root)
+	if err != nil {
+		return err
+	}
+	defer releaseHost()
+	if mgr, stopReaper := startDocker(ctx, tc, scope, hostID, logger); mgr != nil {
 		sandboxes.WithDocker(mgr)
 		defer stopReaper()
 		if err := checkDockerAgents(ctx, mgr, cfg.Agents); err != nil {
@@ -155,8 +162,9 @@ func (p *Platform) Run(ctx context.Context) error {
 		// On Ctrl-C, running activities get this long to finish before the worker exits;
 		// whatever does not finish is retried by Temporal on the next worker.
 		WorkerStopTimeout: 10 * time.Second,
-		// Docker sandboxes pin a run's sandbox activities to the worker that holds its
-		// container through worker sessions (workflows/hostroute.go).
+		// Runs recorded before host queues pin a docker sandbox's activities to the worker
+		// that holds its container through worker sessions (workflows/hostroute.go); kept
+		// while any such run may still be open. New runs use host queues (hostq.go).
 		EnableSessionWorker: true,
 		// A streaming model call publishes its text as heartbeat details: send them within
 		// a fraction of a second, not the SDK's 0.8× heartbeat timeout.
@@ -181,6 +189,9 @@ func (p *Platform) Run(ctx context.Context) error {
 	}
 	acts := activities.New(deps)
 	acts.Register(w)
+	// The run's sandbox activities go to the host queue of the worker that holds its
+	// sandbox (workflows/hostq.go); the shared queue keeps them for runs recorded before.
+	hq := newHostQueue(tc, cfg, identity, hostID, acts)
 	defer func() {
 		// After the worker: running MCP calls finish first, then stdio servers are stopped.
 		if err := acts.Close(); err != nil {
@@ -191,6 +202,10 @@ func (p *Platform) Run(ctx context.Context) error {
 		return err
 	}
 
+	if err := hq.start(ctx, tc, sandboxes, logger); err != nil {
+		return err
+	}
+	defer hq.stop()
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("start worker on task queue %s: %w", cfg.Temporal.TaskQueue, err)
 	}
@@ -212,6 +227,7 @@ func (p *Platform) Run(ctx context.Context) error {
 			return err
 		}
 	}
+	fmt.Fprintf(stdout, "Sandbox host: %s (host queue %s)\n", hq.id, hq.queue)
 	fmt.Fprintf(stdout, "Nexo worker ready: task queue %s at %s\n", cfg.Temporal.TaskQueue, cfg.Temporal.Address)
 	logger.Info("worker ready", slog.String("task_queue", cfg.Temporal.TaskQueue), slog.String("address", cfg.Temporal.Address))
 	<-ctx.Done()

@@ -514,6 +514,7 @@ func (rt *runtime) runAllowed(ctx workflow.Context, spec agents.Spec, tools tool
 	if err := rt.onSandbox(ctx, &opts, api.ActivityRunTool, req, &res); err != nil {
 		return api.RunToolResult{}, &wrapError{err: err}
 	}
+	rt.parkIfDue(ctx, tool.Name) // a snapshot every park_every while the run works (hostq.go)
 	if key != "" && res.Stamp != nil {
 		if rt.stamps == nil {
 			rt.stamps = map[string]api.FileStamp{}

@@ -90,6 +90,9 @@ func (rt *runtime) restoreOnNewHost(ctx, sctx workflow.Context, lost bool) {
 // onSandbox runs a sandbox activity with opts (nil: the context's options), on the run's
 // worker for a docker sandbox, once more on a new worker if that worker was lost.
 func (rt *runtime) onSandbox(ctx workflow.Context, opts *workflow.ActivityOptions, activity string, arg, out any) error {
+	if rt.hostQueued(ctx) {
+		return rt.onHost(ctx, opts, activity, arg, out) // per-host task queues (hostq.go)
+	}
 	for attempt := 0; ; attempt++ {
 		sctx, err := rt.sandboxCtx(ctx)
 		if err != nil {

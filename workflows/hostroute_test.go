@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/nexo-temporal/nexo/agents"
 	"github.com/nexo-temporal/nexo/api"
@@ -21,6 +22,8 @@ import (
 func TestDockerRunParksAndRestoresThroughSessions(t *testing.T) {
 	env := newEnv(t)
 	env.SetWorkerOptions(worker.Options{EnableSessionWorker: true})
+	// Runs recorded before host queues (hostq.go) keep this path.
+	env.OnGetVersion(changeHostQueue, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
 	spec := agents.Spec{Name: "boxed", Permissions: permissions.Policy{Mode: permissions.ModeApprove},
 		Sandbox: api.SandboxSpec{Type: api.SandboxDocker, IdleTimeout: api.Duration(time.Minute)}}
 	f := &agentFakes{spec: spec, script: []api.ChatMessage{

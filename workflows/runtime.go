@@ -118,6 +118,8 @@ type runtime struct {
 	rootCtx     workflow.Context
 	hostSession workflow.Context
 	parked      bool
+	// host is the run's host queue routing (hostq.go), which replaces worker sessions.
+	host hostState
 
 	// skillFiles are the recorded skill files copied into the sandbox, by agent, copied
 	// again when a docker sandbox is re-created; probed lists agents whose requires were

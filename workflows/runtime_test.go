@@ -63,6 +63,7 @@ func newEnv(t *testing.T) *testsuite.TestWorkflowEnvironment {
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
 	RegisterAll(env)
+	registerHostFakes(env) // every sandbox run claims a host first (hostq.go)
 	return env
 }
 

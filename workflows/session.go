@@ -83,6 +83,8 @@ func Session(ctx workflow.Context, in api.SessionInput) (api.SessionCarry, error
 			}
 		}
 		rt.stamps = s.carry.Stamps
+		rt.carryHost(s.carry.Host) // the sandbox's host, across continue-as-new (hostq.go)
+		s.carry.Host = nil         // only a continue-as-new hands it on
 	}
 	s.carry.Runs++
 	byRef := rt.threadVersion(ctx) >= 1
@@ -153,6 +155,7 @@ func Session(ctx workflow.Context, in api.SessionInput) (api.SessionCarry, error
 		if err != nil {
 			return carry, err
 		}
+		carry.Host = rt.hostCarry()
 		next := s.in
 		next.Carry = &carry
 		return api.SessionCarry{}, workflow.NewContinueAsNewError(ctx, api.WorkflowSession, json.RawMessage(mustJSON(next)))

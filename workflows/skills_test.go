@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/nexo-temporal/nexo/agents"
 	"github.com/nexo-temporal/nexo/api"
@@ -152,6 +153,8 @@ func TestAgentSkillsReachEveryRequestOnce(t *testing.T) {
 func TestDockerSkillsCopiedAgainAfterPark(t *testing.T) {
 	env := newEnv(t)
 	env.SetWorkerOptions(worker.Options{EnableSessionWorker: true})
+	// Runs recorded before host queues (hostq.go) keep worker sessions.
+	env.OnGetVersion(changeHostQueue, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
 	spec := agents.Spec{Name: "boxed", Instructions: "Boxed.", Skills: []string{"kit"}, Permissions: permissions.Policy{Mode: permissions.ModeApprove},
 		Requires: api.Requirements{Commands: map[string]string{"sh": "*"}},
 		Sandbox:  api.SandboxSpec{Type: api.SandboxDocker, IdleTimeout: api.Duration(time.Minute)}}

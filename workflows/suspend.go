@@ -370,6 +370,7 @@ const defaultIdleTimeout = 10 * time.Minute
 // artifact store and the container removed, and when the wait ends a fresh container
 // gets the workspace back, so the agent finds exactly the files it left.
 func (rt *runtime) waitForHuman(ctx workflow.Context, cond func() bool) error {
+	rt.parkAtSuspend(ctx) // runs on host queues: snapshot the workspace (hostq.go)
 	if rt.sandbox.Type != api.SandboxDocker || !rt.sandboxUsed {
 		return workflow.Await(ctx, cond)
 	}
@@ -389,6 +390,7 @@ func (rt *runtime) waitForHuman(ctx workflow.Context, cond func() bool) error {
 		return workflow.Await(ctx, cond)
 	}
 	rt.emit(ctx, "sandbox_parked", map[string]any{"archive_bytes": size, "idle": idle.String()})
+	rt.noteParked(ctx)
 	// No container, so no worker to hold: the next sandbox activity opens a new worker
 	// session, on any worker, and restores the workspace there first (hostroute.go).
 	rt.leaveHost()

@@ -1,0 +1,54 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+)
+
+// ReapMoved removes the containers this Manager's worker created (labelled with its worker
+// id and scope) whose run moved to another host, and returns their names. moved answers
+// for one run id. A run that moves gets a fresh container on its new host (labelled with
+// that host's id), so two workers sharing one Docker engine never remove each other's.
+func (m *Manager) ReapMoved(ctx context.Context, moved func(runID string) (bool, error)) ([]string, error) {
+	f := filters.NewArgs(filters.Arg("label", LabelManaged+"=true"), filters.Arg("label", LabelWorker+"="+m.worker))
+	if m.scope != "" {
+		f.Add("label", LabelScope+"="+m.scope)
+	}
+	list, err := m.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
+	if err != nil {
+		return nil, fmt.Errorf("reap moved sandboxes: list containers: %w", err)
+	}
+	var removed []string
+	var errs []error
+	for _, c := range list {
+		runID := c.Labels[LabelRun]
+		if runID == "" {
+			continue
+		}
+		gone, err := moved(runID)
+		if err != nil || !gone {
+			continue
+		}
+		name := shortID(c.ID)
+		if len(c.Names) > 0 {
+			name = strings.TrimPrefix(c.Names[0], "/")
+		}
+		m.mu.Lock()
+		if p := m.pools[c.ID]; p != nil {
+			p.close()
+			delete(m.pools, c.ID)
+		}
+		m.mu.Unlock()
+		if err := removeContainer(ctx, m.cli, c.ID); err != nil {
+			errs = append(errs, fmt.Errorf("container %s of run %s: %w", name, runID, err))
+			continue
+		}
+		removed = append(removed, name)
+	}
+	return removed, errors.Join(errs...)
+}

@@ -1,0 +1,297 @@
+package workflows
+
+import (
+	"errors"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/nexo-temporal/nexo/agents"
+	"github.com/nexo-temporal/nexo/api"
+)
+
+// Per-host task queues: every sandbox tier belongs to its run, on any fleet.
+//
+// A run's first sandbox activity is preceded by ClaimSandboxHost on the shared task queue:
+// the worker that takes it answers with its own host queue ("<task_queue>@host-<id>"),
+// which the run keeps in workflow state (from history, so replay and continue-as-new see
+// the same) and in its memo (for the reapers). Every sandbox activity of the run then goes
+// to that queue, whatever the tier: a local directory, a virtual sandbox in the worker's
+// memory and a docker container all stay on the one machine that holds them.
+//
+// The workspace is snapshotted to the artifact store (SnapshotSandbox) at every suspend and,
+// while the run works, after a write_file or shell call once the last snapshot is older
+// than the host's park_every. A host-queue activity that no worker picks up within the
+// host's host_timeout (a ScheduleToStart timeout) means the host is gone: the run claims a
+// new host, restores its last snapshot and its recorded artifacts there, emits
+// sandbox_host_lost and sandbox_restored (with parked_at, when the restored snapshot was
+// taken) and runs the failed activity there once more. Release, snapshot and park never
+// move a run: what a lost host held is reaped when it comes back.
+//
+// Runs recorded before this (workflow.DefaultVersion) keep the worker sessions of
+// hostroute.go, docker only.
+
+// changeHostQueue: sandbox activities go to the host queue the run claimed, the run
+// snapshots its workspace, and moves when its host is lost.
+const changeHostQueue = "host-queue"
+
+// defaultHostTimeout is the ScheduleToStart timeout of host-queue activities when the
+// claiming worker named none.
+const defaultHostTimeout = 30 * time.Second
+
+// hostState is the run's host routing state.
+type hostState struct {
+	v *workflow.Version // the run's version of changeHostQueue, once asked
+	// cur is the host the run's sandbox lives on (nil until the first claim).
+	cur *api.SandboxHost
+	// carried is the host a continued session brought along, adopted at its first use.
+	carried *api.SandboxHost
+	// since is when the run last snapshotted or claimed (the park_every clock).
+	since    time.Time
+	parkedAt *time.Time
+}
+
+// hostQueued reports whether the run routes its sandbox activities by host queue.
+func (rt *runtime) hostQueued(ctx workflow.Context) bool {
+	if rt.host.v == nil {
+		v := workflow.GetVersion(ctx, changeHostQueue, workflow.DefaultVersion, 1)
+		rt.host.v = &v
+	}
+	return *rt.host.v >= 1
+}
+
+// hostActive: the run has a host (host queues on, claimed).
+func (rt *runtime) hostActive() bool {
+	return rt.host.v != nil && *rt.host.v >= 1 && rt.host.cur != nil
+}
+
+func claimOptions() workflow.ActivityOptions {
+	return workflow.ActivityOptions{
+		StartToCloseTimeout: time.Minute,
+		HeartbeatTimeout:    ActivityHeartbeatTimeout,
+		RetryPolicy:         defaultRetryPolicy(),
+	}
+}
+
+// claimHost asks the shared task queue for a host and makes it the run's.
+func (rt *runtime) claimHost(ctx workflow.Context, fresh bool) error {
+	cctx := workflow.WithActivityOptions(ctx, claimOptions())
+	var h api.SandboxHost
+	if err := workflow.ExecuteActivity(cctx, api.ActivityClaimSandboxHost, api.ClaimHostRequest{RunID: rt.rec.ID, Fresh: fresh}).Get(ctx, &h); err != nil {
+		return wrap(err, "claim a host for the run's sandbox")
+	}
+	if h.Queue == "" {
+		return temporal.NewNonRetryableApplicationError("claim a host for the run's sandbox: the worker answered no host queue", api.ErrTypeBadInput, nil)
+	}
+	h.ParkedAt = nil
+	rt.adoptHost(ctx, &h)
+	return nil
+}
+
+// adoptHost makes h the run's host and records it in the memo.
+func (rt *runtime) adoptHost(ctx workflow.Context, h *api.SandboxHost) {
+	rt.host.cur = h
+	rt.host.since = workflow.Now(ctx)
+	if err := workflow.UpsertMemo(ctx, map[string]any{api.MemoSandboxHost: h.Queue}); err != nil {
+		workflow.GetLogger(ctx).Warn("upsert memo "+api.MemoSandboxHost+" failed", "error", err)
+	}
+}
+
+// hostCtx is ctx (with opts, when given) routed to the run's host, claimed (or adopted
+// from a continued session) on first use; a docker workspace parked while the run waited
+// is restored there first.
+func (rt *runtime) hostCtx(ctx workflow.Context, opts *workflow.ActivityOptions) (workflow.Context, error) {
+	if rt.host.cur == nil {
+		if c := rt.host.carried; c != nil {
+			rt.host.carried = nil
+			rt.host.parkedAt = c.ParkedAt
+			h := *c
+			h.ParkedAt = nil
+			rt.adoptHost(ctx, &h)
+		} else if err := rt.claimHost(ctx, true); err != nil {
+			return nil, err
+		}
+	}
+	if rt.parked {
+		rt.parked = false
+		if err := rt.restoreHere(ctx, false); err != nil {
+			return nil, err
+		}
+	}
+	return rt.onHostQueue(ctx, opts), nil
+}
+
+// onHostQueue returns ctx with opts (nil: ctx's options) sent to the run's host queue.
+func (rt *runtime) onHostQueue(ctx workflow.Context, opts *workflow.ActivityOptions) workflow.Context {
+	ao := workflow.GetActivityOptions(ctx)
+	if opts != nil {
+		ao = *opts
+	}
+	ao.TaskQueue = rt.host.cur.Queue
+	ao.ScheduleToStartTimeout = time.Duration(rt.host.cur.HostTimeout)
+	if ao.ScheduleToStartTimeout <= 0 {
+		ao.ScheduleToStartTimeout = defaultHostTimeout
+	}
+	return workflow.WithActivityOptions(ctx, ao)
+}
+
+// movable: the activities after which a lost host moves the run (work on the sandbox).
+func movable(activity string) bool {
+	switch activity {
+	case api.ActivityReleaseSandbox, api.ActivitySnapshotSandbox, api.ActivityParkSandbox:
+		return false
+	}
+	return true
+}
+
+// hostLost reports whether err is a host-queue activity no worker picked up in time.
+func hostLost(err error) bool {
+	var te *temporal.TimeoutError
+	return errors.As(err, &te) && te.TimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START
+}
+
+// onHost runs a sandbox activity on the run's host; when the host is lost it moves the
+// run and runs the activity once more on the new host.
+func (rt *runtime) onHost(ctx workflow.Context, opts *workflow.ActivityOptions, activity string, arg, out any) error {
+	for attempt := 0; ; attempt++ {
+		hctx, err := rt.hostCtx(ctx, opts)
+		if err != nil {
+			return err
+		}
+		err = workflow.ExecuteActivity(hctx, activity, arg).Get(ctx, out)
+		if err == nil || !hostLost(err) || !movable(activity) || attempt > 0 {
+			return err
+		}
+		if merr := rt.moveHost(ctx); merr != nil {
+			return merr
+		}
+	}
+}
+
+// moveHost gives the run a new host after its host was lost: a new claim, the last
+// snapshot and the run's recorded artifacts restored there, the agents' skill files
+// copied again.
+func (rt *runtime) moveHost(ctx workflow.Context) error {
+	from := rt.host.cur.Queue
+	rt.host.cur = nil
+	if err := rt.claimHost(ctx, false); err != nil {
+		return err
+	}
+	var names []string
+	for _, a := range rt.rec.Artifacts {
+		names = append(names, a.Name)
+	}
+	rt.emit(ctx, "sandbox_host_lost", map[string]any{"from": from, "to": rt.host.cur.Queue, "restored_artifacts": names})
+	return rt.restoreHere(ctx, true)
+}
+
+// restoreHere rebuilds the run's sandbox on its current host from the last snapshot (and
+// after a move, its recorded artifacts) and emits sandbox_restored.
+func (rt *runtime) restoreHere(ctx workflow.Context, moved bool) error {
+	hctx := rt.onHostQueue(ctx, nil)
+	req := api.ReleaseSandboxRequest{RunID: rt.rec.ID, Sandbox: rt.sandbox}
+	var res api.RestoreOnHostResult
+	if err := workflow.ExecuteActivity(hctx, api.ActivityRestoreSandboxOnHost, req).Get(ctx, &res); err != nil {
+		rt.emit(ctx, "sandbox_restore_failed", map[string]string{"error": errorMessage(err)})
+		return wrap(err, "restore the run's sandbox on host %s", rt.host.cur.Queue)
+	}
+	data := map[string]any{"archive_bytes": res.Bytes, "host": rt.host.cur.Queue}
+	if res.Found && rt.host.parkedAt != nil {
+		data["parked_at"] = rt.host.parkedAt.UTC()
+	} else {
+		data["parked_at"] = nil // never snapshotted: the workspace starts empty
+	}
+	if moved {
+		var names []string
+		for _, a := range rt.rec.Artifacts {
+			names = append(names, a.Name)
+		}
+		if len(names) > 0 {
+			rreq := api.RestoreArtifactsRequest{RunID: rt.rec.ID, Sandbox: rt.sandbox, Names: names, FromRun: rt.rec.ID}
+			if err := workflow.ExecuteActivity(hctx, api.ActivityRestoreArtifacts, rreq).Get(ctx, nil); err != nil {
+				rt.emit(ctx, "sandbox_restore_failed", map[string]string{"error": errorMessage(err)})
+			}
+		}
+		data["artifacts"] = names
+	}
+	rt.emit(ctx, "sandbox_restored", data)
+	rt.rematerializeSkills(ctx, hctx)
+	return nil
+}
+
+func snapshotOptions() workflow.ActivityOptions {
+	return workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Minute,
+		HeartbeatTimeout:    ActivityHeartbeatTimeout,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3, NonRetryableErrorTypes: []string{api.ErrTypeTooLarge}},
+	}
+}
+
+// snapshot archives the run's workspace to the artifact store. Best effort: a failure is
+// a sandbox_park_failed event; the run goes on with its files on its host.
+func (rt *runtime) snapshot(ctx workflow.Context, reason string) {
+	if !rt.hostActive() || !rt.sandboxUsed || rt.parked {
+		return
+	}
+	opts := snapshotOptions()
+	var res api.SnapshotResult
+	req := api.ReleaseSandboxRequest{RunID: rt.rec.ID, Sandbox: rt.sandbox}
+	if err := rt.onHost(ctx, &opts, api.ActivitySnapshotSandbox, req, &res); err != nil {
+		rt.emit(ctx, "sandbox_park_failed", map[string]string{"error": errorMessage(err), "reason": reason})
+		return
+	}
+	now := workflow.Now(ctx)
+	rt.host.since, rt.host.parkedAt = now, &now
+	rt.emit(ctx, "sandbox_snapshot", map[string]any{"archive_bytes": res.Bytes, "reason": reason, "host": rt.host.cur.Queue})
+}
+
+// parkIfDue snapshots after a sandbox-changing tool call when the last snapshot (or the
+// claim) is older than the host's park_every.
+func (rt *runtime) parkIfDue(ctx workflow.Context, tool string) {
+	if tool != agents.ToolWriteFile && tool != agents.ToolShell {
+		return
+	}
+	if !rt.hostActive() || rt.host.cur.ParkEvery <= 0 {
+		return
+	}
+	if workflow.Now(ctx).Sub(rt.host.since) < time.Duration(rt.host.cur.ParkEvery) {
+		return
+	}
+	rt.snapshot(ctx, "interval")
+}
+
+// noteParked records a docker park (ParkSandbox) as the run's last snapshot.
+func (rt *runtime) noteParked(ctx workflow.Context) {
+	if rt.hostActive() {
+		now := workflow.Now(ctx)
+		rt.host.since, rt.host.parkedAt = now, &now
+	}
+}
+
+// parkAtSuspend snapshots the workspace of a run that starts to wait for a human.
+func (rt *runtime) parkAtSuspend(ctx workflow.Context) { rt.snapshot(ctx, "suspend") }
+
+// hostCarry is the host a session hands to its continue-as-new run (nil: none yet).
+func (rt *runtime) hostCarry() *api.SandboxHost {
+	h := rt.host.cur
+	if h == nil {
+		h = rt.host.carried
+	}
+	if h == nil {
+		return nil
+	}
+	c := *h
+	c.ParkedAt = rt.host.parkedAt
+	return &c
+}
+
+// carryHost takes the host a continued session brought along.
+func (rt *runtime) carryHost(h *api.SandboxHost) {
+	if h != nil && h.Queue != "" {
+		c := *h
+		rt.host.carried = &c
+		rt.host.parkedAt = h.ParkedAt
+	}
+}
