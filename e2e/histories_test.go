@@ -166,6 +166,15 @@ var historyScenarios = []struct {
 	// Approval deadlines (version 1 of "approval-deadline"): a call denied by its timer, one
 	// decided before it (the timer cancelled), one escalated and still waiting.
 	{"agent approval deadlines", "deadline_", []string{"agent_timed_out.json", "agent_decided_in_time.json", "agent_escalated_waiting.json"}, recordAgentDeadlines},
+	// Per-host task queues (version 1 of "host-queue", workflows/hostq.go): an agent on its
+	// own local sandbox writing then reading (a host claimed, a snapshot at the suspend), a
+	// session that continues as new with its host, a docker agent parked and restored.
+	{"agent local write and read, host queue", "hostq_", []string{"agent_local_write_read.json"}, recordHostqLocal},
+	{"session, host queue", "hostq_", []string{
+		"session_first_run_continued_as_new.json", "session_continued_run_closed.json",
+		"session_reopened_suspended_on_approval.json", "session_reopened_idle.json",
+	}, recordSession},
+	{"agent Docker park and restore, host queue", "hostq_", []string{"agent_docker_parked_restored.json"}, recordAgentDockerPark},
 }
 
 // recordAgentDeadlines: scribe under approve with approval_timeout 2s: a write nobody

@@ -14,8 +14,9 @@ import (
 	"github.com/nexo-temporal/nexo/fakellm"
 )
 
-// hostqConfig: an agent on a run-owned local (or virtual) sandbox that writes without
-// asking and needs approval for shell commands.
+// hostqConfig: an agent on a run-owned local (or virtual) sandbox that writes notes.md
+// and one-letter .md files without asking and needs approval for anything else it changes
+// (shell commands, gate.md).
 func hostqConfig(modelURL, sandboxType string) string {
 	return `llm:
   base_url: ` + modelURL + `
@@ -24,10 +25,10 @@ agents:
   - name: hopper
     instructions: You keep notes.
     permissions:
-      mode: auto
+      mode: approve
       approve_when:
-        - {capability: shell}
-        - {capability: write, detail: "gate*"}
+        - {capability: write, detail: "notes.md"}
+        - {capability: write, detail: "?.md"}
     sandbox: {type: ` + sandboxType + `}
     max_turns: 8
 `
@@ -182,7 +183,7 @@ func TestHostQueueKilledWorkerRunMovesAndIsReaped(t *testing.T) {
 	a, b := f.workers[0], f.workers[1]
 	a.start() // alone, so the run claims a's host
 	id := strings.TrimSpace(f.server.ok("agent", "hopper", "Keep notes."))
-	rec := f.server.waitStatus(id, api.StatusSuspended)
+	rec := waitHostqEvent(t, f.server, id, "sandbox_snapshot") // taken as the wait starts
 	if d := eventOf(t, rec, "sandbox_snapshot"); d["reason"] != "suspend" {
 		t.Fatalf("sandbox_snapshot = %v", d)
 	}
@@ -191,7 +192,9 @@ func TestHostQueueKilledWorkerRunMovesAndIsReaped(t *testing.T) {
 	}
 	a.kill()
 	b.start()
-	f.server.ok("approve", id)
+	// The run's workflow task was sticky on the killed worker: the first queries can time
+	// out until Temporal hands the run to b.
+	approveRetrying(t, f.server, id)
 	rec = waitPendingCall(t, f.server, id, "3.1") // the gate.md write waits, on b
 	lost := eventOf(t, rec, "sandbox_host_lost")
 	restored := eventOf(t, rec, "sandbox_restored")
@@ -242,7 +245,7 @@ func TestHostQueueVirtualSandboxSurvivesRestart(t *testing.T) {
 	w := f.workers[0]
 	w.start()
 	id := strings.TrimSpace(f.server.ok("agent", "hopper", "Keep notes."))
-	f.server.waitStatus(id, api.StatusSuspended)
+	waitHostqEvent(t, f.server, id, "sandbox_snapshot")
 	before := hostLine(w.output())
 	w.stop()
 	w.start()
@@ -284,4 +287,59 @@ func waitPendingCall(t *testing.T, p *platform, id, callID string) api.Record {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// waitHostqEvent waits until run id's record holds an event of type typ.
+func waitHostqEvent(t *testing.T, p *platform, id, typ string) api.Record {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		rec := p.record(id)
+		if countEvents(rec, typ) > 0 {
+			return rec
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run %s has no %s event after 60s: %s", id, typ, eventList(rec))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// approveRetrying approves run id's pending call, retrying while no worker answers yet.
+func approveRetrying(t *testing.T, p *platform, id string) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		r := p.starter("approve", id)
+		if r.code == 0 {
+			return
+		}
+		if time.Now().After(deadline) || !strings.Contains(r.stderr, "no worker answered") {
+			t.Fatalf("starter approve %s: exit %d: %s", id, r.code, r.stderr)
+		}
+	}
+}
+
+// recordHostqLocal: the hopper agent on its own local sandbox writes notes.md, waits for
+// approval of a shell command (its workspace snapshotted as the wait starts), then reads
+// the file back.
+func recordHostqLocal(t *testing.T, r *recorder) {
+	model := fakellm.New(
+		fakellm.Reply{ToolCalls: []fakellm.Call{writeCall("notes.md", "on my host")}},
+		fakellm.Reply{ToolCalls: []fakellm.Call{shellCall("cat notes.md")}},
+		fakellm.Reply{ToolCalls: []fakellm.Call{readCall("notes.md")}},
+		fakellm.Reply{Content: "Read it back."},
+	)
+	p := newPlatform(t)
+	p.writeConfig(hostqConfig(model.Start(t), "local"))
+	p.start()
+	c := p.dial()
+	id := strings.TrimSpace(p.ok("agent", "hopper", "Keep notes."))
+	waitHostqEvent(t, p, id, "sandbox_snapshot")
+	p.ok("approve", id, "--by", "ada")
+	rec := p.waitStatus(id, api.StatusDone)
+	if res := hostqToolResults(rec); strings.Count(res, "on my host") < 2 {
+		t.Fatalf("tool results:\n%s", res)
+	}
+	r.save(c, "agent_local_write_read.json", id, "")
 }
