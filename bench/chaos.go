@@ -61,10 +61,14 @@ func parseChaosFlags(args []string) (chaosFlags, error) {
 	return f, nil
 }
 
-// chaosConfig: agents with five tool calls each, on local and docker sandboxes.
+// chaosConfig: agents with five tool calls each, on local and docker sandboxes; a workspace
+// snapshot after every write (sandbox.park_every), so a run moved off a killed host finds
+// every file it wrote before the kill.
 const chaosConfig = `llm:
   base_url: {{model}}
   model: fake-model
+sandbox:
+  park_every: 1ms
 agents:
   - name: local
     instructions: You keep notes.

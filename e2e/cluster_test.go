@@ -292,6 +292,10 @@ func TestClusterFaults(t *testing.T) {
 	c, err := cluster.Start(ctx, cluster.Options{
 		Dir: dir, RepoDir: "..", WorkerBin: bins.worker, StarterBin: bins.starter, Workers: 3,
 		WorkerConfig: clusterAgentConfig(model.Start(t), docker), TLS: true,
+		// A snapshot after every write: a run moved off a killed host finds every file it
+		// wrote before the kill (sandbox.park_every; by default a lost host loses what it
+		// held since the last snapshot, up to 5 minutes).
+		Env: []string{"NEXO_SANDBOX_PARK_EVERY=1ms"},
 	})
 	if err != nil {
 		t.Fatal(err)
