@@ -363,6 +363,7 @@ var readmeCommandTests = []struct {
 	{marker: "bin/starter check-replay --histories workflows/testdata", tests: []string{"TestCheckReplayRecordedHistories"}},
 	{marker: "temporal operator search-attribute create", notRun: "the temporal CLI and a cluster"},
 	{marker: "docker compose -f docker-compose.temporal.yml up -d", notRun: "images from Docker Hub"},
+	{marker: "go run ./bench chaos --server embedded", notRun: "minutes of SIGKILLs on several workers"},
 }
 
 // TestEveryReadmeCommandIsExercised: every block of commands in the README is run by a
