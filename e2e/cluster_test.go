@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -295,7 +296,8 @@ func TestClusterFaults(t *testing.T) {
 		// A snapshot after every write: a run moved off a killed host finds every file it
 		// wrote before the kill (sandbox.park_every; by default a lost host loses what it
 		// held since the last snapshot, up to 5 minutes).
-		Env: []string{"NEXO_SANDBOX_PARK_EVERY=1ms"},
+		Env:     []string{"NEXO_SANDBOX_PARK_EVERY=1ms"},
+		Gateway: true,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -387,6 +389,17 @@ func TestClusterFaults(t *testing.T) {
 			t.Errorf("DocumentApproval fetched %d times, want 1", n)
 		}
 		agentDone(t, p, c, agent, "approval done", map[string]string{"c.txt": "gamma"})
+		// The gateway (starter serve, over the same mTLS connection) reads the run too.
+		resp, err := http.Get(c.GatewayURL() + "/v1/runs/" + doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var viaAPI api.Record
+		_ = json.NewDecoder(resp.Body).Decode(&viaAPI)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || viaAPI.Status != api.StatusDone {
+			t.Errorf("gateway GET /v1/runs/%s: %d, status %q", doc, resp.StatusCode, viaAPI.Status)
+		}
 	})
 
 	t.Run("worker killed while a session turn streams", func(t *testing.T) {
