@@ -26,6 +26,11 @@ import (
 const usage = `usage:
   bench devserver [flags]   compare the embedded dev server with temporal server start-dev
                             (bench devserver --help lists the flags; --only ours needs no CLI)
+  bench chaos [flags]       runs in flight while workers are SIGKILLed at random; counts runs
+                            lost or stuck, checkpoints and tool side effects repeated, and
+                            what is left behind (--server embedded|cluster, --runs, --kills)
+  bench scale [flags]       agent runs per second with 1, 2 and 3 workers on the cluster, and
+                            each worker's share of the activities
 `
 
 func main() {
@@ -55,6 +60,10 @@ func run(ctx context.Context, args []string) error {
 	switch args[0] {
 	case "devserver":
 		return runDevserver(ctx, args[1:])
+	case "chaos":
+		return runChaos(ctx, args[1:])
+	case "scale":
+		return runScale(ctx, args[1:])
 	case serveOursCommand:
 		return serveOurs(ctx, args[1:])
 	default:

@@ -368,6 +368,7 @@ var readmeCommandTests = []struct {
 	{marker: "export OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318", notRun: "your OpenTelemetry collector"},
 	{marker: "-f docker-compose.docker-sandbox.yml up -d", notRun: "images from Docker Hub and a Docker engine"},
 	{marker: "TEMPORAL_ADDRESS=my-ns.a1b2c.tmprl.cloud:7233", notRun: "a Temporal Cloud namespace"},
+	{marker: "go run ./bench chaos --server embedded", notRun: "minutes of SIGKILLs on several workers"},
 }
 
 // TestEveryReadmeCommandIsExercised: every block of commands in the README is run by a
