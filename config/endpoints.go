@@ -5,14 +5,12 @@ import (
 	"maps"
 	"net/url"
 	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/go-viper/mapstructure/v2"
-	"go.yaml.in/yaml/v3"
 
 	"github.com/nexo-temporal/nexo/api"
 )
@@ -197,36 +195,12 @@ func (c Config) usesDefaultEndpoint() bool {
 // file's reading does not know is reported by its own name. TOML files, and an
 // llm.endpoints from the environment, keep viper's reading.
 func endpointsAsWritten(file string, env map[string]string, cfg *Config, unused *[]string) error {
-	switch strings.ToLower(filepath.Ext(file)) {
-	case "", ".yaml", ".yml", ".json":
-	default:
-		return nil
-	}
 	if env[envName("llm.endpoints")] != "" {
 		return nil
 	}
-	data, err := os.ReadFile(file)
-	if err != nil {
-		return fmt.Errorf("read config file %q: %w", file, err)
-	}
-	var raw map[string]any
-	if err := yaml.Unmarshal(data, &raw); err != nil {
-		return nil // viper read it; keep its reading
-	}
-	var list any
-	for k, v := range raw {
-		if strings.EqualFold(k, "llm") {
-			if llm, ok := v.(map[string]any); ok {
-				for k2, v2 := range llm {
-					if strings.EqualFold(k2, "endpoints") {
-						list = v2
-					}
-				}
-			}
-		}
-	}
-	if list == nil {
-		return nil
+	list, err := fileSection(file, "llm", "endpoints")
+	if list == nil || err != nil {
+		return err
 	}
 	var eps map[string]Endpoint
 	var md mapstructure.Metadata

@@ -275,6 +275,39 @@ func decodeHook() mapstructure.DecodeHookFunc {
 	)
 }
 
+// fileSection is the value at path (keys matched regardless of case) in a YAML or JSON
+// config file as the file itself has it, for the sections viper's reading mangles (it folds
+// keys to lower case and splits them at dots); nil when the file is TOML (viper's reading
+// stands), does not parse (viper reported it), or has no such section.
+func fileSection(file string, path ...string) (any, error) {
+	switch strings.ToLower(filepath.Ext(file)) {
+	case "", ".yaml", ".yml", ".json":
+	default:
+		return nil, nil
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("read config file %q: %w", file, err)
+	}
+	var v any
+	if err := yaml.Unmarshal(data, &v); err != nil {
+		return nil, nil // viper read it; keep its reading
+	}
+	for _, key := range path {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil, nil
+		}
+		v = nil
+		for k, val := range m {
+			if strings.EqualFold(k, key) {
+				v = val
+			}
+		}
+	}
+	return v, nil
+}
+
 // agentsAsWritten decodes the file's agents: list again from the file itself. Viper folds
 // every key to lower case, which suits config keys but breaks the names inside agents'
 // maps: environment variables (sandbox.env: {LANG: C.UTF-8}, mcp env), HTTP headers and
@@ -282,27 +315,9 @@ func decodeHook() mapstructure.DecodeHookFunc {
 // decoded (and its unknown keys reported) through viper, so this only restores case.
 // TOML files keep viper's reading.
 func agentsAsWritten(file string, cfg *Config) error {
-	switch strings.ToLower(filepath.Ext(file)) {
-	case "", ".yaml", ".yml", ".json":
-	default:
-		return nil
-	}
-	data, err := os.ReadFile(file)
-	if err != nil {
-		return fmt.Errorf("read config file %q: %w", file, err)
-	}
-	var raw map[string]any
-	if err := yaml.Unmarshal(data, &raw); err != nil {
-		return nil // viper read it; keep its reading
-	}
-	var list any
-	for k, val := range raw {
-		if strings.EqualFold(k, "agents") {
-			list = val
-		}
-	}
-	if list == nil {
-		return nil
+	list, err := fileSection(file, "agents")
+	if list == nil || err != nil {
+		return err
 	}
 	var specs []agents.Spec
 	dec, err := mapstructure.NewDecoder(&mapstructure.DecoderConfig{

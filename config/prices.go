@@ -3,7 +3,6 @@ package config
 import (
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -56,21 +55,11 @@ func validatePrices(field string, prices map[string]ModelPrice, bad func(field s
 // reported) through viper already, so this only restores the names. TOML files keep
 // viper's reading, as agents do (agentsAsWritten).
 func pricesAsWritten(file string, cfg *Config) error {
-	switch strings.ToLower(filepath.Ext(file)) {
-	case "", ".yaml", ".yml", ".json":
-	default:
-		return nil
-	}
-	data, err := os.ReadFile(file)
+	section, err := fileSection(file, "llm", "prices")
 	if err != nil {
-		return fmt.Errorf("read config file %q: %w", file, err)
+		return err
 	}
-	var raw map[string]any
-	if err := yaml.Unmarshal(data, &raw); err != nil {
-		return nil // viper read it; keep its reading
-	}
-	llm, _ := raw["llm"].(map[string]any)
-	prices, ok := llm["prices"].(map[string]any)
+	prices, ok := section.(map[string]any)
 	if !ok {
 		return nil
 	}
