@@ -479,6 +479,7 @@ func TestClusterFaults(t *testing.T) {
 			if n := countEvents(rec, "fetching"); n != 1 {
 				t.Errorf("DocumentApproval fetched %d times, want 1", n)
 			}
+			waitUIListsRun(t, c, doc) // the Web UI, left running, is served again
 		})
 	}
 
