@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -298,6 +300,7 @@ func TestClusterFaults(t *testing.T) {
 		// held since the last snapshot, up to 5 minutes).
 		Env:     []string{"NEXO_SANDBOX_PARK_EVERY=1ms"},
 		Gateway: true,
+		UI:      true, // the Temporal Web UI as its own process (internal/cluster/cmd/ui), over mTLS
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -325,6 +328,15 @@ func TestClusterFaults(t *testing.T) {
 		}
 		// The starter with the temporal.tls.* keys is served (every test below uses it).
 		p.ok("list")
+	})
+
+	t.Run("the Web UI lists a run the test started", func(t *testing.T) {
+		p := clusterPlatform(t, c)
+		doc := strings.TrimSpace(p.ok("run", "DocumentApproval", "--input", `{"doc_id":"web-ui"}`))
+		waitUIListsRun(t, c, doc)
+		waitStatusWithin(t, p, doc, api.StatusSuspended, time.Minute, c)
+		approveSoon(t, p, doc)
+		waitStatusWithin(t, p, doc, api.StatusDone, time.Minute, c)
 	})
 
 	t.Run("worker killed during a model call", func(t *testing.T) {
@@ -467,6 +479,7 @@ func TestClusterFaults(t *testing.T) {
 			if n := countEvents(rec, "fetching"); n != 1 {
 				t.Errorf("DocumentApproval fetched %d times, want 1", n)
 			}
+			waitUIListsRun(t, c, doc) // the Web UI, left running, is served again
 		})
 	}
 
@@ -508,5 +521,50 @@ func approveSoon(t *testing.T, p *platform, id string) {
 			t.Fatalf("starter approve %s: exit %d\n%s%s", id, r.code, r.stdout, r.stderr)
 		}
 		time.Sleep(time.Second)
+	}
+}
+
+// waitUIListsRun waits until the cluster's Web UI lists workflow id in its namespace: the UI
+// server's API (/api/v1/namespaces/<ns>/workflows, what its page reads) proxies
+// ListWorkflowExecutions to the frontend over the cluster's mTLS.
+func waitUIListsRun(t *testing.T, c *cluster.Cluster, id string) {
+	t.Helper()
+	if c.UIURL() == "" {
+		t.Fatal("the cluster runs no Web UI (Options.UI)")
+	}
+	u := c.UIURL() + "/api/v1/namespaces/" + url.PathEscape(c.Namespace()) + "/workflows?query=" +
+		url.QueryEscape("WorkflowId = '"+id+"'")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(u)
+		if err != nil {
+			t.Fatalf("GET %s: %v", u, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %d %s", u, resp.StatusCode, body)
+		}
+		var list struct {
+			Executions []struct {
+				Execution struct{ WorkflowID, RunID string } `json:"execution"`
+				Type      struct{ Name string }              `json:"type"`
+			} `json:"executions"`
+		}
+		if err := json.Unmarshal(body, &list); err != nil {
+			t.Fatalf("GET %s: %v\n%s", u, err, body)
+		}
+		for _, e := range list.Executions {
+			if e.Execution.WorkflowID == id {
+				if e.Type.Name != "DocumentApproval" {
+					t.Errorf("the Web UI lists %s as a %q, want DocumentApproval", id, e.Type.Name)
+				}
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the Web UI did not list %s within 30s; last answer:\n%s", id, body)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }

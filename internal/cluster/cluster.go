@@ -57,6 +57,9 @@ type Options struct {
 	// (the embedded dev server of a bench, say): no PostgreSQL and no server start, the
 	// workers and the gateway connect there. The namespace and search attributes must exist.
 	ExternalFrontend string
+	// UI starts the Temporal Web UI as a process of its own (internal/cluster/cmd/ui, built
+	// from this module) against the frontend, TLS included; Cluster.UIURL is its address.
+	UI bool
 }
 
 // errExternal: the server is not the cluster's to restart.
@@ -77,6 +80,8 @@ type Cluster struct {
 	workers     []*Worker
 	gateway     *process
 	gatewayPort int
+	ui          *process // the Web UI (Options.UI), see ui.go
+	uiPort      int
 }
 
 // Worker is one worker process of the cluster, by name (w1, w2, …).
@@ -131,6 +136,11 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	}
 	if opts.Gateway {
 		if err := c.startGateway(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if opts.UI {
+		if err := c.startUI(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -488,6 +498,7 @@ func (c *Cluster) Stop() {
 		w.Stop()
 	}
 	c.mu.Lock()
+	c.stopUI()
 	if c.gateway != nil {
 		_ = c.gateway.cmd.Process.Signal(os.Interrupt)
 		c.gateway.wait(15 * time.Second)
