@@ -289,12 +289,16 @@ func TestClusterFaults(t *testing.T) {
 	requireCluster(t)
 	dir := t.TempDir()
 	docker := exec.Command("docker", "image", "inspect", "nexo-sandbox:busybox").Run() == nil
-	model := fakellm.New(clusterScript(clusterEffects(dir))...)
+	model := fakellm.New(append(clusterScript(clusterEffects(dir)), partitionScript(clusterEffects(dir))...)...)
+	modelURL := model.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	c, err := cluster.Start(ctx, cluster.Options{
 		Dir: dir, RepoDir: "..", WorkerBin: bins.worker, StarterBin: bins.starter, Workers: 3,
-		WorkerConfig: clusterAgentConfig(model.Start(t), docker), TLS: true,
+		WorkerConfig: clusterAgentConfig(modelURL, docker), TLS: true,
+		// The frontend on every address: the partition test's worker, in a network namespace
+		// of its own, reaches it through its veth.
+		Isolatable: true,
 		// A snapshot after every write: a run moved off a killed host finds every file it
 		// wrote before the kill (sandbox.park_every; by default a lost host loses what it
 		// held since the last snapshot, up to 5 minutes).
@@ -449,6 +453,10 @@ func TestClusterFaults(t *testing.T) {
 				t.Errorf("tool %s ran %d times, want 1", tag, n)
 			}
 		}
+	})
+
+	t.Run("worker partitioned from the network and back", func(t *testing.T) {
+		clusterPartition(t, ctx, c, cl, dir, modelURL)
 	})
 
 	for _, fault := range []struct {

@@ -60,6 +60,9 @@ type Options struct {
 	// UI starts the Temporal Web UI as a process of its own (internal/cluster/cmd/ui, built
 	// from this module) against the frontend, TLS included; Cluster.UIURL is its address.
 	UI bool
+	// Isolatable binds the frontend on every address (not only 127.0.0.1), so workers in
+	// network namespaces of their own (AddIsolatedWorker) reach it through their veth.
+	Isolatable bool
 }
 
 // errExternal: the server is not the cluster's to restart.
@@ -93,7 +96,8 @@ type Worker struct {
 
 	mu   sync.Mutex
 	proc *process
-	pids []int // every pid it has run as, oldest first
+	pids []int  // every pid it has run as, oldest first
+	net  *netns // its network namespace (AddIsolatedWorker), nil on the host's network
 }
 
 // Start builds what is missing and starts PostgreSQL, the schema, the server, the namespace,
@@ -178,7 +182,7 @@ func (c *Cluster) startServerSide(ctx context.Context) (err error) {
 	if c.ports, err = pickServerPorts(); err != nil {
 		return err
 	}
-	if c.cfgPath, err = writeServerConfig(opts.Dir, serverConfig{serverPorts: c.ports, PGPort: c.pg.port, Dir: opts.Dir, TLS: c.tls}); err != nil {
+	if c.cfgPath, err = writeServerConfig(opts.Dir, serverConfig{serverPorts: c.ports, PGPort: c.pg.port, Dir: opts.Dir, TLS: c.tls, AllInterfaces: opts.Isolatable}); err != nil {
 		return err
 	}
 	return c.StartServer(ctx)
@@ -372,6 +376,9 @@ func (w *Worker) Start(ctx context.Context) error {
 	cmd.Env = append(append(append(os.Environ(), w.c.Env()...),
 		"NEXO_SANDBOX_ROOT="+filepath.Join(w.Dir, "workspaces"),
 		"NEXO_LOG_LEVEL=warn"), w.c.opts.Env...)
+	if err := w.isolate(cmd); err != nil {
+		return err
+	}
 	p, err := startProcess(w.Name, cmd, filepath.Join(w.c.logs, w.Name+".log"), "Nexo worker ready")
 	if err != nil {
 		return err
@@ -513,4 +520,5 @@ func (c *Cluster) Stop() {
 	if c.pg != nil {
 		c.pg.stop()
 	}
+	c.removeNetns()
 }

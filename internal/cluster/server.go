@@ -87,6 +87,8 @@ type serverConfig struct {
 	Dir         string
 	DynamicFile string
 	TLS         *TLSFiles
+	// AllInterfaces binds the frontend on 0.0.0.0 (membership still broadcasts 127.0.0.1).
+	AllInterfaces bool
 }
 
 // serverConfigTemplate is config/development-postgres12.yaml of the server module with free
@@ -146,7 +148,11 @@ services:
     rpc:
       grpcPort: {{.Frontend}}
       membershipPort: {{.FrontendMembership}}
+{{- if .AllInterfaces}}
+      bindOnIP: "0.0.0.0"
+{{- else}}
       bindOnLocalHost: true
+{{- end}}
       httpPort: {{.FrontendHTTP}}
   matching:
     rpc:
