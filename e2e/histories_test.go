@@ -189,6 +189,9 @@ var historyScenarios = []struct {
 	// Workers that disagree (version 1 of "agent-unavailable"): a run that met a worker
 	// without its agent, then ran on one with it (e2e/disagree_histories_test.go).
 	{"agent unavailable on one worker", "deploy_", []string{"agent_unavailable_then_done.json"}, recordAgentUnavailable},
+	// A run that closes with a notification still retrying gives it the close grace
+	// (version 1 of "notify-before-close"), then abandons it (e2e/notify_test.go).
+	{"agent notified, receiver down at close", "notifyclose_", []string{"agent_receiver_down_at_close.json"}, recordAgentNotifiedReceiverDown},
 }
 
 // recordAgentDeadlines: scribe under approve with approval_timeout 2s: a write nobody

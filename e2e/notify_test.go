@@ -15,6 +15,7 @@ import (
 
 	"github.com/nexo-temporal/nexo/api"
 	"github.com/nexo-temporal/nexo/fakellm"
+	"github.com/nexo-temporal/nexo/workflows"
 )
 
 // notifySecret is the HMAC secret the worker gets through NOTIFY_SECRET; it must never
@@ -204,6 +205,49 @@ func recordAgentNotified(t *testing.T, r *recorder) {
 // retried, and the run still waits for its human, takes the decision and finishes; at close
 // its notifications are scheduled and never completed (abandoned, as the README says).
 func TestApprovalNotificationsNeverHoldTheRun(t *testing.T) {
+	p, id := runWithReceiverDown(t)
+	h := rawHistory(t, p.dial(), id)
+	scheduled := map[int64]bool{}
+	grace := false
+	for _, ev := range h.Events {
+		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == api.ActivityNotifyApproval {
+			scheduled[ev.GetEventId()] = true
+		}
+		if a := ev.GetTimerStartedEventAttributes(); a != nil && a.GetStartToFireTimeout().AsDuration() == workflows.NotifyCloseGrace {
+			grace = true
+		}
+	}
+	if len(scheduled) != 2 {
+		t.Errorf("NotifyApproval scheduled %d times, want 2 (requested, decided)", len(scheduled))
+	}
+	if !grace {
+		t.Errorf("the run closed without giving its pending notification %s (notify-before-close)", workflows.NotifyCloseGrace)
+	}
+	for _, ev := range h.Events {
+		var of int64
+		if a := ev.GetActivityTaskCompletedEventAttributes(); a != nil {
+			of = a.GetScheduledEventId()
+		}
+		if a := ev.GetActivityTaskFailedEventAttributes(); a != nil {
+			of = a.GetScheduledEventId()
+		}
+		if scheduled[of] {
+			t.Errorf("a notification to a receiver that is down closed in the run's history (%s); want it abandoned at close", ev.GetEventType())
+		}
+	}
+}
+
+// recordAgentNotifiedReceiverDown: the run of TestApprovalNotificationsNeverHoldTheRun, which
+// closes with its decided notification still retrying (version 1 of "notify-before-close").
+func recordAgentNotifiedReceiverDown(t *testing.T, r *recorder) {
+	p, id := runWithReceiverDown(t)
+	r.save(p.dial(), "agent_receiver_down_at_close.json", id, "")
+}
+
+// runWithReceiverDown runs an agent whose only receiver answers 503 to everything: the run
+// waits for its human, takes the decision and finishes, giving its pending notification the
+// close grace, then abandoning it.
+func runWithReceiverDown(t *testing.T) (*platform, string) {
 	attempts := make(chan string, 64)
 	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var n api.Notification
@@ -241,26 +285,5 @@ func TestApprovalNotificationsNeverHoldTheRun(t *testing.T) {
 	if !strings.Contains(out, "is done") {
 		t.Fatalf("approve --wait with a receiver down:\n%s", out)
 	}
-	h := rawHistory(t, p.dial(), id)
-	scheduled := map[int64]bool{}
-	for _, ev := range h.Events {
-		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == api.ActivityNotifyApproval {
-			scheduled[ev.GetEventId()] = true
-		}
-	}
-	if len(scheduled) != 2 {
-		t.Errorf("NotifyApproval scheduled %d times, want 2 (requested, decided)", len(scheduled))
-	}
-	for _, ev := range h.Events {
-		var of int64
-		if a := ev.GetActivityTaskCompletedEventAttributes(); a != nil {
-			of = a.GetScheduledEventId()
-		}
-		if a := ev.GetActivityTaskFailedEventAttributes(); a != nil {
-			of = a.GetScheduledEventId()
-		}
-		if scheduled[of] {
-			t.Errorf("a notification to a receiver that is down closed in the run's history (%s); want it abandoned at close", ev.GetEventType())
-		}
-	}
+	return p, id
 }

@@ -46,6 +46,9 @@ type notifier struct {
 	agent   string
 	targets []api.NotifyTarget
 	asked   map[string]map[string]any // call id → approval_requested data
+	// pending are the notifications started and not yet finished, which the run's close
+	// gives a moment to finish (awaitNotifications).
+	pending []workflow.Future
 }
 
 // use makes spec's receivers the run's (the agent loop calls it before its first turn).
@@ -98,9 +101,47 @@ func (rt *runtime) notifyApproval(ctx workflow.Context, eventType string) {
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	dctx = workflow.WithActivityOptions(dctx, notifyOptions())
 	for _, t := range n.targets {
-		workflow.ExecuteActivity(dctx, api.ActivityNotifyApproval, api.NotifyApprovalRequest{
+		n.pending = append(n.pending, workflow.ExecuteActivity(dctx, api.ActivityNotifyApproval, api.NotifyApprovalRequest{
 			RunID: rt.rec.ID, Workflow: rt.rec.Workflow, Agent: n.agent, Target: t,
 			Event: eventType, Seq: ev.Seq, At: ev.At, Call: call,
-		})
+		}))
 	}
+}
+
+// changeNotifyBeforeClose: a run that closes while approval notifications are still under
+// way waits up to NotifyCloseGrace for them before closing (before, they were abandoned at
+// once, so the notification of the last decision of a run that then finished quickly was
+// often never sent). Asked only when a notification is pending at the close.
+const changeNotifyBeforeClose = "notify-before-close"
+
+// NotifyCloseGrace bounds how long a closing run waits for its pending notifications; one
+// still retrying then (a receiver that is down) is abandoned, as before.
+const NotifyCloseGrace = 30 * time.Second
+
+// awaitNotifications lets the notifications still under way finish, for at most
+// NotifyCloseGrace, before the run closes.
+func (rt *runtime) awaitNotifications(ctx workflow.Context) {
+	n := &rt.notify
+	var open []workflow.Future
+	for _, f := range n.pending {
+		if !f.IsReady() {
+			open = append(open, f)
+		}
+	}
+	n.pending = open
+	if len(open) == 0 || workflow.GetVersion(ctx, changeNotifyBeforeClose, workflow.DefaultVersion, 1) < 1 {
+		return
+	}
+	tctx, cancel := workflow.WithCancel(ctx)
+	defer cancel()
+	timedOut := false
+	sel := workflow.NewSelector(ctx)
+	sel.AddFuture(workflow.NewTimer(tctx, NotifyCloseGrace), func(workflow.Future) { timedOut = true })
+	for _, f := range open {
+		sel.AddFuture(f, func(workflow.Future) {})
+	}
+	for left := len(open); left > 0 && !timedOut; left-- {
+		sel.Select(ctx)
+	}
+	n.pending = nil
 }

@@ -344,6 +344,7 @@ func (rt *runtime) finish(ctx workflow.Context, result json.RawMessage) {
 		delete(rt.rec.State, k)
 	}
 	rt.release(ctx)
+	rt.awaitNotifications(ctx)
 	rt.emit(ctx, "done", nil)
 	rt.setStatus(ctx, api.StatusDone)
 	rt.persist(ctx)
@@ -361,6 +362,7 @@ func (rt *runtime) fail(ctx workflow.Context, err error) error {
 	if errors.As(err, &canceled) || errors.Is(ctx.Err(), workflow.ErrCanceled) {
 		dctx, _ := workflow.NewDisconnectedContext(ctx)
 		rt.release(dctx)
+		rt.awaitNotifications(dctx)
 		rt.emit(dctx, "canceled", nil)
 		rt.setStatus(dctx, api.StatusCanceled)
 		rt.persist(dctx)
@@ -379,6 +381,7 @@ func (rt *runtime) fail(ctx workflow.Context, err error) error {
 		err = temporal.NewNonRetryableApplicationError(msg, api.ErrTypeTooLarge, nil)
 	}
 	rt.release(ctx)
+	rt.awaitNotifications(ctx)
 	rt.emit(ctx, "failed", map[string]any{"error": msg})
 	rt.setStatus(ctx, api.StatusFailed)
 	rt.persist(ctx)
