@@ -129,22 +129,13 @@ func (a *Activities) offloadReasoning(ctx context.Context, out api.CompleteChatR
 	if len(out.Reasoning) <= api.ReasoningInlineMax {
 		return out, nil
 	}
-	sum, err := a.store.PutBlob(ctx, []byte(out.Reasoning))
-	if err != nil {
-		return out, fmt.Errorf("store reasoning (%d bytes): %w", len(out.Reasoning), err)
-	}
-	size := len(out.Reasoning)
-	out.Reasoning = reasoningPreview(out.Reasoning, size)
-	out.ReasoningRef, out.ReasoningBytes = sum, size
-	return out, nil
+	var err error
+	out.Reasoning, out.ReasoningRef, out.ReasoningBytes, err = a.putPreviewed(ctx, out.Reasoning, "reasoning", reasoningPreview)
+	return out, err
 }
 
 // reasoningPreview is the start of stored reasoning, at most api.PreviewBytes, with a note
 // of the whole size.
 func reasoningPreview(text string, size int) string {
-	p := Preview(text, size)
-	if i := strings.LastIndex(p, "\n[… "); i >= 0 {
-		p = p[:i]
-	}
-	return p + fmt.Sprintf("\n[… %d bytes of reasoning in all]", size)
+	return strings.TrimRight(previewHead(text), "\n") + fmt.Sprintf("\n[… %d bytes of reasoning in all]", size)
 }

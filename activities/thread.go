@@ -217,19 +217,31 @@ func (a *Activities) offload(ctx context.Context, res api.RunToolResult, over in
 	if over <= 0 || len(res.Content) <= over {
 		return res, nil
 	}
-	sum, err := a.store.PutBlob(ctx, []byte(res.Content))
+	var err error
+	res.Content, res.ContentRef, res.ContentBytes, err = a.putPreviewed(ctx, res.Content, "tool output", Preview)
+	return res, err
+}
+
+// putPreviewed stores text (what it is, for the error) as a content-addressed blob and
+// returns the preview that stands in its place, made by preview, the blob's sum and the
+// text's size; on failure text comes back as it was.
+func (a *Activities) putPreviewed(ctx context.Context, text, what string, preview func(string, int) string) (string, string, int, error) {
+	sum, err := a.store.PutBlob(ctx, []byte(text))
 	if err != nil {
-		return res, fmt.Errorf("store tool output (%d bytes): %w", len(res.Content), err)
+		return text, "", 0, fmt.Errorf("store %s (%d bytes): %w", what, len(text), err)
 	}
-	size := len(res.Content)
-	res.Content = Preview(res.Content, size)
-	res.ContentRef, res.ContentBytes = sum, size
-	return res, nil
+	return preview(text, len(text)), sum, len(text), nil
 }
 
 // Preview is the start of a stored content, at most api.PreviewBytes of it, cut on a
 // UTF-8 boundary, with a note of the whole size.
 func Preview(content string, size int) string {
+	return strings.TrimRight(previewHead(content), "\n") + fmt.Sprintf("\n[… %d bytes in all; the model received the whole output]", size)
+}
+
+// previewHead is the start of content, at most api.PreviewBytes of it, cut on a UTF-8
+// boundary.
+func previewHead(content string) string {
 	p := content
 	if len(p) > api.PreviewBytes {
 		p = p[:api.PreviewBytes]
@@ -237,7 +249,7 @@ func Preview(content string, size int) string {
 			p = p[:len(p)-1]
 		}
 	}
-	return strings.TrimRight(p, "\n") + fmt.Sprintf("\n[… %d bytes in all; the model received the whole output]", size)
+	return p
 }
 
 func short(sum string) string {
