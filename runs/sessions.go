@@ -228,8 +228,27 @@ func (c *Client) CloseSession(ctx context.Context, agent, instance string) error
 	if err := h.Get(ctx, nil); err != nil {
 		return fmt.Errorf("close %w", &updateError{id: id, err: err})
 	}
+	// The update returns once the accepted prompts are served; the run then releases its
+	// sandbox and MCP clients and stores its record. Close means closed: wait for the run
+	// to end, so what the user does next (list, prompt) sees it closed.
+	wctx, cancel := context.WithTimeout(ctx, closeWait)
+	defer cancel()
+	runID := desc.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+	it := c.tc.GetWorkflowHistory(wctx, id, runID, true, enumspb.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT)
+	for it.HasNext() {
+		if _, err := it.Next(); err != nil {
+			if wctx.Err() != nil && ctx.Err() == nil {
+				return fmt.Errorf("session %s accepted the close but has not finished closing after %s (is a worker polling task queue %s?); it closes when one does", id, closeWait, c.taskQueue)
+			}
+			return fmt.Errorf("wait for session %s to close: %w", id, err)
+		}
+	}
 	return nil
 }
+
+// closeWait bounds how long CloseSession waits for a session's run to end after the close
+// update returned: releasing a sandbox and waiting for notifications under way take seconds.
+const closeWait = 2 * time.Minute
 
 // Session returns the materialised history of a session (turns and messages).
 func (c *Client) Session(ctx context.Context, agent, instance string) (api.SessionView, error) {
@@ -287,9 +306,13 @@ func (c *Client) ListSessions(ctx context.Context, limit int) ([]SessionSummary,
 		}
 		seen[id] = true
 		agent, inst, _ := api.ParseSessionID(id)
-		st := api.StatusRunning
-		if e.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-			st = closedStatus(e.GetStatus())
+		st := closedStatus(e.GetStatus())
+		if st == api.StatusRunning {
+			// Visibility trails a close by a moment; a session just closed must not be
+			// listed running, so a running row is checked against the run itself.
+			if d, err := c.tc.DescribeWorkflowExecution(ctx, id, e.GetExecution().GetRunId()); err == nil {
+				st = closedStatus(d.GetWorkflowExecutionInfo().GetStatus())
+			}
 		}
 		out = append(out, SessionSummary{ID: id, Agent: agent, Instance: inst, Status: st,
 			Summary: Summary{CreatedAt: e.GetStartTime().AsTime().UTC()}})
