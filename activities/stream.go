@@ -22,11 +22,13 @@ const streamFlushEvery = 150 * time.Millisecond
 
 // completeStreaming asks for a streamed completion, hands its text to the request's
 // viewers as it arrives, and returns the whole message like CompleteChat:
-//   - StreamLive: the reply's text so far is the attempt's heartbeat details
-//     (api.LiveText), which followers read from the server's pending-activity info;
-//     nothing of it reaches history (the workflow records the whole text once);
+//   - StreamLive: the reply's text and reasoning so far are the attempt's heartbeat
+//     details (api.LiveText), which followers read from the server's pending-activity
+//     info; nothing of them reaches history (the workflow records the whole text once,
+//     and the reasoning once, as the call's thinking);
 //   - StreamTo (runs recorded before live streaming): new text is signalled
-//     (api.SignalStream) to that workflow, which records each chunk as an event.
+//     (api.SignalStream) to that workflow, which records each chunk as an event; their
+//     reasoning is recorded with the result only, as it always was.
 //
 // StreamLive wins when both are set. Streaming is best effort: a heartbeat or signal that
 // fails costs a viewer some text, never the call, and the text still arrives with the
@@ -49,7 +51,7 @@ func (a *Activities) completeStreaming(ctx context.Context, model string, creq o
 	}
 	var (
 		content   strings.Builder
-		reasoning strings.Builder // recorded with the result, not streamed live
+		reasoning strings.Builder
 		calls     []api.ToolCall
 		out       api.CompleteChatResult
 	)
@@ -71,7 +73,10 @@ func (a *Activities) completeStreaming(ctx context.Context, model string, creq o
 			if ch.FinishReason != "" {
 				out.FinishReason = string(ch.FinishReason)
 			}
-			reasoning.WriteString(ch.Delta.ReasoningContent)
+			if ch.Delta.ReasoningContent != "" {
+				reasoning.WriteString(ch.Delta.ReasoningContent)
+				sink.think(ch.Delta.ReasoningContent)
+			}
 			if ch.Delta.Content != "" {
 				content.WriteString(ch.Delta.Content)
 				sink.add(ch.Delta.Content)
@@ -103,6 +108,8 @@ func (a *Activities) completeStreaming(ctx context.Context, model string, creq o
 type textSink interface {
 	// add takes new text of the reply.
 	add(text string)
+	// think takes new reasoning of the reply.
+	think(text string)
 	// received says one stream message was handled.
 	received()
 	// done says the reply is complete.
@@ -121,6 +128,10 @@ type signalText struct {
 }
 
 func (s *signalText) add(text string) { s.pending.WriteString(text) }
+
+// think drops reasoning: runs recorded before live streaming never had it signalled, and
+// a signal is an event their histories do not expect.
+func (s *signalText) think(string) {}
 
 func (s *signalText) received() {
 	if !s.sent || time.Since(s.lastFlush) >= streamFlushEvery {
@@ -148,16 +159,18 @@ var signalStream = func(ctx context.Context, workflowID string, chunk api.Stream
 	return activity.GetClient(ctx).SignalWorkflow(ctx, workflowID, "", api.SignalStream, chunk)
 }
 
-// liveText publishes the reply's text so far as the attempt's heartbeat details: the
-// first text at once, then at most every streamFlushEvery, from a goroutine of its own so
-// the model's stream is read on while a heartbeat goes to the server. Text that comes
-// after the last beat is not published: the call is over, and its result carries it.
+// liveText publishes the reply's text and reasoning so far as the attempt's heartbeat
+// details: the first of them at once, then at most every streamFlushEvery, from a
+// goroutine of its own so the model's stream is read on while a heartbeat goes to the
+// server. What comes after the last beat is not published: the call is over, and its
+// result carries it.
 type liveText struct {
 	ctx  context.Context
 	call string
 
-	mu   sync.Mutex
-	text strings.Builder
+	mu       sync.Mutex
+	text     strings.Builder
+	thinking strings.Builder
 
 	kick    chan struct{} // there is new text (buffered: one pending kick is enough)
 	quit    chan struct{}
@@ -170,9 +183,13 @@ func startLiveText(ctx context.Context, call string) *liveText {
 	return l
 }
 
-func (l *liveText) add(text string) {
+func (l *liveText) add(text string) { l.write(&l.text, text) }
+
+func (l *liveText) think(text string) { l.write(&l.thinking, text) }
+
+func (l *liveText) write(b *strings.Builder, text string) {
 	l.mu.Lock()
-	l.text.WriteString(text)
+	b.WriteString(text)
 	l.mu.Unlock()
 	select {
 	case l.kick <- struct{}{}:
@@ -193,7 +210,7 @@ func (l *liveText) stop() {
 
 func (l *liveText) run() {
 	defer close(l.stopped)
-	sent := 0 // length of the text at the last beat
+	sent, thought := 0, 0 // lengths of the text and the reasoning at the last beat
 	for {
 		select {
 		case <-l.kick:
@@ -203,11 +220,11 @@ func (l *liveText) run() {
 			return
 		}
 		l.mu.Lock()
-		text := l.text.String() // a Builder's earlier strings stay valid as it grows
+		text, thinking := l.text.String(), l.thinking.String() // a Builder's earlier strings stay valid as it grows
 		l.mu.Unlock()
-		if len(text) > sent {
-			publishHeartbeat(l.ctx, liveTail(l.call, text))
-			sent = len(text)
+		if len(text) > sent || len(thinking) > thought {
+			publishHeartbeat(l.ctx, liveSnapshot(l.call, text, thinking))
+			sent, thought = len(text), len(thinking)
 		}
 		select {
 		case <-time.After(streamFlushEvery):
@@ -224,12 +241,29 @@ func (l *liveText) run() {
 // the reply grows (a follower that joins late misses the start, which the durable text
 // event carries).
 func liveTail(call, text string) api.LiveText {
+	from := tailFrom(text)
+	return api.LiveText{Call: call, From: from, Text: text[from:]}
+}
+
+// liveSnapshot is liveTail with the reasoning so far, cut by the same rule on its own,
+// as LiveText.Thinking (nil without reasoning: a heartbeat as before live thinking).
+func liveSnapshot(call, text, thinking string) api.LiveText {
+	lt := liveTail(call, text)
+	if thinking != "" {
+		from := tailFrom(thinking)
+		lt.Thinking = &api.LiveThinking{From: from, Text: thinking[from:]}
+	}
+	return lt
+}
+
+// tailFrom is where the last api.LiveTextMax bytes of s begin, moved on to a rune start.
+func tailFrom(s string) int {
 	from := 0
-	if len(text) > api.LiveTextMax {
-		from = len(text) - api.LiveTextMax
-		for from < len(text) && !utf8.RuneStart(text[from]) {
+	if len(s) > api.LiveTextMax {
+		from = len(s) - api.LiveTextMax
+		for from < len(s) && !utf8.RuneStart(s[from]) {
 			from++
 		}
 	}
-	return api.LiveText{Call: call, From: from, Text: text[from:]}
+	return from
 }

@@ -11,6 +11,11 @@ import (
 // LiveTail exposes liveTail.
 func LiveTail(call, text string) api.LiveText { return liveTail(call, text) }
 
+// LiveSnapshot exposes liveSnapshot.
+func LiveSnapshot(call, text, thinking string) api.LiveText {
+	return liveSnapshot(call, text, thinking)
+}
+
 // WatchStreaming replaces, for one test, what a streaming model call sends: heartbeat
 // (every RecordHeartbeat call, before the SDK's throttle) and signal (every StreamTo
 // chunk). keepAlive shortens the keep-alive interval of activities without a heartbeat

@@ -207,3 +207,95 @@ func TestCompleteChatStreamTo(t *testing.T) {
 		}
 	}
 }
+
+// A live call publishes the model's reasoning as it streams, before and beside the text:
+// the beats' thinking grows word by word from offset 0, is all there before the first
+// text, and the result still carries the whole reasoning (for the thinking event).
+func TestCompleteChatStreamLiveThinking(t *testing.T) {
+	const thought = "first I read the question then I weigh it"
+	const content = "here is the answer"
+	for _, field := range []string{fakellm.FieldReasoningContent, fakellm.FieldReasoning} {
+		t.Run(field, func(t *testing.T) {
+			req := api.CompleteChatRequest{Messages: userAsks("Think"), StreamLive: true, StreamCall: "2.1"}
+			res, got := streamChat(t, fakellm.Reply{Content: content, Reasoning: thought, ReasoningField: field, ChunkDelayMS: 60}, req, time.Hour)
+			if res.Reasoning != thought || res.Message.Content != content {
+				t.Fatalf("result reasoning %q, content %q; want %q, %q", res.Reasoning, res.Message.Content, thought, content)
+			}
+			beats, _, _ := got.snapshot()
+			var thinkings []string
+			last := ""
+			for i, b := range beats {
+				if b == nil {
+					continue
+				}
+				if b.Thinking == nil {
+					t.Fatalf("beat %d = %+v has no thinking, want the reasoning in every beat (it comes first)", i, *b)
+				}
+				th := b.Thinking
+				if th.From != 0 || !strings.HasPrefix(thought, th.Text) || len(th.Text) < len(last) {
+					t.Errorf("beat %d thinking from %d %q, want from 0, a growing prefix of %q", i, th.From, th.Text, thought)
+				}
+				if b.Text != "" && th.Text != thought {
+					t.Errorf("beat %d has text %q with thinking %q: the reasoning was not whole before the text", i, b.Text, th.Text)
+				}
+				if th.Text != last {
+					thinkings = append(thinkings, th.Text)
+				}
+				last = th.Text
+			}
+			if len(thinkings) < 4 {
+				t.Errorf("heartbeats carried %d distinct thinkings %q, want the reasoning growing word by word", len(thinkings), thinkings)
+			}
+		})
+	}
+}
+
+// A call without reasoning publishes no thinking: its heartbeats are those of a worker
+// from before live thinking, byte for byte.
+func TestCompleteChatStreamLiveNoThinking(t *testing.T) {
+	req := api.CompleteChatRequest{Messages: userAsks("Hi"), StreamLive: true, StreamCall: "1.1"}
+	_, got := streamChat(t, fakellm.Reply{Content: "plain words only", ChunkDelayMS: 20}, req, time.Hour)
+	beats, _, _ := got.snapshot()
+	for i, b := range beats {
+		if b != nil && b.Thinking != nil {
+			t.Errorf("beat %d carries thinking %+v, want none", i, *b.Thinking)
+		}
+	}
+}
+
+// The thinking of a heartbeat is bounded like its text, on its own: its last
+// api.LiveTextMax bytes at a rune start, with its offset.
+func TestLiveSnapshot(t *testing.T) {
+	odd := strings.Repeat("é", api.LiveTextMax/2+3) + "x"
+	for _, tc := range []struct {
+		name, text, thinking string
+		textFrom, thinkFrom  int
+		none                 bool
+	}{
+		{name: "no reasoning", text: "Hello", none: true},
+		{name: "reasoning only", thinking: "Hmm", thinkFrom: 0},
+		{name: "long reasoning, short text", text: "ok", thinking: odd, thinkFrom: len(odd) - api.LiveTextMax + 1},
+		{name: "both long", text: odd, thinking: odd + "yz", textFrom: len(odd) - api.LiveTextMax + 1, thinkFrom: len(odd) + 2 - api.LiveTextMax + 1}, // 9 falls inside a rune
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := activities.LiveSnapshot("2.1", tc.text, tc.thinking)
+			if got.Call != "2.1" || got.From != tc.textFrom || got.Text != tc.text[tc.textFrom:] {
+				t.Errorf("text part: call %q from %d (%d bytes), want 2.1 from %d", got.Call, got.From, len(got.Text), tc.textFrom)
+			}
+			if tc.none {
+				if got.Thinking != nil {
+					t.Errorf("thinking %+v, want none", *got.Thinking)
+				}
+				return
+			}
+			th := got.Thinking
+			if th == nil {
+				t.Fatalf("no thinking part, want the reasoning from %d", tc.thinkFrom)
+			}
+			if th.From != tc.thinkFrom || th.Text != tc.thinking[tc.thinkFrom:] || len(th.Text) > api.LiveTextMax || !utf8.ValidString(th.Text) {
+				t.Errorf("thinking part from %d (%d bytes, valid UTF-8 %v), want from %d, the rest of %d bytes",
+					th.From, len(th.Text), utf8.ValidString(th.Text), tc.thinkFrom, len(tc.thinking))
+			}
+		})
+	}
+}

@@ -145,18 +145,30 @@ type CompleteChatRequest struct {
 	Tools      []ToolDef `json:"tools,omitempty"`
 }
 
-// LiveText is the heartbeat detail of a streaming model call: the reply's text so far,
-// read by followers through DescribeWorkflowExecution (pending activities). It never
-// reaches history; the whole text is recorded once, as a text event, when the call ends.
+// LiveText is the heartbeat detail of a streaming model call: the reply's text (and
+// thinking) so far, read by followers through DescribeWorkflowExecution (pending
+// activities). It never reaches history; the whole text is recorded once, as a text event
+// (the thinking as a thinking event), when the call ends.
 type LiveText struct {
 	Call string `json:"call"`
 	// From is the byte offset in the reply of Text's first byte: 0 until the text passes
 	// LiveTextMax, after which only the tail is kept.
 	From int    `json:"from"`
 	Text string `json:"text"`
+	// Thinking is the reply's reasoning so far (reasoning_content or reasoning deltas), by
+	// the same rules as the text: at most its last LiveTextMax bytes, from byte
+	// Thinking.From of the reasoning. Nil while the model has sent no reasoning, and in the
+	// heartbeats of workers from before live thinking; followers from before it ignore it.
+	Thinking *LiveThinking `json:"thinking,omitempty"`
 }
 
-// LiveTextMax bounds LiveText.Text.
+// LiveThinking is the reasoning part of a LiveText: Text from byte From of the reasoning.
+type LiveThinking struct {
+	From int    `json:"from"`
+	Text string `json:"text"`
+}
+
+// LiveTextMax bounds LiveText.Text, and LiveText.Thinking.Text on its own.
 const LiveTextMax = 64 << 10
 
 // Usage is the token accounting of one model call.

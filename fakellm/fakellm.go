@@ -97,9 +97,16 @@ type Reply struct {
 	// RetryAfter is sent as the Retry-After header of a Status answer ("5", or an HTTP
 	// date), as a provider that rate-limits does.
 	RetryAfter string `json:"retry_after,omitempty"`
-	// ChunkDelayMS spaces the chunks of a streamed reply (the content is streamed word by
-	// word when the request asks for a stream).
+	// ChunkDelayMS spaces the chunks of a streamed reply (its reasoning and then its
+	// content are streamed word by word when the request asks for a stream).
 	ChunkDelayMS int `json:"chunk_delay_ms,omitempty"`
+	// Hold names a hold that a streamed reply waits on after its reasoning, before its
+	// content, until the hold is released: Server.Release(name) in a test, or POST
+	// /fake/release?hold=name to the server (bin/fakellm). A test thus sees the model's
+	// live thinking while the call is surely still in flight, and no sleep decides it. A
+	// released hold stays open (a retry does not wait again); a request that ends (the
+	// worker gave up) stops waiting.
+	Hold string `json:"hold,omitempty"`
 	// Match makes this a standing reply: it answers every request whose system message or
 	// last message contains Match, before the script is consulted, and takes no place in
 	// the sequence (Repeat is ignored). The first matching standing reply wins.
@@ -158,9 +165,38 @@ type Server struct {
 	standing []Reply // replies with Match
 	requests []Request
 	sizes    []RequestSize
-	seen     map[int]int      // reply index (standing reply i: -1-i) → requests answered
-	order    map[[32]byte]int // BySequence: request body's sha256 → reply index
-	limit    *rateLimit       // LimitRate (ratelimit.go); nil: no limit
+	seen     map[int]int              // reply index (standing reply i: -1-i) → requests answered
+	order    map[[32]byte]int         // BySequence: request body's sha256 → reply index
+	limit    *rateLimit               // LimitRate (ratelimit.go); nil: no limit
+	holds    map[string]chan struct{} // Reply.Hold by name: closed once released
+}
+
+// hold is the channel of the hold name, closed once it is released.
+func (s *Server) hold(name string) chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.holds == nil {
+		s.holds = map[string]chan struct{}{}
+	}
+	h := s.holds[name]
+	if h == nil {
+		h = make(chan struct{})
+		s.holds[name] = h
+	}
+	return h
+}
+
+// Release opens the hold name (Reply.Hold): the replies waiting on it go on, and later
+// ones do not wait. Releasing it again, or before any reply waits, is fine.
+func (s *Server) Release(name string) {
+	h := s.hold(name)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case <-h:
+	default:
+		close(h)
+	}
 }
 
 // task is the sequence of the replies sharing one Prompt; its replies' keys in seen are
@@ -288,10 +324,21 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"message": msg, "type": "fake_error"}})
 }
 
-// ServeHTTP answers POST /v1/chat/completions.
+// ServeHTTP answers POST /v1/chat/completions, and POST /fake/release?hold=NAME
+// (Release).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodPost && r.URL.Path == "/fake/release" {
+		name := r.URL.Query().Get("hold")
+		if name == "" {
+			writeError(w, http.StatusBadRequest, "fake model: POST /fake/release needs ?hold=NAME, the hold of a scripted reply")
+			return
+		}
+		s.Release(name)
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
 	if r.Method != http.MethodPost || r.URL.Path != "/v1/chat/completions" {
-		writeError(w, http.StatusNotFound, "fake model serves only POST /v1/chat/completions")
+		writeError(w, http.StatusNotFound, "fake model serves only POST /v1/chat/completions (and POST /fake/release?hold=NAME)")
 		return
 	}
 	if s.limited(w) {
@@ -447,19 +494,36 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req wireReq, rep
 		return map[string]any{"id": fmt.Sprintf("chatcmpl-fake-%d", idx), "object": "chat.completion.chunk", "model": req.Model,
 			"choices": []map[string]any{{"index": 0, "delta": delta, "finish_reason": finish}}}
 	}
+	// pause spaces the chunks (ChunkDelayMS); false: the client left.
+	pause := func() bool {
+		if reply.ChunkDelayMS <= 0 {
+			return true
+		}
+		select {
+		case <-time.After(time.Duration(reply.ChunkDelayMS) * time.Millisecond):
+			return true
+		case <-r.Context().Done():
+			return false
+		}
+	}
 	send(chunk(map[string]any{"role": "assistant"}, nil))
-	streamReasoning(func(delta map[string]any) { send(chunk(delta, nil)) }, reply)
+	if !streamReasoning(func(delta map[string]any) { send(chunk(delta, nil)) }, pause, reply) {
+		return
+	}
+	if reply.Hold != "" {
+		select {
+		case <-s.hold(reply.Hold):
+		case <-r.Context().Done():
+			return
+		}
+	}
 	words := strings.SplitAfter(reply.Content, " ")
 	for _, word := range words {
 		if word == "" {
 			continue
 		}
-		if reply.ChunkDelayMS > 0 {
-			select {
-			case <-time.After(time.Duration(reply.ChunkDelayMS) * time.Millisecond):
-			case <-r.Context().Done():
-				return
-			}
+		if !pause() {
+			return
 		}
 		send(chunk(map[string]any{"content": word}, nil))
 	}

@@ -27,11 +27,17 @@ func addReasoning(msg map[string]any, r Reply) {
 	}
 }
 
-// streamReasoning sends the reply's reasoning word by word as delta chunks.
-func streamReasoning(send func(delta map[string]any), r Reply) {
+// streamReasoning sends the reply's reasoning word by word as delta chunks, each after
+// pause (the reply's ChunkDelayMS); false when pause says the client left.
+func streamReasoning(send func(delta map[string]any), pause func() bool, r Reply) bool {
 	for _, word := range strings.SplitAfter(r.Reasoning, " ") {
-		if word != "" {
-			send(map[string]any{r.reasoningField(): word})
+		if word == "" {
+			continue
 		}
+		if !pause() {
+			return false
+		}
+		send(map[string]any{r.reasoningField(): word})
 	}
+	return true
 }
