@@ -23,6 +23,9 @@ import (
 // never in history. A follower reads them with DescribeWorkflowExecution while such a call
 // is pending, and hands on only the text it has not handed on before. When the call
 // returns, the workflow records the whole text once, as a text event {"content", "call"}.
+// The model's reasoning goes the same way, on its own: the heartbeat's Thinking part (its
+// last api.LiveTextMax bytes and their offset in the reasoning), handed on as new
+// thinking, until the call's thinking event {"content", "call"} is delivered.
 
 const (
 	// livePollEvery paces the reads while a model call runs: about the pace at which the
@@ -41,9 +44,9 @@ const (
 	liveDoneKept = 16
 )
 
-// liveFollow delivers the live text of one session's model calls. Its mutex serialises
-// deliver with the follower's record callback, so a call's live text is never handed on
-// after a record holding the call's text event.
+// liveFollow delivers the live text and thinking of one session's model calls. Its mutex
+// serialises deliver with the follower's record callback, so a call's live text (thinking)
+// is never handed on after a record holding the call's text (thinking) event.
 type liveFollow struct {
 	c       *Client
 	id      string
@@ -52,9 +55,10 @@ type liveFollow struct {
 	wake chan struct{} // a model call may have begun (buffered: one pending wake is enough)
 
 	mu    sync.Mutex
-	tail  liveTail
-	seen  int64 // seq of the last event checked for a text event
-	ready bool  // a record was delivered: live text before it would come before its turn
+	tail  liveTail // the text handed on
+	think liveTail // the thinking handed on, by the same rules
+	seen  int64    // seq of the last event checked for a text event
+	ready bool     // a record was delivered: live text before it would come before its turn
 }
 
 func newLiveFollow(c *Client, id string, deliver func(api.LiveText)) *liveFollow {
@@ -73,7 +77,7 @@ func (lf *liveFollow) poke() {
 }
 
 // record is the follower's callback for rec, run under the same lock as deliveries; the
-// text events of rec end their calls' live text.
+// text (thinking) events of rec end their calls' live text (thinking).
 func (lf *liveFollow) record(rec api.Record, fn func(api.Record) bool) bool {
 	if lf == nil {
 		return fn(rec)
@@ -86,14 +90,19 @@ func (lf *liveFollow) record(rec api.Record, fn func(api.Record) bool) bool {
 			continue
 		}
 		lf.seen = ev.Seq
-		if ev.Type != api.StreamText {
+		tail := &lf.tail
+		switch ev.Type {
+		case api.StreamText:
+		case api.StreamThinking:
+			tail = &lf.think
+		default:
 			continue
 		}
 		var d struct {
 			Call string `json:"call"`
 		}
 		if json.Unmarshal(ev.Data, &d) == nil && d.Call != "" {
-			lf.tail.finish(d.Call)
+			tail.finish(d.Call)
 		}
 	}
 	return fn(rec)
@@ -155,17 +164,31 @@ func (lf *liveFollow) poll(ctx context.Context) (wait time.Duration, more bool) 
 	lf.mu.Lock()
 	defer lf.mu.Unlock()
 	if !more {
-		lf.tail.calls = nil // no call in flight: a long session keeps no state of ended ones
+		// No call in flight: a long session keeps no state of ended ones.
+		lf.tail.calls, lf.think.calls = nil, nil
 	}
 	if !lf.ready {
 		return wait, more // the next read hands the text on, after the record of its turn
 	}
 	for _, lt := range snaps {
-		if d, ok := lf.tail.next(lt); ok {
-			lf.deliver(d)
-		}
+		lf.handOn(lt)
 	}
 	return wait, more
+}
+
+// handOn delivers what is new in one snapshot: its thinking first (the model thinks
+// before it writes), as a LiveText with only Thinking set, then its text, as a LiveText
+// without Thinking. Called with lf.mu held.
+func (lf *liveFollow) handOn(lt api.LiveText) {
+	if th := lt.Thinking; th != nil && th.From >= 0 {
+		if d, ok := lf.think.next(api.LiveText{Call: lt.Call, From: th.From, Text: th.Text}); ok {
+			lf.deliver(api.LiveText{Call: d.Call, Thinking: &api.LiveThinking{From: d.From, Text: d.Text}})
+		}
+	}
+	lt.Thinking = nil
+	if d, ok := lf.tail.next(lt); ok {
+		lf.deliver(d)
+	}
 }
 
 // liveText decodes a pending model call's heartbeat details. A call without them (it has

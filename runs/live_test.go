@@ -178,6 +178,33 @@ func TestLivePoll(t *testing.T) {
 			},
 			[]api.LiveText{{Call: "3.2", Text: "Hel"}, {Call: "3.2", From: 3, Text: "lo wor"}},
 			[]time.Duration{livePollEvery, livePollEvery, livePollEvery, 0}},
+		{"thinking as it grows, then the text beside it, each handed on apart",
+			[]*workflowservice.DescribeWorkflowExecutionResponse{
+				chatPending(t, started, api.LiveText{Call: "3.2", Thinking: &api.LiveThinking{Text: "Let me"}}, after),
+				chatPending(t, started, api.LiveText{Call: "3.2", Thinking: &api.LiveThinking{Text: "Let me see."}}, after),
+				chatPending(t, started, api.LiveText{Call: "3.2", Text: "Yes", Thinking: &api.LiveThinking{Text: "Let me see."}}, after),
+				chatPending(t, started, api.LiveText{Call: "3.2", Text: "Yes, it is", Thinking: &api.LiveThinking{Text: "Let me see."}}, after),
+				idle(),
+			},
+			[]api.LiveText{
+				{Call: "3.2", Thinking: &api.LiveThinking{Text: "Let me"}},
+				{Call: "3.2", Thinking: &api.LiveThinking{From: 6, Text: " see."}},
+				{Call: "3.2", Text: "Yes"},
+				{Call: "3.2", From: 3, Text: ", it is"},
+			},
+			[]time.Duration{livePollEvery, livePollEvery, livePollEvery, livePollEvery, 0}},
+		{"a retried attempt that thinks differently replaces the thinking from where it differs; a cut tail is a gap",
+			[]*workflowservice.DescribeWorkflowExecutionResponse{
+				chatPending(t, started, api.LiveText{Call: "1.1", Thinking: &api.LiveThinking{Text: "The user wants"}}, after),
+				chatPending(t, started, api.LiveText{Call: "1.1", Thinking: &api.LiveThinking{Text: "The user asks"}}, after),
+				chatPending(t, started, api.LiveText{Call: "1.1", Thinking: &api.LiveThinking{From: 40, Text: "tail"}}, after),
+			},
+			[]api.LiveText{
+				{Call: "1.1", Thinking: &api.LiveThinking{Text: "The user wants"}},
+				{Call: "1.1", Thinking: &api.LiveThinking{From: 9, Text: "asks"}},
+				{Call: "1.1", Thinking: &api.LiveThinking{From: 40, Text: "tail"}},
+			},
+			[]time.Duration{livePollEvery, livePollEvery, livePollEvery}},
 		{"details of an earlier attempt are not shown; a call waiting for a worker is read slowly",
 			[]*workflowservice.DescribeWorkflowExecutionResponse{
 				chatPending(t, started, api.LiveText{Call: "1.1", Text: "stale"}, t0.Add(-time.Second)),
@@ -210,7 +237,7 @@ func TestLivePoll(t *testing.T) {
 				}
 			}
 			if !equalLive(got, tc.want) {
-				t.Errorf("delivered %+v, want %+v", got, tc.want)
+				t.Errorf("delivered %s, want %s", liveString(got), liveString(tc.want))
 			}
 		})
 	}
@@ -221,11 +248,43 @@ func equalLive(a, b []api.LiveText) bool {
 		return false
 	}
 	for i := range a {
-		if a[i] != b[i] {
+		x, y := a[i], b[i]
+		if (x.Thinking == nil) != (y.Thinking == nil) || x.Thinking != nil && *x.Thinking != *y.Thinking {
+			return false
+		}
+		x.Thinking, y.Thinking = nil, nil
+		if x != y {
 			return false
 		}
 	}
 	return true
+}
+
+// A call's thinking event ends its live thinking only: its live text goes on until its
+// text event.
+func TestLiveAfterThinkingEvent(t *testing.T) {
+	beat := func(text, thinking string) *workflowservice.DescribeWorkflowExecutionResponse {
+		return chatPending(t, enumspb.PENDING_ACTIVITY_STATE_STARTED,
+			api.LiveText{Call: "3.2", Text: text, Thinking: &api.LiveThinking{Text: thinking}}, t0.Add(time.Second))
+	}
+	d := &describer{answers: []*workflowservice.DescribeWorkflowExecutionResponse{beat("", "Hm, so"), beat("Hello", "Hm, so it is")}}
+	var got []api.LiveText
+	lf := newLiveFollow(New(d, "default", "q"), "session:a:b", func(l api.LiveText) { got = append(got, l) })
+	lf.record(api.Record{}, func(api.Record) bool { return false })
+	lf.poll(context.Background())
+	data, _ := json.Marshal(map[string]string{"content": "Hm, so it is", "call": "3.2"})
+	lf.record(api.Record{Events: []api.Event{{Seq: 7, Type: api.StreamThinking, Data: data}}}, func(api.Record) bool { return false })
+	lf.poll(context.Background())
+	want := []api.LiveText{{Call: "3.2", Thinking: &api.LiveThinking{Text: "Hm, so"}}, {Call: "3.2", Text: "Hello"}}
+	if !equalLive(got, want) {
+		t.Errorf("delivered %s, want %s", liveString(got), liveString(want))
+	}
+}
+
+// liveString renders deliveries for a failure message (Thinking is a pointer).
+func liveString(ls []api.LiveText) string {
+	b, _ := json.Marshal(ls)
+	return string(b)
 }
 
 // A read answered before the call ended but handled after the record with the call's

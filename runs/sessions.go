@@ -334,7 +334,11 @@ func (c *Client) FollowSession(ctx context.Context, agent, instance string, fn f
 // differently: the text from From on replaces it), or more (text the follower never saw;
 // the call's text event has it). The call's text event {"content", "call"} comes in a
 // record after its last live text, never before: a caller shows of it only what live text
-// did not. fn and live are never called at the same time, and neither after it returned.
+// did not. The model's reasoning is handed on the same way, apart from the text: a call of
+// live with Thinking set carries only new thinking (Thinking.Text from byte Thinking.From
+// of the reasoning, by the same append / replace / gap rules; Text and From are then
+// empty), and the call's thinking event {"content", "call"} comes after its last live
+// thinking. fn and live are never called at the same time, and neither after it returned.
 func (c *Client) FollowSessionLive(ctx context.Context, agent, instance string, fn func(api.Record) bool, live func(api.LiveText)) error {
 	id := api.SessionID(agent, instance)
 	var lf *liveFollow
