@@ -247,17 +247,23 @@ func watchSession(ctx context.Context, e *env, agent, inst string, from int64, l
 }
 
 // streamPrinter prints a session's activity stream: one line per event, except a model
-// call's live text (read from the call's heartbeat, not in the stream), which flows on one
-// line as the model writes it; the call's text event then adds only what the line misses.
-// With asJSON, every event and every live delta is one JSON object per line (a delta:
-// {"type":"live","call","from","text"}, from = its byte offset in the reply).
+// call's live text and live thinking (read from the call's heartbeat, not in the stream),
+// each of which flows on one line as the model writes it; the call's text (thinking)
+// event then adds only what the line misses. With asJSON, every event and every live
+// delta is one JSON object per line (a delta: {"type":"live","call","from","text"} of the
+// text, {"type":"live_thinking",...} of the thinking, from = its byte offset in the
+// reply's text or reasoning).
 type streamPrinter struct {
 	w      io.Writer
 	asJSON bool
-	open   string                // the call whose live line is open, without its newline
-	shown  map[string]*liveShown // live text printed, by call, until the call's text event
-	now    func() time.Time      // the live line's clock (tests set it)
+	open   livePart                // the part whose live line is open, without its newline
+	shown  map[livePart]*liveShown // live text and thinking printed, until the call's event
+	now    func() time.Time        // the live line's clock (tests set it)
 }
+
+// livePart names one live line's source: a call's text or its thinking (kind is the
+// stream event that completes it, api.StreamText or api.StreamThinking). Zero: none.
+type livePart struct{ kind, call string }
 
 // liveShown is the live text printed of one call: the reply's bytes from start, in text.
 type liveShown struct {
@@ -265,46 +271,54 @@ type liveShown struct {
 	text  strings.Builder
 }
 
-// live prints new live text of a call (runs.Client.FollowSessionLive).
+// live prints new live text or thinking of a call (runs.Client.FollowSessionLive).
 func (p *streamPrinter) live(l api.LiveText) {
+	part, from, text := livePart{api.StreamText, l.Call}, l.From, l.Text
+	if l.Thinking != nil {
+		part, from, text = livePart{api.StreamThinking, l.Call}, l.Thinking.From, l.Thinking.Text
+	}
 	if p.asJSON {
-		b, _ := json.Marshal(map[string]any{"type": "live", "call": l.Call, "from": l.From, "text": l.Text})
+		typ := "live"
+		if part.kind == api.StreamThinking {
+			typ = "live_thinking"
+		}
+		b, _ := json.Marshal(map[string]any{"type": typ, "call": l.Call, "from": from, "text": text})
 		fmt.Fprintln(p.w, string(b))
 		return
 	}
 	if p.shown == nil {
-		p.shown = map[string]*liveShown{}
+		p.shown = map[livePart]*liveShown{}
 	}
-	s := p.shown[l.Call]
-	if s != nil && l.From == s.start+s.text.Len() && p.open == l.Call {
-		s.text.WriteString(l.Text)
-		fmt.Fprint(p.w, l.Text)
+	s := p.shown[part]
+	if s != nil && from == s.start+s.text.Len() && p.open == part {
+		s.text.WriteString(text)
+		fmt.Fprint(p.w, text)
 		return
 	}
 	mark := ""
 	switch {
-	case s == nil && l.From > 0, s != nil && l.From != s.start+s.text.Len():
+	case s == nil && from > 0, s != nil && from != s.start+s.text.Len():
 		// A gap (the start was never seen) or text rewritten by a retried attempt: what
 		// the line shows next starts at byte From.
 		mark = "…"
 		s = nil
 	}
 	if s == nil {
-		s = &liveShown{start: l.From}
-		p.shown[l.Call] = s
+		s = &liveShown{start: from}
+		p.shown[part] = s
 	}
-	s.text.WriteString(l.Text)
+	s.text.WriteString(text)
 	p.closeLine()
 	at := time.Now()
 	if p.now != nil {
 		at = p.now()
 	}
-	fmt.Fprintf(p.w, "#%-4s %s text: %s%s", "live", at.UTC().Format("15:04:05.000"), mark, l.Text)
-	p.open = l.Call
+	fmt.Fprintf(p.w, "#%-4s %s %s: %s%s", "live", at.UTC().Format("15:04:05.000"), part.kind, mark, text)
+	p.open = part
 }
 
-// event prints one activity-stream event. A text event of a call whose live text was
-// printed adds the rest of the text to its line; if the text is not what the line
+// event prints one activity-stream event. A text (thinking) event of a call whose live
+// text (thinking) was printed adds the rest to its line; if it is not what the line
 // showed, it is printed whole, on a line of its own.
 func (p *streamPrinter) event(ev api.Event) {
 	if p.asJSON {
@@ -312,18 +326,20 @@ func (p *streamPrinter) event(ev api.Event) {
 		fmt.Fprintln(p.w, string(b))
 		return
 	}
-	if ev.Type == api.StreamText {
-		var d struct{ Content, Call string }
+	if ev.Type == api.StreamText || ev.Type == api.StreamThinking {
+		var d struct {
+			Content, Call string
+			Ref           string `json:"content_ref"`
+		}
 		_ = json.Unmarshal(ev.Data, &d)
-		if s := p.shown[d.Call]; s != nil && d.Call != "" {
-			delete(p.shown, d.Call)
-			end := s.start + s.text.Len()
-			if end <= len(d.Content) && d.Content[s.start:end] == s.text.String() {
-				rest := d.Content[end:]
+		part := livePart{ev.Type, d.Call}
+		if s := p.shown[part]; s != nil && d.Call != "" {
+			delete(p.shown, part)
+			if rest, ok := liveRest(s, d.Content, d.Ref != ""); ok {
 				switch {
-				case p.open == d.Call:
+				case p.open == part:
 					fmt.Fprintln(p.w, rest)
-					p.open = ""
+					p.open = livePart{}
 				case rest != "": // the live line was ended by another event
 					p.closeLine()
 					fmt.Fprintf(p.w, "%s…%s\n", strings.TrimSuffix(streamLine(ev), d.Content), rest)
@@ -339,11 +355,36 @@ func (p *streamPrinter) event(ev api.Event) {
 	fmt.Fprintln(p.w, streamLine(ev))
 }
 
+// liveRest is what an event's content adds to the live line s showed of it, and false
+// when the line showed something else (the event is then printed whole). Reasoning
+// stored by reference (preview) has as content its start and a note of its whole size:
+// the line, which may have shown more of it live, gets what it misses of the start, and
+// the note.
+func liveRest(s *liveShown, content string, preview bool) (string, bool) {
+	shown, end := s.text.String(), s.start+s.text.Len()
+	if preview {
+		if i := strings.LastIndex(content, "\n[… "); i >= 0 {
+			head, note := content[:i], content[i+1:]
+			switch {
+			case end <= len(head) && head[s.start:end] == shown:
+				return head[end:] + " " + note, true
+			case s.start <= len(head) && strings.HasPrefix(shown, head[s.start:]):
+				return " " + note, true
+			}
+			return "", false
+		}
+	}
+	if end <= len(content) && content[s.start:end] == shown {
+		return content[end:], true
+	}
+	return "", false
+}
+
 // closeLine ends an open live line.
 func (p *streamPrinter) closeLine() {
-	if p.open != "" {
+	if p.open != (livePart{}) {
 		fmt.Fprintln(p.w)
-		p.open = ""
+		p.open = livePart{}
 	}
 }
 

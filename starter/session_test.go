@@ -24,11 +24,50 @@ func TestStreamPrinter(t *testing.T) {
 	live := func(call string, from int, s string) func(*streamPrinter) {
 		return func(p *streamPrinter) { p.live(api.LiveText{Call: call, From: from, Text: s}) }
 	}
+	// thinking is live thinking as runs.FollowSessionLive hands it on (Thinking set).
+	thinking := func(call string, from int, s string) func(*streamPrinter) {
+		return func(p *streamPrinter) {
+			p.live(api.LiveText{Call: call, Thinking: &api.LiveThinking{From: from, Text: s}})
+		}
+	}
+	thought := func(seq int64, call, content string) func(*streamPrinter) {
+		return ev(seq, api.StreamThinking, map[string]any{"content": content, "call": call})
+	}
 	for _, tc := range []struct {
 		name  string
 		steps []func(*streamPrinter)
 		want  string
 	}{
+		{"live thinking flows on its line, live text on the next; their events add nothing shown",
+			[]func(*streamPrinter){
+				ev(6, api.StreamUserInput, map[string]any{"text": "Hi", "turn": 3}),
+				thinking("3.2", 0, "Let me"), thinking("3.2", 6, " see."), live("3.2", 0, "Hel"), live("3.2", 3, "lo world"),
+				thought(7, "3.2", "Let me see."), text(8, "3.2", "Hello world"),
+				ev(9, api.StreamTurnEnd, map[string]any{"turn": 3}),
+			},
+			"#6    10:00:00.000 you: Hi\n" +
+				"#live 10:00:00.000 thinking: Let me see.\n" +
+				"#live 10:00:00.000 text: Hello world\n" +
+				"#9    10:00:00.000 turn end\n"},
+		{"the thinking event completes the open thinking line",
+			[]func(*streamPrinter){thinking("1.1", 0, "Hmm, the"), thought(2, "1.1", "Hmm, the answer is 4."), text(3, "1.1", "4")},
+			"#live 10:00:00.000 thinking: Hmm, the answer is 4.\n#3    10:00:00.000 text: 4\n"},
+		{"thinking the live line missed the end of, after the text began, comes on its own line",
+			[]func(*streamPrinter){thinking("1.1", 0, "Hmm"), live("1.1", 0, "4"), thought(2, "1.1", "Hmm, four."), text(3, "1.1", "4")},
+			"#live 10:00:00.000 thinking: Hmm\n#live 10:00:00.000 text: 4\n#2    10:00:00.000 thinking: …, four.\n"},
+		{"thinking rewritten by a retried attempt starts a new line",
+			[]func(*streamPrinter){thinking("2.1", 0, "The user wants"), thinking("2.1", 9, "asks"), thought(4, "2.1", "The user asks.")},
+			"#live 10:00:00.000 thinking: The user wants\n#live 10:00:00.000 thinking: …asks.\n"},
+		{"long reasoning stored by reference: the line gets the note, not the preview again",
+			[]func(*streamPrinter){
+				thinking("2.1", 0, "think think think think"),
+				ev(4, api.StreamThinking, map[string]any{"content": "think think\n[… 18000 bytes of reasoning in all]", "call": "2.1",
+					"content_ref": "blob:x", "bytes": 18000}),
+			},
+			"#live 10:00:00.000 thinking: think think think think [… 18000 bytes of reasoning in all]\n"},
+		{"a thinking event without live thinking before it is a line",
+			[]func(*streamPrinter){thought(4, "2.1", "hmm")},
+			"#4    10:00:00.000 thinking: hmm\n"},
 		{"live text flows on one line and its text event adds only the rest",
 			[]func(*streamPrinter){
 				ev(6, api.StreamUserInput, map[string]any{"text": "Hi", "turn": 3}),
@@ -97,9 +136,11 @@ func TestStreamPrinterPrintsTheReplyOnce(t *testing.T) {
 func TestStreamPrinterJSON(t *testing.T) {
 	var out bytes.Buffer
 	p := &streamPrinter{w: &out, asJSON: true}
+	p.live(api.LiveText{Call: "3.2", Thinking: &api.LiveThinking{From: 4, Text: "ok"}})
 	p.live(api.LiveText{Call: "3.2", From: 3, Text: "lo"})
 	p.event(api.Event{Seq: 7, Type: api.StreamText, Data: json.RawMessage(`{"content":"Hello","call":"3.2"}`)})
-	want := `{"call":"3.2","from":3,"text":"lo","type":"live"}` + "\n" +
+	want := `{"call":"3.2","from":4,"text":"ok","type":"live_thinking"}` + "\n" +
+		`{"call":"3.2","from":3,"text":"lo","type":"live"}` + "\n" +
 		`{"seq":7,"type":"text","data":{"content":"Hello","call":"3.2"},"at":"0001-01-01T00:00:00Z"}` + "\n"
 	if out.String() != want {
 		t.Errorf("printed:\n%s\nwant:\n%s", out.String(), want)
