@@ -286,8 +286,14 @@ func (s *Server) sessionStream(w http.ResponseWriter, r *http.Request) {
 		if u.err != nil {
 			return true, u.err
 		}
-		if u.live != nil {
-			writeSSE(buf, "live", "", u.live)
+		if l := u.live; l != nil {
+			// Live thinking is an event of its own, of the same shape as live text:
+			// {"call", "from", "text"}, text the reasoning from byte from on.
+			if th := l.Thinking; th != nil {
+				writeSSE(buf, "live_thinking", "", api.LiveText{Call: l.Call, From: th.From, Text: th.Text})
+			} else {
+				writeSSE(buf, "live", "", l)
+			}
 			return false, nil
 		}
 		// Events the record no longer holds (the session continued as new since) are in

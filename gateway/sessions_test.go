@@ -447,7 +447,9 @@ func TestSessionStreamLive(t *testing.T) {
 			return errors.New("the session stream asked for no live text")
 		}
 		fn(rec)
+		live(api.LiveText{Call: "1.1", Thinking: &api.LiveThinking{Text: "Greet"}})
 		live(api.LiveText{Call: "1.1", Text: "Nice to"})
+		live(api.LiveText{Call: "1.1", Thinking: &api.LiveThinking{From: 5, Text: " them."}})
 		live(api.LiveText{Call: "1.1", From: 7, Text: " meet you"})
 		fn(done)
 		return nil
@@ -456,26 +458,31 @@ func TestSessionStreamLive(t *testing.T) {
 	defer srv.Close()
 	_, sse := openStream(t, srv.URL+"/v1/sessions/assistant/u42/stream", nil)
 	var got []string
-	var lives []api.LiveText
+	var lives, thinks []string
 	for {
 		m, err := sse.next()
 		if err != nil {
 			break
 		}
 		got = append(got, m.event+"#"+m.id)
-		if m.event == "live" {
-			var l api.LiveText
-			if err := json.Unmarshal([]byte(m.data), &l); err != nil {
-				t.Errorf("live data %s: %v", m.data, err)
-			}
-			lives = append(lives, l)
+		switch m.event {
+		case "live":
+			lives = append(lives, m.data)
+		case "live_thinking":
+			thinks = append(thinks, m.data)
 		}
 	}
-	if strings.Join(got, " ") != "#1 status# live# live# #2 #3 end#" {
-		t.Errorf("messages %q, want the live text between the events, without ids", strings.Join(got, " "))
+	if strings.Join(got, " ") != "#1 status# live_thinking# live# live_thinking# live# #2 #3 end#" {
+		t.Errorf("messages %q, want the live thinking and text between the events, without ids", strings.Join(got, " "))
 	}
-	want := []api.LiveText{{Call: "1.1", Text: "Nice to"}, {Call: "1.1", From: 7, Text: " meet you"}}
-	if len(lives) != 2 || lives[0] != want[0] || lives[1] != want[1] {
-		t.Errorf("live data %+v, want %+v", lives, want)
+	// The data as a client parses it: live text exactly as before live thinking, and
+	// live thinking in the same shape.
+	wantLive := []string{`{"call":"1.1","from":0,"text":"Nice to"}`, `{"call":"1.1","from":7,"text":" meet you"}`}
+	wantThink := []string{`{"call":"1.1","from":0,"text":"Greet"}`, `{"call":"1.1","from":5,"text":" them."}`}
+	if strings.Join(lives, "\n") != strings.Join(wantLive, "\n") {
+		t.Errorf("live data %q, want %q", lives, wantLive)
+	}
+	if strings.Join(thinks, "\n") != strings.Join(wantThink, "\n") {
+		t.Errorf("live_thinking data %q, want %q", thinks, wantThink)
 	}
 }

@@ -105,8 +105,8 @@ type followUpdate struct {
 	rec  api.Record
 	err  error
 	last bool // the follow returned: rec is its final record
-	// live, when set, is new live text of a model call (a session's), and the update
-	// carries nothing else.
+	// live, when set, is new live text (or, with Thinking set, live thinking) of a model
+	// call (a session's), and the update carries nothing else.
 	live *api.LiveText
 }
 

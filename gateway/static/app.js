@@ -319,14 +319,18 @@
     // Live text of the model call in flight ("live" messages, read from the call's
     // heartbeat: not part of the stream) is drawn into the call's block as the model
     // writes it; from is the byte offset of text in the reply. The call's text event then
-    // sets the block to the whole text, so nothing shows twice and nothing is lost.
+    // sets the block to the whole text, so nothing shows twice and nothing is lost. Live
+    // thinking ("live_thinking" messages, the same shape) goes the same way into the
+    // call's thinking block, which its thinking event then sets.
     const utf8 = new TextEncoder();
     const fromUTF8 = new TextDecoder();
-    let liveText = {}; // call → {el, start, end, text}: what its block shows, in bytes from start to end
+    // kind → call → {el, start, end, text}: what its block shows, in bytes from start to end
+    let liveShown = { text: {}, thinking: {} };
 
-    function onLive(d) {
+    function onLive(kind, d) {
       if (!current || !d.call) return;
-      let s = liveText[d.call];
+      const shown = liveShown[kind];
+      let s = shown[d.call];
       if (s && d.from === s.end) {
         s.text += d.text;
       } else if (s && d.from >= s.start && d.from < s.end) {
@@ -334,13 +338,25 @@
         s.text = fromUTF8.decode(utf8.encode(s.text).slice(0, d.from - s.start)) + d.text;
       } else {
         // The first text, or text after a part this page never saw.
-        s = s || { el: textBlock(current, "text", d.call) };
+        s = s || { el: textBlock(current, kind, d.call) };
         s.start = d.from;
         s.text = d.text;
-        liveText[d.call] = s;
+        shown[d.call] = s;
       }
       s.end = d.from + utf8.encode(d.text).length;
       s.el.textContent = (s.start > 0 ? "…" : "") + s.text;
+    }
+
+    // recorded draws a call's text or thinking event: into the block its live messages
+    // drew (replacing what they showed), else appended as a chunk.
+    function recorded(kind, d) {
+      const shown = liveShown[kind];
+      if (d.call && shown[d.call]) {
+        shown[d.call].el.textContent = d.content || "";
+        delete shown[d.call];
+        return;
+      }
+      appendText(current, kind, d.content || "", d.call);
     }
 
     function toolCall(li, d) {
@@ -389,15 +405,8 @@
       if (!current) return;
       switch (ev.type) {
         case "text":
-          if (d.call && liveText[d.call]) {
-            liveText[d.call].el.textContent = d.content || "";
-            delete liveText[d.call];
-            break;
-          }
-          appendText(current, ev.type, d.content || "", d.call);
-          break;
         case "thinking":
-          appendText(current, ev.type, d.content || "", d.call);
+          recorded(ev.type, d);
           break;
         case "tool_call":
           toolCall(current, d);
@@ -415,7 +424,7 @@
         case "turn_end":
           closeTurn(current, d);
           current = null;
-          liveText = {}; // a call that failed has no text event
+          liveShown = { text: {}, thinking: {} }; // a call that failed has no text event
           break;
       }
     }
@@ -458,7 +467,8 @@
       es = new EventSource(base + "/stream?after=" + encodeURIComponent(last));
       es.onopen = function () { live.textContent = "● live"; live.className = "live"; };
       es.onmessage = function (e) { onEvent(JSON.parse(e.data)); };
-      es.addEventListener("live", function (e) { onLive(JSON.parse(e.data)); });
+      es.addEventListener("live", function (e) { onLive("text", JSON.parse(e.data)); });
+      es.addEventListener("live_thinking", function (e) { onLive("thinking", JSON.parse(e.data)); });
       es.addEventListener("status", function (e) {
         const st = JSON.parse(e.data);
         setStatus(st.status);
