@@ -120,3 +120,101 @@ func TestSessionWatchLiveText(t *testing.T) {
 		t.Errorf("the session's history holds %d %s signals, want none: live text is not history", signals, api.SignalStream)
 	}
 }
+
+// TestSessionWatchLiveThinking: while a session's model call streams its reasoning,
+// `session watch` shows it growing on a `thinking:` line, read from the call's heartbeat,
+// before the call ends: the fake model holds the rest of its stream (the reply's text)
+// until the test has seen the whole reasoning on that line. When the call returns, its
+// recorded thinking event adds nothing (the line showed it all) and its text follows on a
+// line of its own: reasoning and reply each show exactly once.
+func TestSessionWatchLiveThinking(t *testing.T) {
+	const thought = "the user wants a greeting, so I think about which words to use first"
+	const reply = "hello again, thoughtfully"
+	model := fakellm.New(
+		fakellm.Reply{Content: "hello"},
+		fakellm.Reply{Reasoning: thought, ChunkDelayMS: 40, Hold: "thought", Content: reply},
+	)
+	p := newPlatform(t)
+	p.writeConfig(sessionConfig(model.Start(t)))
+	p.start()
+	p.ok("session", "prompt", "assistant", "think", "one")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	watch := exec.CommandContext(ctx, bins.starter, "session", "watch", "assistant", "think", "--from", "0")
+	watch.Dir, watch.Env = p.dir, p.env()
+	var mu sync.Mutex
+	var out, errBuf bytes.Buffer
+	watch.Stdout, watch.Stderr = lockedWriter{&mu, &out}, lockedWriter{&mu, &errBuf}
+	if err := watch.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cancel(); _ = watch.Wait() }()
+	printed := func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return out.String()
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(printed(), "turn end") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the watcher did not replay the first turn within 30 s:\n%s\nwatch stderr: %s", printed(), errBuf.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	prompted := make(chan result, 1)
+	go func() { prompted <- p.starter("session", "prompt", "assistant", "think", "two") }()
+
+	// Live: the reasoning grows on the watcher's thinking line while the model holds its
+	// text back, so the call is surely in flight.
+	var partial, whole bool
+	for !whole {
+		if time.Now().After(deadline) {
+			t.Fatalf("the whole reasoning was not shown live within 30 s (partial %v):\n%s\nwatch stderr: %s\nworker:\n%s",
+				partial, printed(), errBuf.String(), p.output())
+		}
+		for _, line := range strings.Split(printed(), "\n") {
+			if _, text, ok := strings.Cut(line, "#live"); ok {
+				if _, text, ok = strings.Cut(text, "thinking: "); ok && text != "" {
+					if !strings.HasPrefix(thought, text) {
+						t.Fatalf("live thinking %q is not the start of the reasoning %q", text, thought)
+					}
+					partial = partial || text != thought
+					whole = text == thought
+				}
+			}
+		}
+		select {
+		case r := <-prompted:
+			t.Fatalf("the prompt returned (%q, exit %d) while the model held its reply:\n%s", r.stdout, r.code, printed())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if strings.Contains(printed(), reply) {
+		t.Fatalf("the reply shows before the model was released:\n%s", printed())
+	}
+	model.Release("thought")
+	r := <-prompted
+	if r.code != 0 || strings.TrimSpace(r.stdout) != reply {
+		t.Fatalf("prompt: exit %d, %q (stderr %q)", r.code, r.stdout, r.stderr)
+	}
+
+	// Done: the thinking event added nothing, the reply came, the turn ended.
+	for strings.Count(printed(), "turn end") < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no second turn end within 30 s:\n%s", printed())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	got := printed()
+	if n := strings.Count(got, "thinking"); n != 1 || !strings.Contains(got, "thinking: "+thought+"\n") {
+		t.Errorf("the reasoning shows %d times, want once, whole, on its live line:\n%s", n, got)
+	}
+	if n := strings.Count(got, reply); n != 1 || !strings.Contains(got, "text: "+reply+"\n") {
+		t.Errorf("the reply shows %d times, want once, whole, on its line:\n%s", n, got)
+	}
+	if !partial {
+		t.Logf("the reasoning was first seen whole (it streamed faster than the watcher read); growth is asserted in activities' tests")
+	}
+}

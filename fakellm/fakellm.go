@@ -26,6 +26,10 @@
 //	 {"content": "I read them all."},
 //	 {"match": "You compact the transcript", "content": "The user asked for 59 files."}]
 //
+// A streamed reply goes out word by word, its reasoning first: "chunk_delay_ms" spaces the
+// chunks, and "hold": "name" stops it after its reasoning until the hold is released
+// (Server.Release, or POST /fake/release?hold=name), for tests of live thinking.
+//
 // Usage reports prompt_tokens as the sum of the messages' content bytes / 4, the estimate
 // Sizes keeps for every request.
 package fakellm

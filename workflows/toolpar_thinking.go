@@ -19,7 +19,8 @@ const changePlanTool = "plan-tool"
 // emitThinking records the reasoning of model call callTag, when it has any: a session's
 // `thinking` update ({"content", "call"}), a run's `agent_thinking` event ({"content",
 // "turn"}); reasoning stored by reference adds "bytes" and "content_ref", and content is
-// then its preview. It is recorded once, when the call returns (not streamed live).
+// then its preview. It is recorded once, when the call returns; viewers saw it live before
+// that, from the call's heartbeat (api.LiveText.Thinking), which is not history.
 func (rt *runtime) emitThinking(ctx workflow.Context, out api.CompleteChatResult, callTag string, turn int, session bool) {
 	if out.Reasoning == "" {
 		return
