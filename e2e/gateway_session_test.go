@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -57,8 +58,13 @@ type turnLog struct {
 	// turn's text event.
 	live  string
 	lives int
-	ended bool
-	err   string
+	// thinking is the live thinking ("live_thinking" messages, applied the same way);
+	// thoughts the thinking events' contents.
+	thinking string
+	thinks   int
+	thoughts []string
+	ended    bool
+	err      string
 }
 
 // streamLog reads a session's activity stream into turns and the seqs it carried.
@@ -70,18 +76,25 @@ type streamLog struct {
 }
 
 func (l *streamLog) add(m sseMessage) {
-	if m.event == "live" && m.id == "" && len(l.turns) > 0 {
+	if (m.event == "live" || m.event == "live_thinking") && m.id == "" && len(l.turns) > 0 {
 		var lt api.LiveText
 		if err := json.Unmarshal([]byte(m.data), &lt); err != nil {
-			l.t.Fatalf("live message %s: %v", m.data, err)
+			l.t.Fatalf("%s message %s: %v", m.event, m.data, err)
+		}
+		if lt.Thinking != nil {
+			l.t.Errorf("%s message %s carries a thinking part; live thinking is an event of its own", m.event, m.data)
 		}
 		tl := l.turns[len(l.turns)-1]
-		if lt.From > len(tl.live) {
-			l.t.Errorf("live text %+v leaves a gap after %q", lt, tl.live)
+		shown, n := &tl.live, &tl.lives
+		if m.event == "live_thinking" {
+			shown, n = &tl.thinking, &tl.thinks
+		}
+		if lt.From > len(*shown) {
+			l.t.Errorf("%s %+v leaves a gap after %q", m.event, lt, *shown)
 			return
 		}
-		tl.live = tl.live[:lt.From] + lt.Text
-		tl.lives++
+		*shown = (*shown)[:lt.From] + lt.Text
+		*n++
 		return
 	}
 	if m.event != "" {
@@ -114,6 +127,8 @@ func (l *streamLog) add(m sseMessage) {
 		l.turns = append(l.turns, &turnLog{prompt: d.Text})
 	case api.StreamText:
 		cur().text = append(cur().text, d.Content)
+	case api.StreamThinking:
+		cur().thoughts = append(cur().thoughts, d.Content)
 	case api.StreamTurnEnd:
 		cur().ended, cur().err = true, d.Error
 	}
@@ -142,12 +157,13 @@ func (l *streamLog) contiguous() bool {
 // TestGatewaySession: a session driven over HTTP only. Two prompts: the second request
 // to the model carries the first turn. The activity stream, followed over SSE, shows each
 // turn's user_input, its text (one event with the reply; while the model writes, live
-// messages with the text so far) and its turn_end, live; closing the session ends the
-// stream.
+// messages with the text so far), the model's thinking (likewise: live_thinking messages,
+// then one thinking event) and its turn_end, live; closing the session ends the stream.
 func TestGatewaySession(t *testing.T) {
+	const secondThought = "They told me in turn 1."
 	model := fakellm.New(
 		fakellm.Reply{Content: "Nice to meet you, Mac. How can I help today?", ChunkDelayMS: 20},
-		fakellm.Reply{Content: "Your name is Mac, as you told me.", ChunkDelayMS: 250},
+		fakellm.Reply{Content: "Your name is Mac, as you told me.", ChunkDelayMS: 250, Reasoning: secondThought},
 		fakellm.Reply{Content: "Still Mac."},
 	)
 	p := newPlatform(t)
@@ -202,8 +218,14 @@ func TestGatewaySession(t *testing.T) {
 	if tl := log.turns[1]; tl.lives < 2 || tl.live == "" || !strings.HasPrefix(tl.text[0], tl.live) {
 		t.Errorf("turn 2's live text: %d messages, %q; want it growing, a start of the reply", tl.lives, tl.live)
 	}
-	if tl := log.turns[0]; tl.lives != 0 {
-		t.Errorf("turn 1 (replayed) came with %d live messages, want none: live text is not part of the stream", tl.lives)
+	if tl := log.turns[0]; tl.lives != 0 || tl.thinks != 0 {
+		t.Errorf("turn 1 (replayed) came with %d live and %d live_thinking messages, want none: they are not part of the stream", tl.lives, tl.thinks)
+	}
+	// Its thinking too, as live_thinking messages before its one thinking event.
+	if tl := log.turns[1]; tl.thinks < 2 || tl.thinking == "" || !strings.HasPrefix(secondThought, tl.thinking) ||
+		!slices.Equal(tl.thoughts, []string{secondThought}) {
+		t.Errorf("turn 2's live thinking: %d messages, %q, thinking events %q; want it growing, a start of %q, then one event with all of it",
+			tl.thinks, tl.thinking, tl.thoughts, secondThought)
 	}
 	if !log.contiguous() {
 		t.Errorf("stream seqs %v, want 1, 2, 3, ... (types %v)", log.seqs, log.types)
@@ -308,8 +330,10 @@ func TestGatewaySessionStreamAcrossContinueAsNew(t *testing.T) {
 
 // TestGatewaySessionPage drives the session page in headless Chromium: a prompt typed
 // into a new session's box creates it, and the turn is drawn live from the activity
-// stream: the tool call's start and update merged into one entry, the reply (a model's
-// <script> in it) as text, the turn closed by turn_end. A second turn's write waits for
+// stream: the tool call's start and update merged into one entry, the model's thinking
+// drawn live (muted and italic) while the fake model holds the reply back, then the reply
+// (a model's <script> in it) as text, the turn closed by turn_end, the thinking shown
+// once. A second turn's write waits for
 // approval: the page shows the call and approves it. A reload shows the turns rendered by
 // the server, still as text.
 func TestGatewaySessionPage(t *testing.T) {
@@ -318,9 +342,10 @@ func TestGatewaySessionPage(t *testing.T) {
 		t.Skip("no chromium binary found on PATH (Debian: apt-get install -y chromium); skipping the browser test")
 	}
 	reply := `Nothing here but <script>alert("xss from the model")</script> and <img src=x onerror="alert('img')">.`
+	const thought = "The glob found nothing, so I say so plainly."
 	model := fakellm.New(
 		fakellm.Reply{Content: "Let me look.", ToolCalls: []fakellm.Call{{Name: "glob", Arguments: json.RawMessage(`{"pattern":"**/*"}`)}}},
-		fakellm.Reply{Content: reply, ChunkDelayMS: 30},
+		fakellm.Reply{Content: reply, ChunkDelayMS: 30, Reasoning: thought, Hold: "page"},
 		fakellm.Reply{Content: "I will write it down.", ToolCalls: []fakellm.Call{writeNotes("nothing found")}},
 		fakellm.Reply{Content: "Written to notes.md."},
 	)
@@ -358,9 +383,26 @@ agents:
 		ready,
 		chromedp.SendKeys(chromedp.ID("prompt-text"), "Look around."),
 		chromedp.Click(chromedp.ID("send")),
-		chromedp.WaitVisible(chromedp.CSS(turn+".done")),
+		// Live thinking: the whole reasoning in the turn's thinking block while the model
+		// holds its reply.
+		chromedp.Poll[chromedp.Void](`(document.querySelector('`+turn+` .text.thinking') || {}).textContent === `+strconv.Quote(thought)),
 	); err != nil {
+		t.Fatalf("live thinking on the session page: %v\npage: %s\nworker:\n%s", err, pageText(), p.output())
+	}
+	style, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(function () {
+		const b = document.querySelector('`+turn+` .text.thinking'), li = document.querySelector('`+turn+`');
+		return getComputedStyle(b).fontStyle + " " + li.classList.contains("done");
+	})()`))
+	if err != nil || style != "italic false" {
+		t.Errorf("live thinking block: style and turn done %q (%v), want italic while the turn is still written", style, err)
+	}
+	model.Release("page")
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(turn+".done"))); err != nil {
 		t.Fatalf("prompt on the session page: %v\npage: %s\nworker:\n%s", err, pageText(), p.output())
+	}
+	thinking, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll('`+turn+` .text.thinking'), (b) => b.textContent)`))
+	if err != nil || len(thinking) != 1 || thinking[0] != thought {
+		t.Errorf("thinking blocks after the turn %q (%v), want the reasoning once: %q", thinking, err, thought)
 	}
 	if got := text("#status"); got != "running" {
 		t.Errorf("status badge %q, want running (the prompt created the session)", got)
