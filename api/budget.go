@@ -91,6 +91,21 @@ type BudgetPause struct {
 	Cost   bool `json:"cost_reached,omitempty"`
 }
 
+// Spent says what a pause's scope spent of its bounds: "used 1200 of 1000 tokens in this
+// run" (and the cost, when a cost bound was reached). Workflows put it in the pause's
+// reason, so its wording is part of recorded histories: change it only with a version.
+func (p BudgetPause) Spent() string {
+	var parts []string
+	if p.Tokens || !p.Cost {
+		parts = append(parts, fmt.Sprintf("used %d of %d tokens", p.UsedTokens, p.MaxTokens))
+	}
+	if p.Cost {
+		parts = append(parts, fmt.Sprintf("spent %s of %s", FormatCost(p.UsedCost), FormatCost(p.MaxCost)))
+	}
+	where := map[string]string{BudgetScopeRun: "this run", BudgetScopeTurn: "this turn", BudgetScopeSession: "this session"}[p.Scope]
+	return strings.Join(parts, " and ") + " in " + where
+}
+
 // UsageSum adds up model calls: their count, tokens and cost (USD). UnpricedCalls counts
 // the calls whose model has no price in llm.prices: their tokens are in the sum, their
 // cost is not, so Cost is then a lower bound.

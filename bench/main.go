@@ -31,6 +31,8 @@ const usage = `usage:
                             what is left behind (--server embedded|cluster, --runs, --kills)
   bench scale [flags]       agent runs per second with 1, 2 and 3 workers on the cluster, and
                             each worker's share of the activities
+  bench tracing [flags]     what exporting traces costs an agent run: wall time and worker
+                            CPU per run with tracing off vs on (OTLP/HTTP), embedded server
 `
 
 func main() {
@@ -64,6 +66,8 @@ func run(ctx context.Context, args []string) error {
 		return runChaos(ctx, args[1:])
 	case "scale":
 		return runScale(ctx, args[1:])
+	case "tracing":
+		return runTracing(ctx, args[1:])
 	case serveOursCommand:
 		return serveOurs(ctx, args[1:])
 	default:

@@ -106,3 +106,22 @@ func TestQuickstartSaysHowToGetTheTemporalCLI(t *testing.T) {
 		t.Errorf("README's Quickstart does not give %q or does not say starter needs no temporal CLI", temporalInstall)
 	}
 }
+
+func TestParseTracingFlags(t *testing.T) {
+	f, err := parseTracingFlags(nil)
+	if err != nil || f.runs != 20 || f.rounds != 5 || f.warmup != 3 {
+		t.Errorf("defaults = %+v (%v), want 20 runs, 5 rounds, 3 warm-up", f, err)
+	}
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--runs", "0"}, "--runs and --rounds must be >= 1"},
+		{[]string{"--warmup", "-1"}, "--warmup >= 0"},
+		{[]string{"fast"}, `unexpected argument "fast"`},
+	} {
+		if _, err := parseTracingFlags(tt.args); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("parseTracingFlags(%q) = %v, want an error with %q", tt.args, err, tt.want)
+		}
+	}
+}

@@ -1,9 +1,14 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
 
 	"github.com/nexo-temporal/nexo/api"
 	"github.com/nexo-temporal/nexo/fakellm"
@@ -146,6 +151,108 @@ func TestBudgetEndToEnd(t *testing.T) {
 	}
 	if r := p.starter("usage", "--since", "yesterday"); r.code != 2 || !strings.Contains(r.stderr, `--since: "yesterday" is not a time`) {
 		t.Errorf("usage --since yesterday: exit %d\n%s", r.code, r.stderr)
+	}
+}
+
+// TestBudgetInTheBrowser: the web page decides budget pauses as approve --budget and deny
+// do, in headless Chromium. The Approvals view shows a paused run's spend against its
+// token bound; a raise that is not a positive number is refused on the page (nothing
+// sent, the run still waits); a raise of 50000 tokens from the row removes it and lets the
+// run finish, budget_raised recording +50000 by the page's user. Another run's pause,
+// denied from its run page with a reason, ends the agent done with "stopped": "budget".
+func TestBudgetInTheBrowser(t *testing.T) {
+	chrome := chromiumPath()
+	if chrome == "" {
+		t.Skip("no chromium binary found on PATH (Debian: apt-get install -y chromium); skipping the browser test")
+	}
+	model := budgetModel()
+	p := newPlatform(t)
+	p.writeConfig(budgetConfig(model.Start(t)))
+	p.start()
+	raised := strings.TrimSpace(p.ok("agent", "counter", "Count the files."))
+	p.waitStatus(raised, api.StatusSuspended)
+	p.waitInbox(raised)
+
+	base := fmt.Sprintf("http://127.0.0.1:%d", p.gateway)
+	browser, bctx, _ := openBrowser(t, chrome, 1400, 900)
+	pageText := func() string {
+		dctx, dcancel := context.WithTimeout(browser, 5*time.Second)
+		defer dcancel()
+		body, _ := chromedp.Run(dctx, chromedp.Evaluate[string](`location.href + "\n" + document.body.innerText`))
+		return body
+	}
+	row := fmt.Sprintf(`tr.pending-call[data-key="%s budget-2"]`, raised)
+	if err := chromedp.Do(bctx,
+		chromedp.Navigate(base+"/approvals"),
+		chromedp.WaitVisible(chromedp.CSS(row+` form.budget`)),
+		chromedp.Poll[chromedp.Void](`document.readyState === "complete"`),
+	); err != nil {
+		t.Fatalf("open the Approvals view: %v\npage: %s", err, pageText())
+	}
+	rowText, err := chromedp.Run(bctx, chromedp.Evaluate[string](fmt.Sprintf(`document.querySelector(%q).innerText`, row)))
+	if err != nil || !strings.Contains(rowText, "agent counter used ") || !strings.Contains(rowText, " of 1 tokens in this run") {
+		t.Errorf("the budget row reads %q (%v), want what counter spent of its 1 token", rowText, err)
+	}
+	if err := chromedp.Do(bctx,
+		chromedp.SetValue(chromedp.CSS(row+` input[name="raise_tokens"]`), "-5"),
+		chromedp.Click(chromedp.CSS(row+` button[value="raise"]`)),
+		chromedp.Poll[chromedp.Void](fmt.Sprintf(`document.querySelector(%q).innerText.includes("whole number above 0")`, row+` p.msg`)),
+	); err != nil {
+		t.Fatalf("a negative raise on the page: %v\npage: %s", err, pageText())
+	}
+	if rec := p.waitStatus(raised, api.StatusSuspended); countEvents(rec, api.EventBudgetRaised) != 0 {
+		t.Fatal("the page sent a negative raise")
+	}
+	if err := chromedp.Do(bctx,
+		chromedp.SetValue(chromedp.CSS(row+` input[name="raise_tokens"]`), "50000"),
+		chromedp.Click(chromedp.CSS(row+` button[value="raise"]`)),
+		chromedp.Poll[chromedp.Void](fmt.Sprintf(`document.querySelector(%q) === null`, row)),
+		chromedp.WaitVisible(chromedp.ID("approvals-empty")),
+	); err != nil {
+		t.Fatalf("raise from the Approvals view: %v\npage: %s", err, pageText())
+	}
+	rec := p.waitStatus(raised, api.StatusDone)
+	var res api.AgentResult
+	if err := json.Unmarshal(rec.Result, &res); err != nil || res.Content != "There are no files." {
+		t.Errorf("the raised run's result %s (%v)", rec.Result, err)
+	}
+	var got []map[string]any
+	for _, ev := range rec.Events {
+		if ev.Type == api.EventBudgetRaised {
+			var d map[string]any
+			_ = json.Unmarshal(ev.Data, &d)
+			got = append(got, d)
+		}
+	}
+	if len(got) != 1 || got[0]["tokens"] != float64(50000) || got[0]["max_tokens"] != float64(50001) || got[0]["call_id"] != "budget-2" || got[0]["by"] != "local" {
+		t.Errorf("budget_raised events %v, want one of +50000 tokens (bound 50001) on budget-2 by local", got)
+	}
+
+	// Denied from the run page.
+	denied := strings.TrimSpace(p.ok("agent", "counter", "Count them again."))
+	p.waitStatus(denied, api.StatusSuspended)
+	if err := chromedp.Do(bctx,
+		chromedp.Navigate(base+"/runs/"+denied),
+		chromedp.WaitVisible(chromedp.CSS(`#pending form.budget`)),
+		chromedp.Poll[chromedp.Void](`document.readyState === "complete"`),
+	); err != nil {
+		t.Fatalf("open the paused run's page: %v\npage: %s", err, pageText())
+	}
+	if txt := pageText(); !strings.Contains(txt, "Budget reached: decision budget-2") || !strings.Contains(txt, "of 1 tokens in this run") {
+		t.Errorf("the run page of a budget pause shows:\n%s", txt)
+	}
+	if err := chromedp.Do(bctx,
+		chromedp.SetValue(chromedp.CSS(`#pending form.budget input[name="reason"]`), "enough for today"),
+		chromedp.Click(chromedp.CSS(`#pending form.budget button[value="deny"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#status.s-done`)), // the page follows the run to its end
+	); err != nil {
+		t.Fatalf("deny from the run page: %v\npage: %s", err, pageText())
+	}
+	rec = p.waitStatus(denied, api.StatusDone)
+	res = api.AgentResult{}
+	if err := json.Unmarshal(rec.Result, &res); err != nil || res.Stopped != "budget" || !strings.HasSuffix(res.Content, "a human denied more: enough for today.") ||
+		countEvents(rec, api.EventBudgetDenied) != 1 {
+		t.Errorf("the denied run: result %s (%v), %d budget_denied", rec.Result, err, countEvents(rec, api.EventBudgetDenied))
 	}
 }
 

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/nexo-temporal/nexo/devserver"
@@ -64,6 +66,34 @@ func startOTLPReceiver(t *testing.T) *otlpReceiver {
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
 	return r
+}
+
+// startOTLPGRPCReceiver is the OTLP/gRPC counterpart of startOTLPReceiver: the
+// TraceService on 127.0.0.1 in plaintext. Its URL has the http scheme, which is what makes
+// the gRPC exporter dial without TLS (as OTEL_EXPORTER_OTLP_INSECURE=true would).
+func startOTLPGRPCReceiver(t *testing.T) *otlpReceiver {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &otlpReceiver{URL: "http://" + ln.Addr().String()}
+	srv := grpc.NewServer()
+	coltracepb.RegisterTraceServiceServer(srv, traceService{r: r})
+	go srv.Serve(ln)
+	t.Cleanup(srv.Stop)
+	return r
+}
+
+// traceService answers the OTLP TraceService's Export for startOTLPGRPCReceiver.
+type traceService struct {
+	coltracepb.UnimplementedTraceServiceServer
+	r *otlpReceiver
+}
+
+func (s traceService) Export(_ context.Context, in *coltracepb.ExportTraceServiceRequest) (*coltracepb.ExportTraceServiceResponse, error) {
+	s.r.add(in)
+	return &coltracepb.ExportTraceServiceResponse{}, nil
 }
 
 func (r *otlpReceiver) add(in *coltracepb.ExportTraceServiceRequest) {
@@ -151,11 +181,27 @@ func (r *otlpReceiver) waitTrace(t *testing.T, id string) []*gotSpan {
 	}
 }
 
-// tracedPlatform is a worker --dev (and starter) exporting traces to a receiver in the
-// test, with /metrics on a free port; capture turns telemetry.capture_content on.
+// tracedPlatform is a worker --dev (and starter) exporting traces to an OTLP/HTTP
+// receiver in the test, with /metrics on a free port; capture turns
+// telemetry.capture_content on.
 func tracedPlatform(t *testing.T, capture bool) (*platform, *otlpReceiver, string) {
 	t.Helper()
-	rcv := startOTLPReceiver(t)
+	return tracedPlatformOver(t, capture, "")
+}
+
+// tracedPlatformOver is tracedPlatform with OTEL_EXPORTER_OTLP_PROTOCOL set to protocol:
+// "grpc" exports to an OTLP/gRPC receiver, "" leaves the exporters' default (HTTP).
+func tracedPlatformOver(t *testing.T, capture bool, protocol string) (*platform, *otlpReceiver, string) {
+	t.Helper()
+	var rcv *otlpReceiver
+	switch protocol {
+	case "":
+		rcv = startOTLPReceiver(t)
+	case "grpc":
+		rcv = startOTLPGRPCReceiver(t)
+	default:
+		t.Fatalf("tracedPlatformOver: protocol %q, want \"\" or grpc", protocol)
+	}
 	mp, err := devserver.FreePort("127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
@@ -172,6 +218,9 @@ func tracedPlatform(t *testing.T, capture bool) (*platform, *otlpReceiver, strin
 	p.extraEnv = []string{"NEXO_TEST_LLM_KEY=sk-test-secret",
 		"OTEL_EXPORTER_OTLP_ENDPOINT=" + rcv.URL, "OTEL_BSP_SCHEDULE_DELAY=100",
 		"NEXO_METRICS_ADDR=" + metricsAddr, "NEXO_TELEMETRY_CAPTURE_CONTENT=" + strconv.FormatBool(capture)}
+	if protocol != "" {
+		p.extraEnv = append(p.extraEnv, "OTEL_EXPORTER_OTLP_PROTOCOL="+protocol)
+	}
 	p.start()
 	if !strings.Contains(p.output(), "Traces: OTLP to "+rcv.URL) || !strings.Contains(p.output(), "Metrics: http://"+metricsAddr+"/metrics") {
 		t.Fatalf("the worker does not say it exports traces and serves metrics:\n%s", p.output())
@@ -225,6 +274,71 @@ func descends(spans []*gotSpan, s, anc *gotSpan) bool {
 	return false
 }
 
+// checkApprovedRunTrace asserts the trace of approvedRun's run id, whatever carried it:
+// one trace from the starter's StartWorkflow down to the model and tool calls, named and
+// attributed by the GenAI conventions, and every span rcv received arrived once.
+func checkApprovedRunTrace(t *testing.T, rcv *otlpReceiver, spans []*gotSpan, id string) {
+	t.Helper()
+	start := one(t, spans, "StartWorkflow:AgentRun")
+	run := one(t, spans, "RunWorkflow:AgentRun")
+	if start.service != "nexo-starter" || run.service != "nexo-worker" {
+		t.Errorf("services: StartWorkflow from %q, RunWorkflow from %q; want nexo-starter and nexo-worker", start.service, run.service)
+	}
+	if !strings.Contains(run.instance, "@") {
+		t.Errorf("RunWorkflow's service.instance.id = %q, want the worker's identity (pid@host@)", run.instance)
+	}
+	if run.parentID != start.spanID || run.attrs["temporalRunID"] == "" {
+		t.Errorf("RunWorkflow: parent %s (want the starter's %s), attrs %v", run.parentID, start.spanID, run.attrs)
+	}
+	agent := one(t, spans, "invoke_agent scribe")
+	if agent.parentID != run.spanID {
+		t.Errorf("invoke_agent's parent is %s, want RunWorkflow %s", agent.parentID, run.spanID)
+	}
+	if agent.attrs["gen_ai.agent.name"] != "scribe" || agent.attrs["gen_ai.operation.name"] != "invoke_agent" ||
+		agent.attrs["temporalWorkflowID"] != id || agent.attrs["nexo.agent.turns"] != "2" {
+		t.Errorf("invoke_agent attributes: %v", agent.attrs)
+	}
+	if n, _ := strconv.Atoi(agent.attrs["gen_ai.usage.input_tokens"]); n <= 0 {
+		t.Errorf("invoke_agent carries no input tokens: %v", agent.attrs)
+	}
+	var chats []*gotSpan
+	for _, s := range spans {
+		if s.name == "chat fake-model" {
+			chats = append(chats, s)
+		}
+	}
+	if len(chats) != 2 {
+		t.Fatalf("%d chat spans, want 2 (one per model call)", len(chats))
+	}
+	for _, c := range chats {
+		in, _ := strconv.Atoi(c.attrs["gen_ai.usage.input_tokens"])
+		out, _ := strconv.Atoi(c.attrs["gen_ai.usage.output_tokens"])
+		if !descends(spans, c, agent) || in <= 0 || out <= 0 || c.attrs["gen_ai.request.model"] != "fake-model" ||
+			c.attrs["gen_ai.response.finish_reasons"] == "" || c.attrs["gen_ai.agent.name"] != "scribe" {
+			t.Errorf("chat span (under invoke_agent: %v): %v", descends(spans, c, agent), c.attrs)
+		}
+	}
+	tool := one(t, spans, "execute_tool write_file")
+	if !descends(spans, tool, agent) || tool.attrs["gen_ai.tool.name"] != "write_file" || tool.attrs["gen_ai.tool.call.id"] != "1.1" ||
+		tool.attrs["nexo.tool.outcome"] != "ok" {
+		t.Errorf("execute_tool (under invoke_agent: %v): %v", descends(spans, tool, agent), tool.attrs)
+	}
+	wait := one(t, spans, "await_approval write_file")
+	if wait.parentID != agent.spanID || wait.attrs["nexo.approval.action"] != "approve" || wait.attrs["gen_ai.tool.call.id"] != "1.1" {
+		t.Errorf("await_approval (parent %s, want %s): %v", wait.parentID, agent.spanID, wait.attrs)
+	}
+	if wait.end <= wait.start || wait.start < agent.start || wait.end > tool.start {
+		t.Errorf("await_approval spans %d..%d; want within invoke_agent (from %d) and before the tool ran (%d)", wait.start, wait.end, agent.start, tool.start)
+	}
+	seen := map[string]string{}
+	for _, s := range rcv.all() {
+		if prev, dup := seen[s.spanID]; dup {
+			t.Errorf("span %s exported twice (%s, %s)", s.spanID, prev, s.name)
+		}
+		seen[s.spanID] = s.name
+	}
+}
+
 // TestTelemetryTraceAndMetricsOfAnApprovedRun: the worker and the starter export to an
 // OTLP/HTTP receiver; an agent run with an approval is one trace from the starter's
 // StartWorkflow down to the model and tool calls, named and attributed by the GenAI
@@ -254,66 +368,7 @@ func TestTelemetryTraceAndMetricsOfAnApprovedRun(t *testing.T) {
 		t.Logf("span %s parent %s: %s (%s) %v", s.spanID, s.parentID, s.name, s.service, s.attrs)
 	}
 
-	t.Run("span tree", func(t *testing.T) {
-		start := one(t, spans, "StartWorkflow:AgentRun")
-		run := one(t, spans, "RunWorkflow:AgentRun")
-		if start.service != "nexo-starter" || run.service != "nexo-worker" {
-			t.Errorf("services: StartWorkflow from %q, RunWorkflow from %q; want nexo-starter and nexo-worker", start.service, run.service)
-		}
-		if !strings.Contains(run.instance, "@") {
-			t.Errorf("RunWorkflow's service.instance.id = %q, want the worker's identity (pid@host@)", run.instance)
-		}
-		if run.parentID != start.spanID || run.attrs["temporalRunID"] == "" {
-			t.Errorf("RunWorkflow: parent %s (want the starter's %s), attrs %v", run.parentID, start.spanID, run.attrs)
-		}
-		agent := one(t, spans, "invoke_agent scribe")
-		if agent.parentID != run.spanID {
-			t.Errorf("invoke_agent's parent is %s, want RunWorkflow %s", agent.parentID, run.spanID)
-		}
-		if agent.attrs["gen_ai.agent.name"] != "scribe" || agent.attrs["gen_ai.operation.name"] != "invoke_agent" ||
-			agent.attrs["temporalWorkflowID"] != id || agent.attrs["nexo.agent.turns"] != "2" {
-			t.Errorf("invoke_agent attributes: %v", agent.attrs)
-		}
-		if n, _ := strconv.Atoi(agent.attrs["gen_ai.usage.input_tokens"]); n <= 0 {
-			t.Errorf("invoke_agent carries no input tokens: %v", agent.attrs)
-		}
-		var chats []*gotSpan
-		for _, s := range spans {
-			if s.name == "chat fake-model" {
-				chats = append(chats, s)
-			}
-		}
-		if len(chats) != 2 {
-			t.Fatalf("%d chat spans, want 2 (one per model call)", len(chats))
-		}
-		for _, c := range chats {
-			in, _ := strconv.Atoi(c.attrs["gen_ai.usage.input_tokens"])
-			out, _ := strconv.Atoi(c.attrs["gen_ai.usage.output_tokens"])
-			if !descends(spans, c, agent) || in <= 0 || out <= 0 || c.attrs["gen_ai.request.model"] != "fake-model" ||
-				c.attrs["gen_ai.response.finish_reasons"] == "" || c.attrs["gen_ai.agent.name"] != "scribe" {
-				t.Errorf("chat span (under invoke_agent: %v): %v", descends(spans, c, agent), c.attrs)
-			}
-		}
-		tool := one(t, spans, "execute_tool write_file")
-		if !descends(spans, tool, agent) || tool.attrs["gen_ai.tool.name"] != "write_file" || tool.attrs["gen_ai.tool.call.id"] != "1.1" ||
-			tool.attrs["nexo.tool.outcome"] != "ok" {
-			t.Errorf("execute_tool (under invoke_agent: %v): %v", descends(spans, tool, agent), tool.attrs)
-		}
-		wait := one(t, spans, "await_approval write_file")
-		if wait.parentID != agent.spanID || wait.attrs["nexo.approval.action"] != "approve" || wait.attrs["gen_ai.tool.call.id"] != "1.1" {
-			t.Errorf("await_approval (parent %s, want %s): %v", wait.parentID, agent.spanID, wait.attrs)
-		}
-		if wait.end <= wait.start || wait.start < agent.start || wait.end > tool.start {
-			t.Errorf("await_approval spans %d..%d; want within invoke_agent (from %d) and before the tool ran (%d)", wait.start, wait.end, agent.start, tool.start)
-		}
-		seen := map[string]string{}
-		for _, s := range rcv.all() {
-			if prev, dup := seen[s.spanID]; dup {
-				t.Errorf("span %s exported twice (%s, %s)", s.spanID, prev, s.name)
-			}
-			seen[s.spanID] = s.name
-		}
-	})
+	t.Run("span tree", func(t *testing.T) { checkApprovedRunTrace(t, rcv, spans, id) })
 
 	t.Run("no content by default", func(t *testing.T) {
 		for _, s := range rcv.all() {
@@ -352,6 +407,15 @@ func TestTelemetryTraceAndMetricsOfAnApprovedRun(t *testing.T) {
 			t.Errorf("no temporal_* worker series moved:\n%s", grepLines(body, "temporal_"))
 		}
 	})
+}
+
+// TestTelemetryTraceOverGRPC: with OTEL_EXPORTER_OTLP_PROTOCOL=grpc the worker and the
+// starter export to an OTLP/gRPC receiver (the TraceService, plaintext on loopback), and
+// the approved run's trace is the same tree as over HTTP.
+func TestTelemetryTraceOverGRPC(t *testing.T) {
+	p, rcv, _ := tracedPlatformOver(t, false, "grpc")
+	id := approvedRun(t, p, "Write a note over gRPC.", nil)
+	checkApprovedRunTrace(t, rcv, rcv.waitTrace(t, id), id)
 }
 
 // TestTelemetryCapturesContentWhenAsked: with telemetry.capture_content the chat span

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/url"
 
@@ -51,6 +52,33 @@ type approvalRow struct {
 	// Page is the run's (or the session's) page; Decide the endpoint the row's form posts to.
 	Page   string
 	Decide string
+	// Budget is set when the call is a budget pause: the row shows what was spent and a
+	// raise form instead of the tool call's.
+	Budget *budgetView
+}
+
+// budgetView is a budget pause as the pages show it: what its scope spent of its bounds,
+// and which bound (tokens, cost or both) a raise must add to, as the run checks it.
+type budgetView struct {
+	api.BudgetPause
+	// Spent reads like the run's reason: "used 1250 of 1000 tokens in this run".
+	Spent string
+	// Decide is the endpoint the raise form posts to (the decision endpoint the CLI's
+	// approve --budget uses); ArgsSHA256 the pause's, which the decision carries.
+	Decide, ArgsSHA256 string
+}
+
+// budgetOf reads the budget pause of a pending decision, or nil for a tool call (or a
+// pause whose args are not a budget pause's: the row then shows them as they are).
+func budgetOf(capability string, args json.RawMessage, decide, argsSHA256 string) *budgetView {
+	if capability != api.CapabilityBudget {
+		return nil
+	}
+	var p api.BudgetPause
+	if err := json.Unmarshal(args, &p); err != nil || (!p.Tokens && !p.Cost) {
+		return nil
+	}
+	return &budgetView{BudgetPause: p, Spent: p.Spent(), Decide: decide, ArgsSHA256: argsSHA256}
 }
 
 type approvalsView struct {
@@ -61,7 +89,8 @@ type approvalsView struct {
 }
 
 // approvalsPage is the Approvals view: the inbox of every pending call with approve / deny
-// per call (the run page's decision endpoint); app.js keeps it current.
+// per call (the run page's decision endpoint), and a raise / deny for a budget pause;
+// app.js keeps it current.
 func (s *Server) approvalsPage(w http.ResponseWriter, r *http.Request) {
 	v := approvalsView{CanApprove: principalFrom(r.Context()).has(config.ScopeApprove)}
 	status := http.StatusOK
@@ -79,8 +108,9 @@ func (s *Server) approvalsPage(w http.ResponseWriter, r *http.Request) {
 		if agent, inst, ok := api.ParseSessionID(p.Run); ok {
 			page = sessionPagePath(agent, inst)
 		}
-		v.Rows = append(v.Rows, approvalRow{Pending: p, Page: page,
-			Decide: "/v1/runs/" + url.PathEscape(p.Run) + "/approvals/" + url.PathEscape(p.CallID)})
+		decide := "/v1/runs/" + url.PathEscape(p.Run) + "/approvals/" + url.PathEscape(p.CallID)
+		v.Rows = append(v.Rows, approvalRow{Pending: p, Page: page, Decide: decide,
+			Budget: budgetOf(p.Capability, p.Args, decide, p.ArgsSHA256)})
 	}
 	s.render(w, r, status, "approvals", "Approvals", v)
 }

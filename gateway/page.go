@@ -47,6 +47,7 @@ var pageFuncs = template.FuncMap{
 	"short":       func(s string, n int) string { return shorten(s, n) },
 	"closed":      func(s api.Status) bool { return s.Closed() },
 	"present":     func(raw json.RawMessage) bool { return compactJSON(raw) != "" },
+	"cost":        api.FormatCost,
 }
 
 func parseTemplates() (pageTemplates, error) {
@@ -175,6 +176,9 @@ type runView struct {
 	Rerunnable    bool
 	// TemporalURL is the run's page in the Temporal Web UI; "" when none is configured.
 	TemporalURL string
+	// Budget is set when the pending decision is a budget pause: the page shows its
+	// figures and a raise form instead of the tool call's.
+	Budget *budgetView
 }
 
 func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
@@ -193,6 +197,9 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 	if s.temporalUI != "" {
 		// Without a run id the UI shows the workflow id's latest run, which is this run.
 		v.TemporalURL = s.temporalUI + "/namespaces/" + url.PathEscape(s.namespace) + "/workflows/" + url.PathEscape(rec.ID)
+	}
+	if pend := v.Pending; pend != nil {
+		v.Budget = budgetOf(pend.Capability, pend.Args, "/v1/runs/"+url.PathEscape(rec.ID)+"/approvals/"+url.PathEscape(pend.CallID), pend.ArgsSHA256)
 	}
 	if v.Pending != nil && len(v.Pending.Args) > 0 {
 		v.PendingArgs = prettyJSON(v.Pending.Args)

@@ -356,3 +356,35 @@ func TestRunPageLinksToTheTemporalUI(t *testing.T) {
 		t.Error("run page links a Temporal UI though none is configured")
 	}
 }
+
+// TestRunPageShowsABudgetPause: a run paused on its budget shows what it spent of which
+// bound and the raise form aimed at its pause, not the tool call's Approve / Edit.
+func TestRunPageShowsABudgetPause(t *testing.T) {
+	pause := api.BudgetPause{Agent: "counter", Scope: api.BudgetScopeRun, UsedTokens: 1250, MaxTokens: 1000, UsedCost: 0.02, MaxCost: 0.01, Tokens: true, Cost: true}
+	rec := api.Record{ID: "run-budget", Workflow: "AgentRun", Status: api.StatusSuspended,
+		State: map[string]json.RawMessage{
+			api.StateApproval: mustJSON(api.ApprovalInfo{CallID: "budget-2", Capability: api.CapabilityBudget, Tool: api.CapabilityBudget,
+				Args: mustJSON(pause), ArgsSHA256: "sha-budget-2", At: t0}),
+			api.StateSuspend: mustJSON(api.SuspendInfo{Reason: "budget: agent counter " + pause.Spent(), ResumeKey: "budget-2", At: t0}),
+		},
+		Events: []api.Event{{Seq: 1, Type: api.EventBudgetExceeded, At: t0}}, CreatedAt: t0, UpdatedAt: t0}
+	s := newServer(t, &fakeRuns{get: getRecords(rec)}, Options{})
+	page := readBody(t, do(t, s, request{method: "GET", path: "/runs/run-budget"}))
+	for _, want := range []string{
+		`Budget reached: decision <span class="mono">budget-2</span>`,
+		`agent <strong>counter</strong> used 1250 of 1000 tokens and spent $0.0200 of $0.0100 in this run`,
+		`<tr class="tokens reached"><th>tokens</th><td>1250</td><td>1000</td></tr>`,
+		`<tr class="cost reached"><th>cost</th><td>$0.0200</td><td>$0.0100</td></tr>`,
+		`<form class="decide budget" method="post" action="/v1/runs/run-budget/approvals/budget-2" data-args-sha256="sha-budget-2" novalidate>`,
+		`name="raise_tokens"`, `name="raise_cost"`, `value="raise"`, `value="deny"`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("run page lacks %s\n%s", want, page)
+		}
+	}
+	for _, not := range []string{`id="approve"`, `id="approve-edited"`, `name="always"`} {
+		if strings.Contains(page, not) {
+			t.Errorf("run page of a budget pause has %s", not)
+		}
+	}
+}

@@ -40,25 +40,11 @@ func budgetKey(scope, agent, turn string) string {
 
 // budgetDenied is the content of an agent result whose budget raise a human denied.
 func budgetDenied(p api.BudgetPause, reason string) string {
-	s := fmt.Sprintf("Stopped at its budget: agent %s %s, and a human denied more", p.Agent, spentText(p))
+	s := fmt.Sprintf("Stopped at its budget: agent %s %s, and a human denied more", p.Agent, p.Spent())
 	if strings.TrimSpace(reason) != "" {
 		s += ": " + reason
 	}
 	return s + "."
-}
-
-// spentText says what a pause's scope spent of its bounds: "used 1200 of 1000 tokens in
-// this run" (and the cost, when a cost bound was reached).
-func spentText(p api.BudgetPause) string {
-	var parts []string
-	if p.Tokens || !p.Cost {
-		parts = append(parts, fmt.Sprintf("used %d of %d tokens", p.UsedTokens, p.MaxTokens))
-	}
-	if p.Cost {
-		parts = append(parts, fmt.Sprintf("spent %s of %s", api.FormatCost(p.UsedCost), api.FormatCost(p.MaxCost)))
-	}
-	where := map[string]string{api.BudgetScopeRun: "this run", api.BudgetScopeTurn: "this turn", api.BudgetScopeSession: "this session"}[p.Scope]
-	return strings.Join(parts, " and ") + " in " + where
 }
 
 // countUsage adds one model call to the run's usage (the record's) and to sum, the
@@ -202,7 +188,7 @@ func (rt *runtime) awaitBudget(ctx workflow.Context, p api.BudgetPause, callTag 
 	now := workflow.Now(ctx).UTC()
 	args := compactJSON(mustJSON(p))
 	sum := api.ArgsSHA256(args)
-	reason := "budget: agent " + p.Agent + " " + spentText(p)
+	reason := "budget: agent " + p.Agent + " " + p.Spent()
 	rt.setState(ctx, api.StateApproval, api.ApprovalInfo{CallID: callID, Capability: api.CapabilityBudget, Tool: api.CapabilityBudget,
 		Args: args, ArgsSHA256: sum, At: now})
 	rt.setState(ctx, api.StateSuspend, api.SuspendInfo{Reason: reason, ResumeKey: callID, At: now})
@@ -267,7 +253,7 @@ func (rt *runtime) checkBudgetDecision(req api.DecideRequest) (err error, handle
 		return nil, false
 	}
 	p := *w.budget
-	what := fmt.Sprintf("%s is a budget pause (agent %s %s)", w.callID, p.Agent, spentText(p))
+	what := fmt.Sprintf("%s is a budget pause (agent %s %s)", w.callID, p.Agent, p.Spent())
 	switch req.Action {
 	case api.DecideDeny:
 		if req.Budget != nil {

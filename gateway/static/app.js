@@ -31,7 +31,7 @@
     el.classList.toggle("problem", !!isError);
   }
 
-  // Approve / Deny / Approve edited / Answer. Every decision carries the sha256 of the
+  // Approve / Deny / Approve edited / Answer, and Raise for a budget pause. Every decision carries the sha256 of the
   // arguments this page shows, so the run refuses it if they are not the pending call's.
   document.querySelectorAll("form.decide").forEach(function (form) {
     form.addEventListener("submit", async function (ev) {
@@ -63,6 +63,33 @@
           body.action = "approve";
           body.args = args;
           doing = "Approving the edited call…";
+          break;
+        }
+        case "raise": {
+          // A budget pause: add to the bound it reached (its input is there only then),
+          // as approve --budget does; the run refuses a raise of the wrong kind.
+          const budget = {};
+          if (form.raise_tokens) {
+            const n = Number(form.raise_tokens.value.trim());
+            if (!Number.isInteger(n) || n <= 0) {
+              say(msg, "The token raise must be a whole number above 0, e.g. 50000.", true);
+              form.raise_tokens.focus();
+              return;
+            }
+            budget.tokens = n;
+          }
+          if (form.raise_cost) {
+            const x = Number(form.raise_cost.value.trim());
+            if (!Number.isFinite(x) || x <= 0) {
+              say(msg, "The cost raise must be an amount of USD above 0, e.g. 2.50.", true);
+              form.raise_cost.focus();
+              return;
+            }
+            budget.cost = x;
+          }
+          body.action = "approve";
+          body.budget = budget;
+          doing = "Raising the budget…";
           break;
         }
         case "answer":
@@ -151,8 +178,9 @@
         const added = Array.from(now).filter(function (k) { return !shown.has(k); }).length;
         if (added > 0) {
           const typing = rows().some(function (tr) {
-            const r = tr.querySelector("input[name=reason]");
-            return r && r.value.trim() !== "";
+            return Array.from(tr.querySelectorAll("input[name=reason], input[name^=raise_]")).some(function (r) {
+              return r.value.trim() !== "";
+            });
           });
           if (!typing) { window.location.reload(); return; }
           live.textContent = added + " more call(s) waiting: reload to see them";

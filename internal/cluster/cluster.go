@@ -93,6 +93,10 @@ type Worker struct {
 	Name string
 	// Dir is the worker's working directory; its sandbox root is Dir/workspaces.
 	Dir string
+	// Env is added to this worker's environment after Options.Env, at its next Start (set
+	// it while the worker is stopped): a bench runs the same worker with and without a
+	// setting.
+	Env []string
 
 	mu   sync.Mutex
 	proc *process
@@ -376,6 +380,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	cmd.Env = append(append(append(os.Environ(), w.c.Env()...),
 		"NEXO_SANDBOX_ROOT="+filepath.Join(w.Dir, "workspaces"),
 		"NEXO_LOG_LEVEL=warn"), w.c.opts.Env...)
+	cmd.Env = append(cmd.Env, w.Env...)
 	if err := w.isolate(cmd); err != nil {
 		return err
 	}
