@@ -32,6 +32,10 @@ type TokenLimiter interface {
 // attempt is spent on it beyond that one and the retry starts when it is due.
 const maxTokenSleep = 3 * time.Minute
 
+// tokenRecheckEvery is how often a call waiting for its booking asks the limiter again
+// (with the same key) whether it may go earlier.
+const tokenRecheckEvery = 3 * time.Second
+
 // tokenCallTimeout bounds a reservation or a settle.
 const tokenCallTimeout = 30 * time.Second
 
@@ -101,16 +105,35 @@ func (a *Activities) awaitTokens(ctx context.Context, endpoint string, creq open
 				name, l.tokensPerMinute, wait.Round(time.Second), grant.Tokens, grant.At.UTC().Format(time.RFC3339)),
 			api.ErrTypeTokenWait, temporal.ApplicationErrorOptions{NextRetryDelay: wait})
 	}
-	if wait > 0 {
-		t := time.NewTimer(wait)
+	began := time.Now()
+	due := began.Add(wait)
+	for {
+		left := time.Until(due)
+		if left <= 0 {
+			break
+		}
+		t := time.NewTimer(min(left, tokenRecheckEvery))
 		select {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
 			return noop, ctx.Err()
 		}
+		if time.Until(due) <= 0 {
+			break
+		}
+		// Ask again (same key): settles may have given back enough for an earlier slot.
+		// A failure keeps the booking we have.
+		rctx, cancel := context.WithTimeout(ctx, tokenCallTimeout)
+		g, err := a.tokens.Reserve(rctx, name, req)
+		cancel()
+		if err == nil {
+			if at := time.Now().Add(g.Wait()); at.Before(due) {
+				due = at
+			}
+		}
 	}
-	a.observeTokenWait(name, wait)
+	a.observeTokenWait(name, time.Since(began))
 	return func(u api.Usage) {
 		used := u.PromptTokens + u.CompletionTokens
 		if used <= 0 {

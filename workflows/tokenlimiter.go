@@ -128,17 +128,28 @@ func tokenBudget(tokensPerMinute int) int {
 }
 
 // reserveTokens books req in st at the earliest instant ≥ now it fits (see
-// TokenLimiterWorkflow), or returns the booking req.Key already has.
+// TokenLimiterWorkflow), or returns the booking req.Key already has: a retried attempt
+// keeps its booking. A booking still in the future moves earlier when it fits earlier
+// now (settles gave tokens back since it was made): a waiting call asks again now and
+// then, and is never told a later time than it was.
 func reserveTokens(st *TokenLimiterState, req api.TokenReserveRequest, now time.Time) api.TokenGrant {
 	grant := func(b TokenBooking) api.TokenGrant {
 		return api.TokenGrant{At: b.At, WaitMS: max(0, b.At.Sub(now).Milliseconds()), Tokens: b.Tokens}
 	}
-	for _, b := range st.Bookings {
-		if b.Key == req.Key {
-			return grant(b)
-		}
-	}
 	budget := tokenBudget(st.TokensPerMinute)
+	for i, b := range st.Bookings {
+		if b.Key != req.Key {
+			continue
+		}
+		if b.At.After(now) {
+			others := slices.Delete(slices.Clone(st.Bookings), i, i+1)
+			if at := earliestFit(others, min(b.Tokens, budget), budget, now); at.Before(b.At) {
+				st.Bookings[i].At = at
+				b.At = at
+			}
+		}
+		return grant(b)
+	}
 	tokens := min(req.Tokens, budget)
 	b := TokenBooking{Key: req.Key, At: earliestFit(st.Bookings, tokens, budget, now), Tokens: tokens}
 	st.Bookings = append(st.Bookings, b)

@@ -164,6 +164,22 @@ func TestTokenLimiterSettleGivesBack(t *testing.T) {
 	})
 }
 
+// TestTokenLimiterMovesAWaitingBookingEarlier: a call waiting for its booking asks again
+// with its key; once a settle gave back enough, its booking moves to now. A booking never
+// moves later.
+func TestTokenLimiterMovesAWaitingBookingEarlier(t *testing.T) {
+	runLimiter(t, TokenLimiterState{}, 0, []limiterStep{
+		{at: time.Second, key: "a", tokens: 800},
+		{at: 2 * time.Second, key: "b", tokens: 500, wait: 59 * time.Second},
+		{at: 3 * time.Second, key: "c", tokens: 500, wait: 118 * time.Second},
+		{at: 5 * time.Second, key: "b", tokens: 500, wait: 56 * time.Second}, // nothing given back yet
+		{at: 6 * time.Second, key: "a", tokens: 100, settle: true},
+		{at: 7 * time.Second, key: "b", tokens: 500, wait: 0},
+		// c's window (from 121 s) no longer holds b: it may go when b's window ends at 67 s.
+		{at: 8 * time.Second, key: "c", tokens: 500, wait: 59 * time.Second},
+	})
+}
+
 // TestTokenLimiterRefusesBadReservations: the validator refuses a reservation with no
 // key, no tokens or no limit, before it reaches the history.
 func TestTokenLimiterRefusesBadReservations(t *testing.T) {
@@ -214,12 +230,12 @@ func TestTokenLimiterContinuesAsNewWithItsWindow(t *testing.T) {
 	if len(got) != 3 || got["a"] != 300 || got["b"] != 400 || got["c"] != 200 {
 		t.Fatalf("carried bookings %+v, want a 300 (settled), b 400, c 200, and not old", st.Bookings)
 	}
-	// The next execution goes on from the carried window: b's booking stands for its
-	// retry, and the window holds a, b and c.
+	// The next execution goes on from the carried window: b, asking again, fits now
+	// that a is settled (a 300, c 200, b 400 make 900)...
 	runLimiter(t, *st, 2*time.Minute+3*time.Second, []limiterStep{
-		{at: time.Second, key: "b", tokens: 400, wait: 56 * time.Second},
-		// Now (125 s) d fits beside a and c, but the window ending at 180 s (b, c) does
-		// not take it: it waits for c to leave at 183 s.
+		{at: time.Second, key: "b", tokens: 400, wait: 0},
+		// ...and d, at 125 s, waits for c to leave at 183 s (the window ending at 180 s
+		// holds b and c).
 		{at: 2 * time.Second, key: "d", tokens: 400, wait: 58 * time.Second},
 	})
 }
