@@ -56,7 +56,7 @@ type tokenLimitScale struct {
 func TestFleetTokenLimit(t *testing.T) {
 	sc := tokenLimitScale{runs: 20, calls: 2, tpm: 20000, padding: 2000}
 	if os.Getenv("NEXO_TOKENLIMIT_FULL") == "1" {
-		sc = tokenLimitScale{runs: 20, calls: 6, tpm: 20000, padding: 2000}
+		sc = tokenLimitScale{runs: 20, calls: 4, tpm: 20000, padding: 2000}
 	}
 	paced := os.Getenv("NEXO_TOKENLIMIT_UNPACED") != "1"
 
