@@ -24,6 +24,10 @@ const (
 	TokenLimiterIDPrefix = "nexo-tokens:"
 )
 
+// RateMargin is the share of an endpoint's limits the fleet uses (config.RateMargin):
+// providers' windows are not aligned with ours, and a retried call counts again.
+const RateMargin = 0.9
+
 // TokenWindow is the window a token limit counts, as providers count tokens per minute.
 const TokenWindow = time.Minute
 

@@ -55,7 +55,8 @@ type Limits struct {
 // Temporal server paces a task queue as a token bucket holding one second's worth of
 // calls, so over a provider's sliding minute it may let through a second more than the
 // rate; the margin keeps that, and a retried call, under the provider's limit.
-const RateMargin = 0.9
+// The token limiters (workflows) book at the same share of limits.tokens_per_minute.
+const RateMargin = api.RateMargin
 
 // endpointName is what an endpoint's name may be: it becomes part of a task queue name.
 // Config files fold keys to lower case, so names are lower case.

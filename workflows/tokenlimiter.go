@@ -10,7 +10,6 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/nexo-temporal/nexo/api"
-	"github.com/nexo-temporal/nexo/config"
 )
 
 // TokenLimiterState is what an endpoint's token limiter holds, and carries across
@@ -46,7 +45,7 @@ const tokenLimiterMaxBookings = 5000
 //
 // A model call books its estimated tokens with the Update api.UpdateTokenReserve, which
 // answers at once: the call is booked at the earliest instant t ≥ now at which every
-// window of api.TokenWindow containing t holds at most config.RateMargin of the limit,
+// window of api.TokenWindow containing t holds at most api.RateMargin of the limit,
 // the new booking included, and the caller waits until then. No handler ever blocks, so
 // continue-as-new only has to let the running handlers finish. Once the provider answered,
 // the call settles (signal api.SignalTokenSettle) with the tokens the provider counted,
@@ -122,9 +121,9 @@ func validateReserve(req api.TokenReserveRequest, bookings int) error {
 	return nil
 }
 
-// tokenBudget is what one window may hold: config.RateMargin of the limit, at least 1.
+// tokenBudget is what one window may hold: api.RateMargin of the limit, at least 1.
 func tokenBudget(tokensPerMinute int) int {
-	return max(1, int(math.Floor(float64(tokensPerMinute)*config.RateMargin)))
+	return max(1, int(math.Floor(float64(tokensPerMinute)*api.RateMargin)))
 }
 
 // reserveTokens books req in st at the earliest instant ≥ now it fits (see
