@@ -197,6 +197,26 @@ func TestFleetTokenLimit(t *testing.T) {
 		desc.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		t.Errorf("%s is a %s workflow, %s; want a running %s", id, typ, desc.GetWorkflowExecutionInfo().GetStatus(), api.WorkflowTokenLimiter)
 	}
+	// What the limiter's history holds: every reservation (a call's first, then its asks
+	// while it waits) and every settle.
+	reserves, settles := 0, 0
+	it := c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch ev.GetEventType() {
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED:
+			reserves++
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
+			settles++
+		}
+	}
+	t.Logf("the limiter's current execution: %d reservations, %d settles, %d events", reserves, settles, desc.GetWorkflowExecutionInfo().GetHistoryLength())
+	if settles == 0 || reserves < sc.runs*sc.calls && desc.GetWorkflowExecutionInfo().GetHistoryLength() < 1000 {
+		t.Errorf("the limiter holds %d reservations and %d settles, want at least one per call", reserves, settles)
+	}
 	if out := p1.ok("list"); strings.Contains(out, api.TokenLimiterIDPrefix) || !strings.Contains(out, "tokens-01") {
 		t.Errorf("starter list shows the token limiter or misses the runs:\n%s", out)
 	}
