@@ -99,7 +99,7 @@ func (a *Activities) awaitTokens(ctx context.Context, endpoint string, creq open
 	}
 	wait := grant.Wait()
 	if wait > maxTokenSleep {
-		a.observeTokenWait(name, maxTokenSleep) // the part of the wait this attempt spends: none beyond the call
+		a.observeTokenWait(name, wait) // waited out as the retry's delay
 		return noop, temporal.NewApplicationErrorWithOptions(
 			fmt.Sprintf("model call: endpoint %s's token budget (%d tokens/minute) is booked for the next %s; this call's %d tokens are booked for %s",
 				name, l.tokensPerMinute, wait.Round(time.Second), grant.Tokens, grant.At.UTC().Format(time.RFC3339)),
