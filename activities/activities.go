@@ -43,6 +43,8 @@ type Activities struct {
 	endpoints      map[string]*LLM             // llm.endpoints by name (the default endpoint is llm)
 	modelQueues    map[string]string           // endpoint name → task queue of its rate-limited model calls
 	host           *api.SandboxHost            // the host queue this worker polls (hostq.go); nil: none
+	tokens         TokenLimiter                // books the calls of endpoints with tokens_per_minute (tokenlimit.go)
+	tokenWait      func(endpoint string, waited time.Duration)
 }
 
 // Deps are what the activities work with.
@@ -80,6 +82,12 @@ type Deps struct {
 	// ModelQueues maps an endpoint with a request rate limit to the task queue of its
 	// model calls (api.ModelTaskQueue); resolved agents carry it (agents.Spec.ModelQueue).
 	ModelQueues map[string]string
+	// Tokens books the model calls of endpoints with limits.tokens_per_minute with their
+	// limiter workflow; nil: such an endpoint's calls fail (retryably) on this worker.
+	Tokens TokenLimiter
+	// TokenWait, when set, is told how long each call under a token limit waited for its
+	// booking (the nexo_model_token_wait_seconds histogram).
+	TokenWait func(endpoint string, waited time.Duration)
 }
 
 // New returns the activities.
@@ -87,7 +95,8 @@ func New(d Deps) *Activities {
 	a := &Activities{store: d.Store, sandboxes: d.Sandboxes, inlineLimit: d.InlineLimit, llm: d.LLM,
 		agents: map[string]agents.Spec{}, fetcher: d.Fetcher, searcher: d.Searcher, shellTimeout: d.ShellTimeout, skillsPath: d.SkillsPath,
 		threads: newThreadCache(), mcpCredentials: d.MCPCredentialsFile, lookupEnv: d.LookupEnv,
-		notify: d.Notify, pageURL: strings.TrimRight(d.PageURL, "/"), endpoints: d.Endpoints, modelQueues: d.ModelQueues}
+		notify: d.Notify, pageURL: strings.TrimRight(d.PageURL, "/"), endpoints: d.Endpoints, modelQueues: d.ModelQueues,
+		tokens: d.Tokens, tokenWait: d.TokenWait}
 	for _, s := range d.Agents {
 		a.agents[s.Name] = s
 	}

@@ -25,6 +25,9 @@ type LLM struct {
 	model    string
 	retryFor time.Duration
 	prices   map[string]config.ModelPrice // llm.prices (cost.go)
+	// tokensPerMinute is the endpoint's limits.tokens_per_minute: its calls book their
+	// tokens with the endpoint's limiter first (tokenlimit.go); 0: no limit.
+	tokensPerMinute int
 }
 
 // LLMConfig configures NewLLM.
@@ -41,6 +44,9 @@ type LLMConfig struct {
 	// Prices are what each model costs (config llm.prices): every call's usage gets its
 	// cost from them (cost.go).
 	Prices map[string]config.ModelPrice
+	// TokensPerMinute is the endpoint's token limit for the whole fleet (config
+	// limits.tokens_per_minute); 0: none.
+	TokensPerMinute int
 }
 
 // NewLLM returns the model client. go-openai does not retry on its own; Temporal retries
@@ -53,7 +59,8 @@ func NewLLM(c LLMConfig) *LLM {
 		timeout = 5 * time.Minute
 	}
 	cfg.HTTPClient = &http.Client{Timeout: timeout, Transport: retryAfterTransport{reasoningTransport{http.DefaultTransport}}}
-	return &LLM{client: openai.NewClientWithConfig(cfg), model: c.Model, retryFor: c.RetryFor, prices: copyPrices(c.Prices)}
+	return &LLM{client: openai.NewClientWithConfig(cfg), model: c.Model, retryFor: c.RetryFor, prices: copyPrices(c.Prices),
+		tokensPerMinute: c.TokensPerMinute}
 }
 
 // retryAfterKey carries a *time.Duration in a request's context: retryAfterTransport sets
@@ -189,10 +196,25 @@ func (a *Activities) CompleteChat(ctx context.Context, req api.CompleteChatReque
 	return out, nil
 }
 
-// complete sends one request, streamed when the call asks for it.
+// complete sends one request, streamed when the call asks for it. On an endpoint with
+// tokens_per_minute it first waits for its booking with the endpoint's token limiter
+// (heartbeating), and settles the booking with the provider's count after the reply.
 func (a *Activities) complete(ctx context.Context, model string, creq openai.ChatCompletionRequest, req api.CompleteChatRequest) (api.CompleteChatResult, error) {
 	stop := keepAlive(ctx)
 	defer stop()
+	settle, err := a.awaitTokens(ctx, req.Endpoint, creq)
+	if err != nil {
+		return api.CompleteChatResult{}, err
+	}
+	out, err := a.send(ctx, model, creq, req)
+	if err == nil {
+		settle(out.Usage)
+	}
+	return out, err
+}
+
+// send sends one request, streamed when the call asks for it.
+func (a *Activities) send(ctx context.Context, model string, creq openai.ChatCompletionRequest, req api.CompleteChatRequest) (api.CompleteChatResult, error) {
 	ctx, _ = withRetryAfter(ctx)
 	if req.StreamTo != "" || req.StreamLive {
 		return a.completeStreaming(ctx, model, creq, req)

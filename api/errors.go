@@ -30,6 +30,10 @@ const (
 	// the task queue may have it: AgentRun tries again for a while (see
 	// workflows/agentavail.go) and a model call retries, instead of failing the run.
 	ErrTypeAgentUnavailable = "NexoAgentUnavailable"
+	// ErrTypeTokenWait: a model call's booking with its endpoint's token limiter is
+	// further off than an attempt waits (retryable: the next attempt starts when the
+	// booking is due, via NextRetryDelay, and finds the same booking).
+	ErrTypeTokenWait = "NexoTokenWait"
 )
 
 // SessionHandover is the detail of an ErrTypeSessionHandover error.

@@ -27,6 +27,7 @@ func TestValidateRunID(t *testing.T) {
 		{strings.Repeat("x", 300), "300 bytes"},
 		{"session:agent:victim", "reserved for sessions"},
 		{"nexo-registry:nexo", "reserved for the task queues' worker registries"},
+		{"nexo-tokens:nexo:small", "reserved for the endpoints' token limiters"},
 	} {
 		t.Run(tc.id, func(t *testing.T) {
 			err := ValidateRunID(tc.id)

@@ -38,7 +38,7 @@
 //	llm.timeout              NEXO_LLM_TIMEOUT                 5m
 //	llm.retry_for            NEXO_LLM_RETRY_FOR               6h
 //	llm.limits.requests_per_minute NEXO_LLM_LIMITS_REQUESTS_PER_MINUTE 0 (no limit)
-//	llm.limits.tokens_per_minute   NEXO_LLM_LIMITS_TOKENS_PER_MINUTE   0 (refused when set: not supported yet)
+//	llm.limits.tokens_per_minute   NEXO_LLM_LIMITS_TOKENS_PER_MINUTE   0 (no limit; a limiter workflow per endpoint books every call's tokens)
 //	llm.endpoints            NEXO_LLM_ENDPOINTS               none (a map name → {base_url, model, api_key_env, timeout, prices, limits}; set it in the file)
 //	llm.prices               NEXO_LLM_PRICES                  none (a map {<model>: {input_per_mtok, output_per_mtok}}; set it in the file)
 //	agents                   NEXO_AGENTS                      none (a list; set it in the file)

@@ -37,14 +37,17 @@ type Endpoint struct {
 }
 
 // Limits are a provider's rate limits. Model calls to an endpoint with a request limit
-// wait, queued in Temporal, until the fleet has capacity, instead of burning retries on
-// 429s.
+// wait, queued in Temporal, until the fleet has capacity, and with a token limit until
+// the endpoint's limiter has room for their tokens, instead of burning retries on 429s.
 type Limits struct {
 	// RequestsPerMinute is the provider's request limit; 0 means none. The worker
 	// dispatches at RateMargin of it, spread evenly (see Endpoint.DispatchRate).
 	RequestsPerMinute int `mapstructure:"requests_per_minute"`
-	// TokensPerMinute is refused for now: a token budget cannot be a task queue's
-	// dispatch rate, and no fleet-wide token limiter is built yet.
+	// TokensPerMinute is the provider's token limit (prompt + completion); 0 means
+	// none. A call's size is known only when it is sent, so this is not a task queue
+	// rate: each model call books its estimated tokens with the endpoint's limiter
+	// workflow (api.WorkflowTokenLimiter), which keeps every sliding minute within
+	// RateMargin of it, and waits for its booking.
 	TokensPerMinute int `mapstructure:"tokens_per_minute"`
 }
 
@@ -52,7 +55,8 @@ type Limits struct {
 // Temporal server paces a task queue as a token bucket holding one second's worth of
 // calls, so over a provider's sliding minute it may let through a second more than the
 // rate; the margin keeps that, and a retried call, under the provider's limit.
-const RateMargin = 0.9
+// The token limiters (workflows) book at the same share of limits.tokens_per_minute.
+const RateMargin = api.RateMargin
 
 // endpointName is what an endpoint's name may be: it becomes part of a task queue name.
 // Config files fold keys to lower case, so names are lower case.
@@ -126,9 +130,8 @@ func (c Config) validateEndpoints() []error {
 		if l.RequestsPerMinute < 0 {
 			bad(field+".requests_per_minute", l.RequestsPerMinute, "must not be negative (0: no limit)")
 		}
-		if l.TokensPerMinute != 0 {
-			bad(field+".tokens_per_minute", l.TokensPerMinute,
-				"is not supported yet: a token budget cannot be a task queue's dispatch rate and no fleet-wide token limiter exists; remove it and set requests_per_minute")
+		if l.TokensPerMinute < 0 {
+			bad(field+".tokens_per_minute", l.TokensPerMinute, "must not be negative (0: no limit)")
 		}
 	}
 	checkLimits("llm.limits", c.LLM.Limits)

@@ -20,7 +20,7 @@ llm:
       model: small-model
       api_key_env: SMALL_KEY
       prices: {small-model: {input_per_mtok: 0.1, output_per_mtok: 0.4}}
-      limits: {requests_per_minute: 60}
+      limits: {requests_per_minute: 60, tokens_per_minute: 40000}
     local:
       base_url: http://127.0.0.1:9090/v1
       timeout: 30s
@@ -42,7 +42,7 @@ func TestLoadEndpoints(t *testing.T) {
 	}
 	small := eps["small"]
 	if small.BaseURL != "http://127.0.0.1:8080/v1" || small.Model != "small-model" || small.Limits.RequestsPerMinute != 60 ||
-		small.Prices["small-model"].OutputPerMTok != 0.4 || small.Timeout != 5*time.Minute {
+		small.Limits.TokensPerMinute != 40000 || small.Prices["small-model"].OutputPerMTok != 0.4 || small.Timeout != 5*time.Minute {
 		t.Errorf("small = %+v, want the file's keys and llm.timeout", small)
 	}
 	if got := small.APIKey(func(k string) string { return map[string]string{"SMALL_KEY": "sk-small"}[k] }); got != "sk-small" {
@@ -62,12 +62,12 @@ func TestLoadEndpoints(t *testing.T) {
 }
 
 func TestLoadEndpointsFromEnvironment(t *testing.T) {
-	cfg, err := Load(LoadOptions{Env: []string{"NEXO_LLM_LIMITS_REQUESTS_PER_MINUTE=600"}})
+	cfg, err := Load(LoadOptions{Env: []string{"NEXO_LLM_LIMITS_REQUESTS_PER_MINUTE=600", "NEXO_LLM_LIMITS_TOKENS_PER_MINUTE=90000"}})
 	if err != nil {
 		t.Fatalf("Load: %v", err)
 	}
-	if cfg.LLM.Limits.RequestsPerMinute != 600 {
-		t.Errorf("llm.limits = %+v, want 600 requests/minute from the environment", cfg.LLM.Limits)
+	if cfg.LLM.Limits.RequestsPerMinute != 600 || cfg.LLM.Limits.TokensPerMinute != 90000 {
+		t.Errorf("llm.limits = %+v, want 600 requests and 90000 tokens a minute from the environment", cfg.LLM.Limits)
 	}
 }
 
@@ -83,9 +83,12 @@ agents: [{name: writer, llm: large}]
 		{"endpoint without a URL", `
 llm: {endpoints: {small: {model: m}}}
 `, []string{`llm.endpoints.small.base_url "": want an http(s) URL`}},
-		{"tokens per minute is refused", `
-llm: {base_url: http://127.0.0.1:1/v1, limits: {tokens_per_minute: 1000}, endpoints: {small: {base_url: http://127.0.0.1:2/v1, limits: {tokens_per_minute: 5}}}}
-`, []string{`llm.limits.tokens_per_minute 1000: is not supported yet`, `llm.endpoints.small.limits.tokens_per_minute 5: is not supported yet`}},
+		{"negative token limit", `
+llm: {base_url: http://127.0.0.1:1/v1, limits: {tokens_per_minute: -1000}, endpoints: {small: {base_url: http://127.0.0.1:2/v1, limits: {tokens_per_minute: -5}}}}
+`, []string{`llm.limits.tokens_per_minute -1000: must not be negative`, `llm.endpoints.small.limits.tokens_per_minute -5: must not be negative`}},
+		{"token limit not a number", `
+llm: {endpoints: {small: {base_url: http://127.0.0.1:2/v1, limits: {tokens_per_minute: lots}}}}
+`, []string{`tokens_per_minute`}},
 		{"negative request limit", `
 llm: {endpoints: {small: {base_url: http://127.0.0.1:2/v1, limits: {requests_per_minute: -1}}}}
 `, []string{`llm.endpoints.small.limits.requests_per_minute -1: must not be negative`}},

@@ -192,6 +192,9 @@ var historyScenarios = []struct {
 	// A run that closes with a notification still retrying gives it the close grace
 	// (version 1 of "notify-before-close"), then abandons it (e2e/notify_test.go).
 	{"agent notified, receiver down at close", "notifyclose_", []string{"agent_receiver_down_at_close.json"}, recordAgentNotifiedReceiverDown},
+	// An endpoint with tokens_per_minute: its limiter (NexoTokenLimiter) open after two
+	// reservations and their settles, and the agent run that made them (e2e/tokenlimit_test.go).
+	{"token limiter", "tokens_", []string{"limiter_open.json", "agent_done.json"}, recordTokenLimiter},
 }
 
 // recordAgentDeadlines: scribe under approve with approval_timeout 2s: a write nobody

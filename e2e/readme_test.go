@@ -364,6 +364,7 @@ var readmeCommandTests = []struct {
 	{marker: "temporal operator search-attribute create", notRun: "the temporal CLI and a cluster"},
 	{marker: "docker compose -f docker-compose.temporal.yml up -d", notRun: "images from Docker Hub"},
 	{marker: "go test ./e2e -run TestFleetRateLimit", tests: []string{"TestFleetRateLimit"}},
+	{marker: "go test ./e2e -run TestFleetTokenLimit", tests: []string{"TestFleetTokenLimit"}},
 	{marker: "bin/starter approve <id> --budget +50000", tests: []string{"TestBudgetEndToEnd"}},
 	{marker: "export OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318", notRun: "your OpenTelemetry collector"},
 	{marker: "-f docker-compose.docker-sandbox.yml up -d", notRun: "images from Docker Hub and a Docker engine"},

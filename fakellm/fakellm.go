@@ -173,6 +173,8 @@ type Server struct {
 	order    map[[32]byte]int         // BySequence: request body's sha256 → reply index
 	limit    *rateLimit               // LimitRate (ratelimit.go); nil: no limit
 	holds    map[string]chan struct{} // Reply.Hold by name: closed once released
+	// tokenLimit is LimitTokens (tokenlimit.go); nil: no limit.
+	tokenLimit *tokenLimit
 }
 
 // hold is the channel of the hold name, closed once it is released.
@@ -369,11 +371,20 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	size.Compaction = strings.HasPrefix(system, CompactPrefix)
 
 	s.mu.Lock()
+	if s.tokenLimit != nil {
+		// The usage this request's reply would report, charged before it is answered; a
+		// refused request takes no reply and is not recorded.
+		if reply, _, ok := s.pick(body, req.Messages, system, last, size.Compaction, true); ok &&
+			s.tokensLimited(w, size.Tokens+completionTokens(reply), time.Now()) {
+			s.mu.Unlock()
+			return
+		}
+	}
 	if !s.SizesOnly {
 		s.requests = append(s.requests, Request{Model: req.Model, Messages: req.Messages, Tools: req.Tools, Auth: r.Header.Get("Authorization")})
 	}
 	s.sizes = append(s.sizes, size)
-	reply, idx, ok := s.pick(body, req.Messages, system, last, size.Compaction)
+	reply, idx, ok := s.pick(body, req.Messages, system, last, size.Compaction, false)
 	n := s.seen[idx]
 	s.seen[idx]++
 	s.mu.Unlock()
@@ -416,7 +427,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	prompt := size.Tokens
-	completion := len(reply.Content)/4 + 10*len(reply.ToolCalls)
+	completion := completionTokens(reply)
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{
 		"id": fmt.Sprintf("chatcmpl-fake-%d", idx), "object": "chat.completion", "model": req.Model,
@@ -430,8 +441,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // the index in the main sequence (offset past the sequences before it for a task's), or
 // -1-i for standing reply i; ok is false when the sequence has no entry for the request
 // (idx is then the entry it would need, within its sequence, and reply.Repeat the
-// sequence's length). Called with s.mu held.
-func (s *Server) pick(body []byte, msgs []map[string]any, system, last string, compaction bool) (reply Reply, idx int, ok bool) {
+// sequence's length). dry leaves a BySequence request unrecorded (a look ahead). Called
+// with s.mu held.
+func (s *Server) pick(body []byte, msgs []map[string]any, system, last string, compaction, dry bool) (reply Reply, idx int, ok bool) {
 	for i, r := range s.standing {
 		if strings.Contains(system, r.Match) || strings.Contains(last, r.Match) {
 			return r, -1 - i, true
@@ -455,7 +467,9 @@ func (s *Server) pick(body []byte, msgs []map[string]any, system, last string, c
 		i, seen := order[sum]
 		if !seen {
 			i = len(order)
-			order[sum] = i
+			if !dry {
+				order[sum] = i
+			}
 		}
 		idx = i
 	default:
@@ -469,6 +483,12 @@ func (s *Server) pick(body []byte, msgs []map[string]any, system, last string, c
 		return Reply{Repeat: len(script)}, idx, false
 	}
 	return script[idx], offset + idx, true
+}
+
+// completionTokens is the completion_tokens the usage reports for reply: its content
+// bytes / 4, plus 10 a tool call.
+func completionTokens(reply Reply) int {
+	return len(reply.Content)/4 + 10*len(reply.ToolCalls)
 }
 
 // promptTokens estimates a request's prompt: each message's content bytes / 4.
@@ -540,7 +560,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req wireReq, rep
 		finish = "tool_calls"
 	}
 	send(chunk(map[string]any{}, finish))
-	completion := len(reply.Content)/4 + 10*len(reply.ToolCalls)
+	completion := completionTokens(reply)
 	send(map[string]any{"id": fmt.Sprintf("chatcmpl-fake-%d", idx), "object": "chat.completion.chunk", "model": req.Model,
 		"choices": []any{}, "usage": map[string]int{"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}})
 	fmt.Fprint(w, "data: [DONE]\n\n")

@@ -24,7 +24,8 @@ func modelEndpoints(cfg config.Config, getenv func(string) string) (map[string]*
 	for name, e := range cfg.Endpoints() {
 		if name != api.DefaultEndpoint {
 			clients[name] = activities.NewLLM(activities.LLMConfig{BaseURL: e.BaseURL, Model: e.Model,
-				APIKey: e.APIKey(getenv), Timeout: e.Timeout, RetryFor: cfg.LLM.RetryFor, Prices: e.Prices})
+				APIKey: e.APIKey(getenv), Timeout: e.Timeout, RetryFor: cfg.LLM.RetryFor, Prices: e.Prices,
+				TokensPerMinute: e.Limits.TokensPerMinute})
 		}
 		if e.DispatchRate() > 0 {
 			queues[name] = api.ModelTaskQueue(cfg.Temporal.TaskQueue, name)
@@ -67,6 +68,10 @@ func startModelWorkers(tc client.Client, cfg config.Config, acts *activities.Act
 			return nil, fmt.Errorf("start the model worker of endpoint %s on task queue %s: %w", name, queue, err)
 		}
 		started = append(started, w)
+		if tpm := e.Limits.TokensPerMinute; tpm > 0 {
+			fmt.Fprintf(stdout, "Model endpoint %s: at most %d tokens/minute for the whole fleet (booked at %d a sliding minute with workflow %s)\n",
+				name, tpm, int(float64(tpm)*config.RateMargin), api.TokenLimiterID(cfg.Temporal.TaskQueue, name))
+		}
 		if rate <= 0 {
 			continue
 		}

@@ -196,9 +196,10 @@ func (p *Platform) Run(ctx context.Context) error {
 	if cfg.LLM.BaseURL != "" {
 		deps.LLM = activities.NewLLM(activities.LLMConfig{BaseURL: cfg.LLM.BaseURL, Model: cfg.LLM.Model,
 			APIKey: cfg.LLM.APIKey(p.getenv), Timeout: cfg.LLM.Timeout, RetryFor: cfg.LLM.RetryFor,
-			Prices: cfg.LLM.Prices})
+			Prices: cfg.LLM.Prices, TokensPerMinute: cfg.LLM.Limits.TokensPerMinute})
 	}
 	deps.Endpoints, deps.ModelQueues = modelEndpoints(cfg, p.getenv)
+	deps.Tokens, deps.TokenWait = tokenLimiter{tc: tc, taskQueue: cfg.Temporal.TaskQueue}, tel.TokenWait
 	acts := activities.New(deps)
 	acts.Register(w)
 	// The run's sandbox activities go to the host queue of the worker that holds its

@@ -151,9 +151,10 @@ func (c *Client) Usage(ctx context.Context, req UsageRequest) (UsageReport, erro
 	return rep, nil
 }
 
-// usageQuery lists the task queue's runs (not its registry) started in the range.
+// usageQuery lists the task queue's runs (not its registry nor its token limiters)
+// started in the range.
 func usageQuery(taskQueue string, req UsageRequest) string {
-	parts := []string{fmt.Sprintf("WorkflowType != '%s'", api.WorkflowRegistry),
+	parts := []string{fmt.Sprintf("WorkflowType != '%s' AND WorkflowType != '%s'", api.WorkflowRegistry, api.WorkflowTokenLimiter),
 		fmt.Sprintf("TaskQueue = '%s'", strings.ReplaceAll(taskQueue, "'", ""))}
 	if !req.Since.IsZero() {
 		parts = append(parts, fmt.Sprintf("StartTime >= '%s'", req.Since.UTC().Format(time.RFC3339Nano)))

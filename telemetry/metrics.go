@@ -33,12 +33,16 @@ const (
 	metricSandboxesLive    = "nexo_sandboxes_live"
 	metricOffloadedBytes   = "nexo_payload_offloaded_bytes"
 	metricModelCost        = "nexo_model_cost_usd"
+	metricTokenWait        = "nexo_model_token_wait"
 )
 
 // metrics are the platform's instruments; the zero value (no metrics.addr) records nothing.
 type metrics struct {
 	modelCalls, inputTokens, outputTokens, toolCalls metric.Int64Counter
 	toolDuration, approvalDecision                   metric.Float64Histogram
+	// tokenWait is how long model calls waited for their endpoint's token limiter, by
+	// endpoint.
+	tokenWait metric.Float64Histogram
 	// cost is what priced model calls cost (USD, from llm.prices), by agent and model;
 	// an unpriced call adds nothing (its tokens are counted).
 	cost metric.Float64Counter
@@ -67,6 +71,7 @@ func newMetrics(m metric.Meter) (*metrics, error) {
 		toolCalls:        counter(metricToolCalls, "Tool calls (built-in and MCP), by agent, tool and outcome (ok, error, failed).", ""),
 		toolDuration:     hist(metricToolDuration, "Time a tool call's activity took, by tool and outcome."),
 		approvalDecision: hist(metricApprovalDecision, "Time from an approval's request to its decision (workflow time), by tool and action."),
+		tokenWait:        hist(metricTokenWait, "Time a model call waited for its booking with its endpoint's token limiter (limits.tokens_per_minute), by endpoint."),
 	}
 	return ms, errors.Join(errs...)
 }
@@ -90,6 +95,13 @@ func (m *metrics) modelCall(agent, model string, out api.CompleteChatResult, err
 	if out.Usage.Priced {
 		m.cost.Add(ctx, out.Usage.Cost, labels)
 	}
+}
+
+func (m *metrics) tokenWaited(endpoint string, d time.Duration) {
+	if m == nil || !m.on {
+		return
+	}
+	m.tokenWait.Record(context.Background(), d.Seconds(), metric.WithAttributes(attribute.String("endpoint", endpoint)))
 }
 
 func (m *metrics) toolCall(agent, tool, outcome string, took time.Duration) {

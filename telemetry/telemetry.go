@@ -25,6 +25,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
@@ -234,6 +235,15 @@ func (t *Telemetry) ClientOptions(o *client.Options) {
 			OnError:              func(err error) { t.opts.Logger.Warn("Temporal SDK metric", slog.String("error", err.Error())) },
 		})
 	}
+}
+
+// TokenWait records how long a model call waited for its endpoint's token limiter
+// (activities.Deps.TokenWait); nothing without metrics.
+func (t *Telemetry) TokenWait(endpoint string, d time.Duration) {
+	if t == nil {
+		return
+	}
+	t.metrics.tokenWaited(endpoint, d)
 }
 
 // Observe registers the gauges read at every scrape. A nil function leaves its gauge out.

@@ -3,8 +3,11 @@ package telemetry
 import (
 	"context"
 	"errors"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"go.temporal.io/sdk/client"
 )
@@ -75,3 +78,39 @@ func TestMetricsAddrIsServedAndRefusedWhenTaken(t *testing.T) {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// A model call's wait for its token booking is a histogram by endpoint on /metrics; a
+// Telemetry without metrics (or nil) ignores it.
+func TestTokenWaitIsAHistogramByEndpoint(t *testing.T) {
+	ctx := context.Background()
+	var none *Telemetry
+	none.TokenWait("small", time.Second)
+	tel, err := New(ctx, Options{MetricsAddr: "127.0.0.1:0", Getenv: envOf(nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tel.Shutdown(ctx)
+	tel.TokenWait("small", 2*time.Second)
+	tel.TokenWait("small", 0)
+	resp, err := http.Get("http://" + tel.MetricsAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, want := range []string{`nexo_model_token_wait_seconds_count{endpoint="small"} 2`, `nexo_model_token_wait_seconds_sum{endpoint="small"} 2`} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %s:\n%s", want, grepLines(string(body), "token_wait"))
+		}
+	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}

@@ -18,14 +18,16 @@ const (
 )
 
 // RegisterAll registers every workflow this project ships on a worker, and the task
-// queue's registry (RegistryWorkflow), which is not a run and so is registered plainly,
-// without the run runtime. Register through a TypeRecorder to learn the types registered.
+// queue's registry (RegistryWorkflow) and the endpoints' token limiters
+// (TokenLimiterWorkflow), which are not runs and so are registered plainly, without the
+// run runtime. Register through a TypeRecorder to learn the types registered.
 func RegisterAll(r Registry) {
 	Register(r, DocumentApprovalName, DocumentApproval, Options{})
 	Register(r, BuildDashboardName, BuildDashboard, Options{})
 	Register(r, api.WorkflowAgentRun, AgentRun, Options{})
 	Register(r, api.WorkflowSession, Session, Options{})
 	r.RegisterWorkflowWithOptions(RegistryWorkflow, workflow.RegisterOptions{Name: api.WorkflowRegistry})
+	r.RegisterWorkflowWithOptions(TokenLimiterWorkflow, workflow.RegisterOptions{Name: api.WorkflowTokenLimiter})
 }
 
 // DocumentApprovalInput is the payload of DocumentApproval.

@@ -311,10 +311,10 @@ func structFields(t reflect.Type, visited map[reflect.Type]bool, out *[]string) 
 }
 
 // Types are the workflow types runs can be started of: every one registered, sorted,
-// except the registry itself.
+// except the platform's own, which are not runs (the registry, the token limiters).
 func (t *TypeRecorder) Types() []string {
 	out := sortedUnique(t.names)
-	return slices.DeleteFunc(out, func(n string) bool { return n == api.WorkflowRegistry })
+	return slices.DeleteFunc(out, func(n string) bool { return n == api.WorkflowRegistry || n == api.WorkflowTokenLimiter })
 }
 
 // functionName is the SDK's default type name of a workflow function: its name without
