@@ -109,74 +109,11 @@ func TestFleetRateLimit(t *testing.T) {
 	c := p1.dial()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	began := time.Now()
-	runs := make([]client.WorkflowRun, sc.runs)
-	for i := range runs {
-		run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: fmt.Sprintf("paced-%02d", i+1), TaskQueue: api.DefaultTaskQueue},
-			api.WorkflowAgentRun, api.AgentRunInput{Agent: "paced", Prompt: fmt.Sprintf("Task %d: look around.", i+1)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		runs[i] = run
+	f := runAgentFleet(t, ctx, c, "paced", "paced", sc.runs, sc.calls, func(i int) string { return fmt.Sprintf("Task %d: look around.", i) })
+	if q := api.ModelTaskQueue(api.DefaultTaskQueue, "small"); paced && (len(f.queues) != 1 || f.queues[q] == 0) {
+		t.Errorf("model calls scheduled on %v, want all on %q", f.queues, q)
 	}
-	var wg sync.WaitGroup
-	errs := make([]error, len(runs))
-	for i, run := range runs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var res api.AgentResult
-			errs[i] = run.Get(ctx, &res)
-			if errs[i] == nil && res.Turns != sc.calls {
-				errs[i] = fmt.Errorf("%d turns, want %d", res.Turns, sc.calls)
-			}
-		}()
-	}
-	wg.Wait()
-	wall := time.Since(began)
-	for i, err := range errs {
-		if err != nil {
-			t.Errorf("run %s: %v", runs[i].GetID(), err)
-		}
-	}
-
-	// Every model call of every run: how many attempts, which worker ran them.
-	// History records a call's last attempt only: attempts counts calls, extra the attempts
-	// beyond the first.
-	attempts, retried, extra, failed := 0, 0, 0, 0
-	workers := map[string]int{}
-	for _, run := range runs {
-		it := c.GetWorkflowHistory(ctx, run.GetID(), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-		scheduled := map[int64]bool{}
-		for it.HasNext() {
-			ev, err := it.Next()
-			if err != nil {
-				t.Fatal(err)
-			}
-			switch {
-			case ev.GetActivityTaskScheduledEventAttributes() != nil:
-				a := ev.GetActivityTaskScheduledEventAttributes()
-				if a.GetActivityType().GetName() == api.ActivityCompleteChat {
-					scheduled[ev.GetEventId()] = true
-					if q := a.GetTaskQueue().GetName(); paced && q != api.ModelTaskQueue(api.DefaultTaskQueue, "small") {
-						t.Errorf("run %s: model call scheduled on %q", run.GetID(), q)
-					}
-				}
-			case ev.GetActivityTaskStartedEventAttributes() != nil:
-				a := ev.GetActivityTaskStartedEventAttributes()
-				if scheduled[a.GetScheduledEventId()] {
-					attempts++
-					if a.GetAttempt() > 1 {
-						retried++
-						extra += int(a.GetAttempt()) - 1
-					}
-					workers[a.GetIdentity()]++
-				}
-			case ev.GetActivityTaskFailedEventAttributes() != nil, ev.GetActivityTaskTimedOutEventAttributes() != nil:
-				failed++
-			}
-		}
-	}
+	wall, attempts, retried, extra, failed, workers := f.wall, f.attempts, f.retried, f.extra, f.failed, f.workers
 	st := small.RateStats()
 	span := st.Last.Sub(st.First)
 	t.Logf("fleet rate limit (paced %v): %d runs × %d model calls on 2 workers, endpoint limit %d/min, provider %d per %s: wall %s, %d requests (%d accepted, %d answered 429), %d model calls retried (%d extra attempts), %d failed, peak %d requests in one %s window, %.1f requests/minute over %s; calls per worker %v",
@@ -268,4 +205,81 @@ func TestSessionOnARateLimitedEndpoint(t *testing.T) {
 		t.Errorf("session scheduled %d model calls, want 2", calls)
 	}
 	p.ok("session", "close", "paced", "desk")
+}
+
+// fleetTally is what a fleet of agent runs did with their model calls, read from their
+// histories: calls started (history records a call's last attempt only, so attempts counts
+// calls and extra the attempts beyond the first), calls retried, calls failed, calls per
+// worker, and the task queues the calls were scheduled on.
+type fleetTally struct {
+	wall                             time.Duration
+	attempts, retried, extra, failed int
+	workers, queues                  map[string]int
+}
+
+// runAgentFleet starts n runs of agent at once (ids prefix-01...), each with prompt(i),
+// waits for all of them, checks each took turns model calls, and tallies their model calls.
+func runAgentFleet(t *testing.T, ctx context.Context, c client.Client, prefix, agent string, n, turns int, prompt func(i int) string) fleetTally {
+	t.Helper()
+	began := time.Now()
+	runs := make([]client.WorkflowRun, n)
+	for i := range runs {
+		run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: fmt.Sprintf("%s-%02d", prefix, i+1), TaskQueue: api.DefaultTaskQueue},
+			api.WorkflowAgentRun, api.AgentRunInput{Agent: agent, Prompt: prompt(i + 1)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs[i] = run
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(runs))
+	for i, run := range runs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var res api.AgentResult
+			errs[i] = run.Get(ctx, &res)
+			if errs[i] == nil && res.Turns != turns {
+				errs[i] = fmt.Errorf("%d turns, want %d", res.Turns, turns)
+			}
+		}()
+	}
+	wg.Wait()
+	tally := fleetTally{wall: time.Since(began), workers: map[string]int{}, queues: map[string]int{}}
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("run %s: %v", runs[i].GetID(), err)
+		}
+	}
+	for _, run := range runs {
+		it := c.GetWorkflowHistory(ctx, run.GetID(), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		scheduled := map[int64]bool{}
+		for it.HasNext() {
+			ev, err := it.Next()
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case ev.GetActivityTaskScheduledEventAttributes() != nil:
+				a := ev.GetActivityTaskScheduledEventAttributes()
+				if a.GetActivityType().GetName() == api.ActivityCompleteChat {
+					scheduled[ev.GetEventId()] = true
+					tally.queues[a.GetTaskQueue().GetName()]++
+				}
+			case ev.GetActivityTaskStartedEventAttributes() != nil:
+				a := ev.GetActivityTaskStartedEventAttributes()
+				if scheduled[a.GetScheduledEventId()] {
+					tally.attempts++
+					if a.GetAttempt() > 1 {
+						tally.retried++
+						tally.extra += int(a.GetAttempt()) - 1
+					}
+					tally.workers[a.GetIdentity()]++
+				}
+			case ev.GetActivityTaskFailedEventAttributes() != nil, ev.GetActivityTaskTimedOutEventAttributes() != nil:
+				tally.failed++
+			}
+		}
+	}
+	return tally
 }

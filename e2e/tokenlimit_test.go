@@ -6,12 +6,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/sdk/client"
 
 	"github.com/nexo-temporal/nexo/api"
 	"github.com/nexo-temporal/nexo/devserver"
@@ -95,69 +93,9 @@ func TestFleetTokenLimit(t *testing.T) {
 	c := p1.dial()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	began := time.Now()
-	runs := make([]client.WorkflowRun, sc.runs)
 	pad := strings.Repeat("Look closely at everything here. ", sc.padding/33+1)[:sc.padding]
-	for i := range runs {
-		run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: fmt.Sprintf("tokens-%02d", i+1), TaskQueue: api.DefaultTaskQueue},
-			api.WorkflowAgentRun, api.AgentRunInput{Agent: "paced", Prompt: fmt.Sprintf("Task %d: look around. %s", i+1, pad)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		runs[i] = run
-	}
-	var wg sync.WaitGroup
-	errs := make([]error, len(runs))
-	for i, run := range runs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var res api.AgentResult
-			errs[i] = run.Get(ctx, &res)
-			if errs[i] == nil && res.Turns != sc.calls {
-				errs[i] = fmt.Errorf("%d turns, want %d", res.Turns, sc.calls)
-			}
-		}()
-	}
-	wg.Wait()
-	wall := time.Since(began)
-	for i, err := range errs {
-		if err != nil {
-			t.Errorf("run %s: %v", runs[i].GetID(), err)
-		}
-	}
-
-	// Every model call of every run: how many attempts, which worker ran them.
-	attempts, retried, extra, failed := 0, 0, 0, 0
-	workers := map[string]int{}
-	for _, run := range runs {
-		it := c.GetWorkflowHistory(ctx, run.GetID(), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-		scheduled := map[int64]bool{}
-		for it.HasNext() {
-			ev, err := it.Next()
-			if err != nil {
-				t.Fatal(err)
-			}
-			switch {
-			case ev.GetActivityTaskScheduledEventAttributes() != nil:
-				if ev.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName() == api.ActivityCompleteChat {
-					scheduled[ev.GetEventId()] = true
-				}
-			case ev.GetActivityTaskStartedEventAttributes() != nil:
-				a := ev.GetActivityTaskStartedEventAttributes()
-				if scheduled[a.GetScheduledEventId()] {
-					attempts++
-					if a.GetAttempt() > 1 {
-						retried++
-						extra += int(a.GetAttempt()) - 1
-					}
-					workers[a.GetIdentity()]++
-				}
-			case ev.GetActivityTaskFailedEventAttributes() != nil, ev.GetActivityTaskTimedOutEventAttributes() != nil:
-				failed++
-			}
-		}
-	}
+	f := runAgentFleet(t, ctx, c, "tokens", "paced", sc.runs, sc.calls, func(i int) string { return fmt.Sprintf("Task %d: look around. %s", i, pad) })
+	wall, attempts, retried, extra, failed, workers := f.wall, f.attempts, f.retried, f.extra, f.failed, f.workers
 	st := small.TokenStats()
 	span := st.Last.Sub(st.First)
 	t.Logf("fleet token limit (paced %v): %d runs × %d model calls on 2 workers, endpoint limit %d tokens/min (booked at 90%%), provider %d per minute: wall %s, %d requests (%d accepted, %d answered 429), %d tokens served (%.0f a call), peak %d tokens in one minute, %.0f tokens/minute over %s, %d model calls retried (%d extra attempts), %d failed; calls per worker %v",
