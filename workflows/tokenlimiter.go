@@ -159,46 +159,72 @@ func reserveTokens(st *TokenLimiterState, req api.TokenReserveRequest, now time.
 // (t'−TokenWindow, t'] that contains t within budget. The sum of a window only changes
 // where a booking enters it (t' = its At) or leaves it (t' = At+TokenWindow), so the
 // candidates are now and the instants bookings leave, and a candidate t is checked at t
-// and at every booking inside [t, t+TokenWindow).
+// and at every booking inside (t, t+TokenWindow). The bookings are sorted once and the
+// sum of the window ending at each of them computed once (prefix sums), so a
+// reservation costs O(n log n) plus the bookings each candidate's window holds, not the
+// cube of the bookings: it runs inside the limiter's workflow task.
 func earliestFit(bookings []TokenBooking, tokens, budget int, now time.Time) time.Time {
+	at := make([]time.Time, len(bookings))
+	for i, b := range bookings {
+		at[i] = b.At
+	}
+	order := make([]int, len(bookings))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(i, j int) int { return at[i].Compare(at[j]) })
+	sorted := make([]time.Time, len(order))
+	prefix := make([]int, len(order)+1) // prefix[i]: tokens of the i earliest bookings
+	for i, k := range order {
+		sorted[i] = at[k]
+		prefix[i+1] = prefix[i] + bookings[k].Tokens
+	}
+	// upTo is the number of bookings at or before x; before, the number strictly before.
+	upTo := func(x time.Time) int {
+		i, _ := slices.BinarySearchFunc(sorted, x, func(e, x time.Time) int {
+			if e.After(x) {
+				return 1
+			}
+			return -1
+		})
+		return i
+	}
+	before := func(x time.Time) int {
+		i, _ := slices.BinarySearchFunc(sorted, x, func(e, x time.Time) int {
+			if e.Before(x) {
+				return -1
+			}
+			return 1
+		})
+		return i
+	}
+	window := func(x time.Time) int { return prefix[upTo(x)] - prefix[upTo(x.Add(-api.TokenWindow))] }
+	ending := make([]int, len(sorted)) // the sum of the window ending at each booking
+	for i, x := range sorted {
+		ending[i] = window(x)
+	}
 	candidates := []time.Time{now}
-	for _, b := range bookings {
-		if out := b.At.Add(api.TokenWindow); out.After(now) {
+	for _, x := range sorted {
+		if out := x.Add(api.TokenWindow); out.After(now) {
 			candidates = append(candidates, out)
 		}
 	}
 	slices.SortFunc(candidates, func(a, b time.Time) int { return a.Compare(b) })
+next:
 	for _, t := range candidates {
-		if fits(bookings, tokens, budget, t) {
-			return t
+		if window(t)+tokens > budget {
+			continue
 		}
+		for i := upTo(t); i < before(t.Add(api.TokenWindow)); i++ {
+			if ending[i]+tokens > budget {
+				continue next
+			}
+		}
+		return t
 	}
 	// Unreachable: after the last booking has left its window the budget is whole, and
 	// tokens is at most the budget.
 	return candidates[len(candidates)-1]
-}
-
-// fits reports whether tokens booked at t keep every window containing t within budget.
-func fits(bookings []TokenBooking, tokens, budget int, t time.Time) bool {
-	end := t.Add(api.TokenWindow)
-	check := func(at time.Time) bool {
-		sum := tokens
-		for _, b := range bookings {
-			if b.At.After(at.Add(-api.TokenWindow)) && !b.At.After(at) {
-				sum += b.Tokens
-			}
-		}
-		return sum <= budget
-	}
-	if !check(t) {
-		return false
-	}
-	for _, b := range bookings {
-		if b.At.After(t) && b.At.Before(end) && !check(b.At) {
-			return false
-		}
-	}
-	return true
 }
 
 // settleTokens puts the provider's count in place of a booking's estimate; a booking

@@ -2,6 +2,9 @@ package workflows
 
 import (
 	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -250,5 +253,79 @@ func TestTypeRecorderLeavesOutTheTokenLimiter(t *testing.T) {
 		if typ == api.WorkflowTokenLimiter || typ == api.WorkflowRegistry {
 			t.Errorf("Types() = %v lists %s", rec.Types(), typ)
 		}
+	}
+}
+
+// naiveEarliestFit is earliestFit by its definition: every candidate checked against every
+// window that contains it, each summed afresh. The test holds earliestFit to it.
+func naiveEarliestFit(bookings []TokenBooking, tokens, budget int, now time.Time) time.Time {
+	sum := func(at time.Time) int {
+		s := tokens
+		for _, b := range bookings {
+			if b.At.After(at.Add(-api.TokenWindow)) && !b.At.After(at) {
+				s += b.Tokens
+			}
+		}
+		return s
+	}
+	candidates := []time.Time{now}
+	for _, b := range bookings {
+		if out := b.At.Add(api.TokenWindow); out.After(now) {
+			candidates = append(candidates, out)
+		}
+	}
+	slices.SortFunc(candidates, func(a, b time.Time) int { return a.Compare(b) })
+next:
+	for _, t := range candidates {
+		if sum(t) > budget {
+			continue
+		}
+		for _, b := range bookings {
+			if b.At.After(t) && b.At.Before(t.Add(api.TokenWindow)) && sum(b.At) > budget {
+				continue next
+			}
+		}
+		return t
+	}
+	return candidates[len(candidates)-1]
+}
+
+// randomBookings are n bookings over the last window and the next two, on whole
+// seconds (so that bookings meet window edges exactly, where off-by-one errors live).
+func randomBookings(r *rand.Rand, n, budget int, now time.Time) []TokenBooking {
+	out := make([]TokenBooking, n)
+	for i := range out {
+		out[i] = TokenBooking{Key: fmt.Sprint(i), At: now.Add(time.Duration(r.IntN(180)-60) * time.Second),
+			Tokens: 1 + r.IntN(budget/4)}
+	}
+	return out
+}
+
+func TestEarliestFitMatchesItsDefinition(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	now := limiterEpoch
+	for trial := range 3000 {
+		budget := 100 + r.IntN(1000)
+		bookings := randomBookings(r, r.IntN(30), budget, now)
+		tokens := 1 + r.IntN(budget)
+		if got, want := earliestFit(bookings, tokens, budget, now), naiveEarliestFit(bookings, tokens, budget, now); !got.Equal(want) {
+			t.Fatalf("trial %d: earliestFit(%d tokens, budget %d) = %s, want %s; bookings %+v", trial, tokens, budget,
+				got.Sub(now), want.Sub(now), bookings)
+		}
+	}
+}
+
+// BenchmarkEarliestFit: one reservation against a full book, as a busy endpoint's limiter
+// holds it (the limiter refuses past tokenLimiterMaxBookings). It runs in a workflow task.
+func BenchmarkEarliestFit(b *testing.B) {
+	for _, n := range []int{100, 1000, tokenLimiterMaxBookings} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			r := rand.New(rand.NewPCG(3, 4))
+			now := limiterEpoch
+			bookings := randomBookings(r, n, 1_000_000, now)
+			for b.Loop() {
+				earliestFit(bookings, 500, 1_000_000, now)
+			}
+		})
 	}
 }
