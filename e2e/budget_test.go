@@ -254,6 +254,35 @@ func TestBudgetInTheBrowser(t *testing.T) {
 		countEvents(rec, api.EventBudgetDenied) != 1 {
 		t.Errorf("the denied run: result %s (%v), %d budget_denied", rec.Result, err, countEvents(rec, api.EventBudgetDenied))
 	}
+
+	// A session turn prompted from its page pauses on the turn's budget: the page (its
+	// stream) turns to the pause's figures and raise form, and the raise lets the turn end.
+	turn := `li.turn[data-turn="1"]`
+	if err := chromedp.Do(bctx,
+		chromedp.Navigate(base+"/sessions/counter/desk"),
+		chromedp.Poll[chromedp.Void](`document.readyState === "complete"`),
+		chromedp.SendKeys(chromedp.ID("prompt-text"), "Count the files."),
+		chromedp.Click(chromedp.ID("send")),
+		chromedp.WaitVisible(chromedp.CSS(`#budget-pending form.budget`)),
+		chromedp.Poll[chromedp.Void](`document.readyState === "complete"`),
+	); err != nil {
+		t.Fatalf("a session turn's budget pause on its page: %v\npage: %s", err, pageText())
+	}
+	if txt := pageText(); !strings.Contains(txt, "Budget reached: decision budget-1.2") || !strings.Contains(txt, "of 1 tokens in this turn") ||
+		strings.Contains(txt, "Approval needed") {
+		t.Errorf("the session page of a budget pause shows:\n%s", txt)
+	}
+	if err := chromedp.Do(bctx,
+		chromedp.SetValue(chromedp.CSS(`#budget-pending input[name="raise_tokens"]`), "50000"),
+		chromedp.Click(chromedp.CSS(`#budget-pending button[value="raise"]`)),
+		chromedp.WaitNotVisible(chromedp.ID("budget-pending")),
+		chromedp.Poll[chromedp.Void](`(document.querySelector('`+turn+`.done .said.agent .text') || {}).textContent === "There are no files."`),
+	); err != nil {
+		t.Fatalf("raise a session turn's budget from its page: %v\npage: %s", err, pageText())
+	}
+	if rec := p.waitStatus(api.SessionID("counter", "desk"), api.StatusRunning); countEvents(rec, api.EventBudgetRaised) != 1 {
+		t.Errorf("the session records %d budget_raised, want 1", countEvents(rec, api.EventBudgetRaised))
+	}
 }
 
 func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }

@@ -269,6 +269,10 @@ type sessionView struct {
 	Runs   int
 	// Pending is the tool call the session waits for, if any.
 	Pending *Pending
+	// Budget is set instead of Pending when the session waits on a budget pause: the page
+	// shows its figures and a raise form, as the run page does. BudgetCall is its call id.
+	Budget     *budgetView
+	BudgetCall string
 	// After is where the live stream starts: the end of the last finished turn, so a turn
 	// in progress is shown from its beginning.
 	After      int64
@@ -303,6 +307,11 @@ func (s *Server) sessionPage(w http.ResponseWriter, r *http.Request) {
 		if view.Status == api.StatusSuspended {
 			if rec, err := s.runs.Get(r.Context(), v.ID); err == nil {
 				v.Pending = pendingOf(rec)
+				if pend := v.Pending; pend != nil {
+					if b := budgetOf(pend.Capability, pend.Args, "/v1/runs/"+url.PathEscape(v.ID)+"/approvals/"+url.PathEscape(pend.CallID), pend.ArgsSHA256); b != nil {
+						v.Budget, v.BudgetCall, v.Pending = b, pend.CallID, nil
+					}
+				}
 			}
 		}
 	}

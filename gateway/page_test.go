@@ -243,6 +243,45 @@ func TestSessionPageEscapesWhatSessionsProduced(t *testing.T) {
 	}
 }
 
+// TestSessionPageShowsABudgetPause: a session turn paused on its budget shows the pause's
+// figures and the raise form, as the run page does, not a tool call to approve.
+func TestSessionPageShowsABudgetPause(t *testing.T) {
+	pause := api.BudgetPause{Agent: "assistant", Scope: api.BudgetScopeTurn, UsedTokens: 1250, MaxTokens: 1000, Tokens: true}
+	view := sessionFixture()
+	view.Status = api.StatusSuspended
+	rec := sessionRecord(api.StatusSuspended)
+	rec.State[api.StateApproval] = mustJSON(api.ApprovalInfo{CallID: "budget-3", Capability: api.CapabilityBudget, Tool: api.CapabilityBudget,
+		Args: mustJSON(pause), ArgsSHA256: "sha-budget-3", At: t0})
+	f := &fakeRuns{
+		session: func(context.Context, string, string) (api.SessionView, error) { return view, nil },
+		get:     getRecords(rec),
+	}
+	s := newServer(t, f, Options{})
+	page := readBody(t, do(t, s, request{method: "GET", path: "/sessions/assistant/u42"}))
+	for _, want := range []string{
+		`<section class="card pending" id="budget-pending" data-call="budget-3">`,
+		`Budget reached: decision <span class="mono">budget-3</span>`,
+		`agent <strong>assistant</strong> ` + pause.Spent(),
+		`<tr class="tokens reached"><th>tokens</th><td>1250</td><td>1000</td></tr>`,
+		`<form class="decide budget" method="post" action="/v1/runs/session:assistant:u42/approvals/budget-3" data-args-sha256="sha-budget-3" novalidate>`,
+		`name="raise_tokens"`, `value="raise"`, `value="deny"`,
+		`<section class="card pending" id="pending" hidden>`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("session page lacks %s\n%s", want, page)
+		}
+	}
+	if strings.Contains(page, `name="raise_cost"`) || strings.Contains(page, `id="pending-tool">budget`) {
+		t.Errorf("session page of a token budget pause offers a cost raise or shows it as a tool call:\n%s", page)
+	}
+	// A tool call to approve leaves the budget box hidden.
+	rec.State[api.StateApproval] = mustJSON(api.ApprovalInfo{CallID: "3.1", Capability: "write", Tool: "write_file", Args: mustJSON(map[string]string{"path": "a"}), At: t0})
+	page = readBody(t, do(t, s, request{method: "GET", path: "/sessions/assistant/u42"}))
+	if !strings.Contains(page, `<section class="card pending" id="budget-pending" hidden>`) || !strings.Contains(page, `id="pending-tool">write_file`) {
+		t.Errorf("session page of a tool call approval:\n%s", page)
+	}
+}
+
 // TestSessionPageOfANewSession: a session that does not exist yet is a page with a prompt
 // box (its first prompt creates it), not a 404.
 func TestSessionPageOfANewSession(t *testing.T) {

@@ -468,6 +468,24 @@
     function showPending(p) {
       const box = document.getElementById("pending");
       if (!box) return;
+      const budgetBox = document.getElementById("budget-pending");
+      if (p && p.kind === "tool_call" && p.capability === "budget") {
+        // A budget pause: the page draws its figures and raise form itself, so a pause
+        // this page does not have yet reloads it (once per pause, should the page still
+        // not have it, it is shown as a decision like any other).
+        if (budgetBox && budgetBox.dataset.call === p.call_id) {
+          box.hidden = true;
+          budgetBox.hidden = false;
+          return;
+        }
+        if (sessionStorage.getItem("nexo-budget-reload") !== p.call_id) {
+          sessionStorage.setItem("nexo-budget-reload", p.call_id);
+          location.reload();
+          return;
+        }
+      } else if (budgetBox) {
+        budgetBox.hidden = true;
+      }
       if (!p || p.kind !== "tool_call") {
         box.hidden = true;
         return;
