@@ -1,11 +1,8 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
-	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -30,30 +27,9 @@ func TestSessionWatchLiveText(t *testing.T) {
 	p.start()
 	p.ok("session", "prompt", "assistant", "live", "one")
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	watch := exec.CommandContext(ctx, bins.starter, "session", "watch", "assistant", "live", "--from", "0")
-	watch.Dir, watch.Env = p.dir, p.env()
-	var mu sync.Mutex
-	var out, errBuf bytes.Buffer
-	watch.Stdout, watch.Stderr = lockedWriter{&mu, &out}, lockedWriter{&mu, &errBuf}
-	if err := watch.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cancel(); _ = watch.Wait() }()
-	printed := func() string {
-		mu.Lock()
-		defer mu.Unlock()
-		return out.String()
-	}
-	// The watcher follows once it has replayed the first turn.
+	w := p.watchSession("assistant", "live")
+	printed, errBuf := w.Stdout, w.Stderr
 	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(printed(), "turn end") {
-		if time.Now().After(deadline) {
-			t.Fatalf("the watcher did not replay the first turn within 30 s:\n%s\nwatch stderr: %s", printed(), errBuf.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 
 	prompted := make(chan result, 1)
 	go func() { prompted <- p.starter("session", "prompt", "assistant", "live", "two") }()
@@ -62,7 +38,7 @@ func TestSessionWatchLiveText(t *testing.T) {
 	var partial string
 	for partial == "" {
 		if time.Now().After(deadline) {
-			t.Fatalf("no live text within 30 s:\n%s\nwatch stderr: %s\nworker:\n%s", printed(), errBuf.String(), p.output())
+			t.Fatalf("no live text within 30 s:\n%s\nwatch stderr: %s\nworker:\n%s", printed(), errBuf(), p.output())
 		}
 		for _, line := range strings.Split(printed(), "\n") {
 			if _, text, ok := strings.Cut(line, "#live"); ok {
@@ -139,29 +115,9 @@ func TestSessionWatchLiveThinking(t *testing.T) {
 	p.start()
 	p.ok("session", "prompt", "assistant", "think", "one")
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	watch := exec.CommandContext(ctx, bins.starter, "session", "watch", "assistant", "think", "--from", "0")
-	watch.Dir, watch.Env = p.dir, p.env()
-	var mu sync.Mutex
-	var out, errBuf bytes.Buffer
-	watch.Stdout, watch.Stderr = lockedWriter{&mu, &out}, lockedWriter{&mu, &errBuf}
-	if err := watch.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cancel(); _ = watch.Wait() }()
-	printed := func() string {
-		mu.Lock()
-		defer mu.Unlock()
-		return out.String()
-	}
+	w := p.watchSession("assistant", "think")
+	printed, errBuf := w.Stdout, w.Stderr
 	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(printed(), "turn end") {
-		if time.Now().After(deadline) {
-			t.Fatalf("the watcher did not replay the first turn within 30 s:\n%s\nwatch stderr: %s", printed(), errBuf.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 
 	prompted := make(chan result, 1)
 	go func() { prompted <- p.starter("session", "prompt", "assistant", "think", "two") }()
@@ -172,7 +128,7 @@ func TestSessionWatchLiveThinking(t *testing.T) {
 	for !whole {
 		if time.Now().After(deadline) {
 			t.Fatalf("the whole reasoning was not shown live within 30 s (partial %v):\n%s\nwatch stderr: %s\nworker:\n%s",
-				partial, printed(), errBuf.String(), p.output())
+				partial, printed(), errBuf(), p.output())
 		}
 		for _, line := range strings.Split(printed(), "\n") {
 			if _, text, ok := strings.Cut(line, "#live"); ok {
@@ -217,4 +173,22 @@ func TestSessionWatchLiveThinking(t *testing.T) {
 	if !partial {
 		t.Logf("the reasoning was first seen whole (it streamed faster than the watcher read); growth is asserted in activities' tests")
 	}
+}
+
+// watchSession starts `starter session watch agent instance --from 0` in the background,
+// stopped when the test ends, and returns once it has replayed the session's first turn
+// (and follows).
+func (p *platform) watchSession(agent, instance string) *bgStarter {
+	p.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	w := p.startStarter(ctx, "session", "watch", agent, instance, "--from", "0")
+	p.t.Cleanup(func() { cancel(); _ = w.Wait() })
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(w.Stdout(), "turn end") {
+		if time.Now().After(deadline) {
+			p.t.Fatalf("the watcher did not replay the first turn within 30 s:\n%s\nwatch stderr: %s", w.Stdout(), w.Stderr())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return w
 }
