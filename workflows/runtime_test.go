@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 
 // fakeActs are the example activities with counters, registered by their api names.
 type fakeActs struct {
+	mu                 sync.Mutex // the test suite runs a checkpoint group's activities at once
 	fetches, publishes int
 	metricFails        map[string]int // name → failures left
 	metricCalls        map[string]int
@@ -28,17 +30,24 @@ func (f *fakeActs) register(env *testsuite.TestWorkflowEnvironment) {
 		f.metricCalls = map[string]int{}
 	}
 	env.RegisterActivityWithOptions(func(_ context.Context, id string) (api.Document, error) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
 		f.fetches++
 		return api.Document{ID: id, Title: "T" + id}, nil
 	}, activity.RegisterOptions{Name: api.ActivityFetchDocument})
 	env.RegisterActivityWithOptions(func(_ context.Context, d api.Document) (string, error) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
 		f.publishes++
 		return "published/" + d.ID, nil
 	}, activity.RegisterOptions{Name: api.ActivityPublishDocument})
 	completed := make(chan struct{}, 16)
 	env.RegisterActivityWithOptions(func(_ context.Context, name string) (api.Metric, error) {
+		f.mu.Lock()
 		f.metricCalls[name]++
-		if f.metricFails[name] > 0 {
+		failing := f.metricFails[name] > 0
+		f.mu.Unlock()
+		if failing {
 			// Fail only after another step completed, so "completed steps stay" is what
 			// the test sees rather than a race with the cancellation of the others.
 			select {
@@ -46,7 +55,9 @@ func (f *fakeActs) register(env *testsuite.TestWorkflowEnvironment) {
 				time.Sleep(20 * time.Millisecond)
 			case <-time.After(5 * time.Second):
 			}
+			f.mu.Lock()
 			f.metricFails[name]--
+			f.mu.Unlock()
 			return api.Metric{}, temporal.NewNonRetryableApplicationError(name+" backend down", "Boom", nil)
 		}
 		defer func() { completed <- struct{}{} }()

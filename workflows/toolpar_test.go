@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -192,8 +193,12 @@ func TestParallelToolsResultsInModelOrder(t *testing.T) {
 			ids = append(ids, d.CallID)
 		}
 	}
-	if got := strings.Join(ids, " "); got != "1.3 1.2 1.1" {
-		t.Errorf("results recorded as the calls ended: %s, want 1.3 1.2 1.1", got)
+	// Each result is recorded once, when the workflow sees it: calls that end close
+	// together may reach one workflow task, so their order there is not the order the
+	// calls ended in (the model's order is asserted above).
+	slices.Sort(ids)
+	if got := strings.Join(ids, " "); got != "1.1 1.2 1.3" {
+		t.Errorf("results recorded for calls %s, want 1.1 1.2 1.3 once each", got)
 	}
 }
 
