@@ -78,9 +78,11 @@ func keepAlive(ctx context.Context) (stop func()) {
 	if _, loaded := beats.LoadOrStore(key, b); loaded {
 		return func() {}
 	}
-	done := make(chan struct{})
+	done, exited := make(chan struct{}), make(chan struct{})
+	every := keepAliveEvery(ctx)
 	go func() {
-		t := time.NewTicker(keepAliveEvery(ctx))
+		defer close(exited)
+		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
 			select {
@@ -93,8 +95,11 @@ func keepAlive(ctx context.Context) (stop func()) {
 			}
 		}
 	}()
+	// stop returns once the keep-alive has ended: no beat is sent after it (nor after the
+	// attempt it kept alive returned).
 	return func() {
 		close(done)
+		<-exited
 		beats.CompareAndDelete(key, b)
 	}
 }
