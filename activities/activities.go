@@ -102,6 +102,7 @@ func New(d Deps) *Activities {
 	}
 	if d.Sandboxes != nil {
 		d.Sandboxes.restoreVirtual = a.restoreVirtual // a restarted worker's virtual sandboxes (hostq.go)
+		d.Sandboxes.restoreBase = a.restoreBase       // a sandbox made anew from the run's snapshot (snapshot.go)
 	}
 	if a.fetcher == nil {
 		a.fetcher = NewFetcher()
@@ -201,7 +202,7 @@ func (a *Activities) WriteArtifact(ctx context.Context, req api.WriteArtifactReq
 
 // StageFiles writes files into the run's sandbox.
 func (a *Activities) StageFiles(ctx context.Context, req api.StageFilesRequest) (api.StageFilesResult, error) {
-	sb, err := a.sandboxes.Open(ctx, req.RunID, req.Sandbox)
+	sb, _, err := a.sandboxes.OpenFrom(ctx, req.RunID, req.Sandbox, req.Base)
 	if err != nil {
 		return api.StageFilesResult{}, classify(fmt.Errorf("stage files: %w", err))
 	}
@@ -212,6 +213,13 @@ func (a *Activities) StageFiles(ctx context.Context, req api.StageFilesRequest) 
 			return api.StageFilesResult{}, classify(fmt.Errorf("stage %s: %w", f.Path, err))
 		}
 		res.Paths = append(res.Paths, p)
+	}
+	if req.Snapshot && snapshotEligible(req.Sandbox) {
+		ref, err := a.snapshotWorkspace(ctx, req.RunID, req.Sandbox, sb)
+		if err != nil {
+			return api.StageFilesResult{}, classifyArchive(fmt.Errorf("stage files: snapshot the workspace: %w", err))
+		}
+		res.Snapshot = &ref
 	}
 	return res, nil
 }

@@ -135,6 +135,20 @@ func emptyArchive() []byte {
 // whole in memory for local and docker) and leaves the sandbox as it is. A local sandbox
 // on a directory the user named (sandbox.dir) is not the run's to copy: nothing is stored.
 func (a *Activities) SnapshotSandbox(ctx context.Context, req api.ReleaseSandboxRequest) (api.SnapshotResult, error) {
+	if req.Manifest == api.ManifestRequested {
+		if !snapshotEligible(req.Sandbox) {
+			return api.SnapshotResult{}, nil
+		}
+		sb, err := a.sandboxes.Open(ctx, req.RunID, req.Sandbox)
+		if err != nil {
+			return api.SnapshotResult{}, classify(fmt.Errorf("snapshot sandbox: %w", err))
+		}
+		ref, err := a.snapshotWorkspace(ctx, req.RunID, req.Sandbox, sb)
+		if err != nil {
+			return api.SnapshotResult{}, classifyArchive(fmt.Errorf("snapshot sandbox of run %s: %w", req.RunID, err))
+		}
+		return api.SnapshotResult{Bytes: ref.Bytes, Ref: &ref}, nil
+	}
 	if req.Sandbox.Dir != "" {
 		return api.SnapshotResult{}, nil
 	}
@@ -175,6 +189,17 @@ func (a *Activities) RestoreSandboxOnHost(ctx context.Context, req api.ReleaseSa
 	sb, err := a.sandboxes.OpenFresh(ctx, req.RunID, req.Sandbox)
 	if err != nil {
 		return api.RestoreOnHostResult{}, classify(fmt.Errorf("restore sandbox: %w", err))
+	}
+	if req.Manifest != "" {
+		ws, ok := sb.(workspacer)
+		if !ok {
+			return api.RestoreOnHostResult{}, nil
+		}
+		res, n, err := a.restoreManifest(ctx, ws, req.Manifest, req.Sandbox.Type == api.SandboxDocker)
+		if err != nil {
+			return api.RestoreOnHostResult{}, nonRetryableSnapshot(classifyArchive(fmt.Errorf("restore sandbox of run %s: %w", req.RunID, err)))
+		}
+		return api.RestoreOnHostResult{Found: true, Bytes: n, RestoreManifestResult: res}, nil
 	}
 	archive, err := a.store.GetReader(ctx, req.RunID, workspaceArchive)
 	if errors.Is(err, artifacts.ErrNotFound) {
@@ -222,6 +247,7 @@ func (s *Sandboxes) OpenFresh(ctx context.Context, runID string, spec api.Sandbo
 		_ = sb.Close(ctx)
 	}
 	delete(s.live, key)
+	delete(s.snaps, key)
 	s.mu.Unlock()
 	if spec.Type == api.SandboxDocker && s.docker != nil {
 		if err := s.docker.Remove(ctx, runID); err != nil {
@@ -318,6 +344,11 @@ func (s *Sandboxes) forgetRun(ctx context.Context, runID string) {
 		if strings.HasPrefix(key, runID+"\x00") {
 			drop = append(drop, sb)
 			delete(s.live, key)
+		}
+	}
+	for key := range s.snaps {
+		if strings.HasPrefix(key, runID+"\x00") {
+			delete(s.snaps, key)
 		}
 	}
 	s.mu.Unlock()

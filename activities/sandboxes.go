@@ -35,6 +35,11 @@ type Sandboxes struct {
 	// restoreVirtual, when set, fills a virtual sandbox made here from the run's last
 	// snapshot: its files were in the memory of a worker process that ended (hostq.go).
 	restoreVirtual func(ctx context.Context, runID string, v *sandbox.Virtual) error
+	// restoreBase rebuilds a sandbox made anew here from a run's snapshot (snapshot.go).
+	restoreBase func(ctx context.Context, sb sandbox.Sandbox, spec api.SandboxSpec, ref string) (api.RestoreManifestResult, error)
+	// snaps is what this host knows of each run's last snapshot (snapshot.go), dropped
+	// with the run's sandbox.
+	snaps map[string]*snapState
 }
 
 // NewSandboxes returns the worker's sandbox registry with per-run workspaces under root.
@@ -75,20 +80,29 @@ func (s *Sandboxes) Get(runID string, spec api.SandboxSpec) (sandbox.Sandbox, er
 func (s *Sandboxes) Forget(runID string, spec api.SandboxSpec) {
 	s.mu.Lock()
 	delete(s.live, liveKey(runID, spec))
+	delete(s.snaps, liveKey(runID, spec))
 	s.mu.Unlock()
 }
 
 // Open returns the run's sandbox, creating it on first use (a docker sandbox is created
 // or found again by Ensure, which is idempotent).
 func (s *Sandboxes) Open(ctx context.Context, runID string, spec api.SandboxSpec) (sandbox.Sandbox, error) {
+	sb, _, err := s.OpenFrom(ctx, runID, spec, "")
+	return sb, err
+}
+
+// OpenFrom is Open for a run whose last snapshot is base: a virtual sandbox or a per-run
+// directory this host has to make anew is rebuilt from base before it is returned, and
+// rebuilt says what that restore could not bring back (nil: nothing was rebuilt).
+func (s *Sandboxes) OpenFrom(ctx context.Context, runID string, spec api.SandboxSpec, base string) (sb sandbox.Sandbox, rebuilt *api.RestoreManifestResult, err error) {
 	if !usableRunID(runID) {
-		return nil, fmt.Errorf("sandbox for run %q: not a usable run id: %w", runID, ErrSandboxUnavailable)
+		return nil, nil, fmt.Errorf("sandbox for run %q: not a usable run id: %w", runID, ErrSandboxUnavailable)
 	}
 	key := liveKey(runID, spec)
 	s.mu.Lock()
 	if sb, ok := s.live[key]; ok {
 		s.mu.Unlock()
-		return sb, nil
+		return sb, nil, nil
 	}
 	// Created under this run's own lock, not the registry's: making a container takes
 	// seconds, and other runs' tool calls on this worker must not wait behind it.
@@ -105,17 +119,49 @@ func (s *Sandboxes) Open(ctx context.Context, runID string, spec api.SandboxSpec
 	sb, ok := s.live[key] // made while this call waited for the run's lock
 	s.mu.Unlock()
 	if ok {
-		return sb, nil
+		return sb, nil, nil
 	}
-	sb, err := s.create(ctx, runID, spec)
+	fresh := base != "" && s.restoreBase != nil && s.makesAnew(runID, spec)
+	sb, err = s.create(ctx, runID, spec, fresh)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	if fresh {
+		res, err := s.restoreBase(ctx, sb, spec, base)
+		if err != nil {
+			_ = sb.Close(ctx)
+			return nil, nil, fmt.Errorf("rebuild the %s sandbox of run %s from its snapshot: %w", specType(spec), runID, err)
+		}
+		rebuilt = &res
 	}
 	s.mu.Lock()
 	s.live[key] = sb
 	delete(s.opening, key) // later calls find it in live; a waiter still holds its lock
 	s.mu.Unlock()
-	return sb, nil
+	return sb, rebuilt, nil
+}
+
+// makesAnew says whether opening the run's sandbox here makes it empty: a virtual sandbox
+// not in this process, a per-run directory that does not exist.
+func (s *Sandboxes) makesAnew(runID string, spec api.SandboxSpec) bool {
+	switch spec.Type {
+	case api.SandboxVirtual:
+		return true
+	case "", api.SandboxLocal:
+		if spec.Dir != "" {
+			return false
+		}
+		_, err := os.Stat(filepath.Join(s.root, runID))
+		return errors.Is(err, os.ErrNotExist)
+	}
+	return false
+}
+
+func specType(spec api.SandboxSpec) string {
+	if spec.Type == "" {
+		return api.SandboxLocal
+	}
+	return spec.Type
 }
 
 // usableRunID reports whether runID can name a workspace directory and a container.
@@ -123,8 +169,9 @@ func usableRunID(runID string) bool {
 	return runID != "" && !strings.ContainsAny(runID, "/\\\x00") && runID != "." && runID != ".."
 }
 
-// create makes the sandbox spec describes for the run.
-func (s *Sandboxes) create(ctx context.Context, runID string, spec api.SandboxSpec) (sandbox.Sandbox, error) {
+// create makes the sandbox spec describes for the run; rebuilding (the caller restores a
+// snapshot into it) skips the legacy archive of a virtual sandbox.
+func (s *Sandboxes) create(ctx context.Context, runID string, spec api.SandboxSpec, rebuilding bool) (sandbox.Sandbox, error) {
 	var (
 		sb  sandbox.Sandbox
 		err error
@@ -138,7 +185,7 @@ func (s *Sandboxes) create(ctx context.Context, runID string, spec api.SandboxSp
 		sb, err = sandbox.NewLocal(dir, sandbox.LocalOptions{})
 	case api.SandboxVirtual:
 		v := sandbox.NewVirtual()
-		if s.restoreVirtual != nil {
+		if s.restoreVirtual != nil && !rebuilding {
 			err = s.restoreVirtual(ctx, runID, v)
 		}
 		sb = v
@@ -164,6 +211,7 @@ func (s *Sandboxes) Release(ctx context.Context, runID string, spec api.SandboxS
 	key := liveKey(runID, spec)
 	sb := s.live[key]
 	delete(s.live, key)
+	delete(s.snaps, key)
 	s.mu.Unlock()
 	var errs []error
 	if sb != nil {

@@ -78,9 +78,13 @@ func toolError(format string, args ...any) api.RunToolResult {
 // (missing file, escaping path, failing command, refused URL) is a result the model sees;
 // only a sandbox that cannot be reached is an activity error, retried by Temporal.
 func (a *Activities) RunTool(ctx context.Context, req api.RunToolRequest) (res api.RunToolResult, err error) {
+	var sb sandbox.Sandbox
 	defer func() {
 		if errors.Is(err, docker.ErrContainerGone) {
 			a.sandboxes.Forget(req.RunID, req.Sandbox)
+		}
+		if err == nil && req.Snapshot && snapshotTool(req.Tool) && sb != nil {
+			res.Snapshot, res.SnapshotError, err = a.snapshotAfter(ctx, req, sb)
 		}
 		if err == nil {
 			res = noteRetry(ctx, res)
@@ -88,10 +92,16 @@ func (a *Activities) RunTool(ctx context.Context, req api.RunToolRequest) (res a
 			res, err = a.offload(ctx, res, req.StoreOver)
 		}
 	}()
-	sb, err := a.sandboxes.Open(ctx, req.RunID, req.Sandbox)
+	sb, rebuilt, err := a.sandboxes.OpenFrom(ctx, req.RunID, req.Sandbox, req.Base)
 	if err != nil {
+		sb = nil
 		return api.RunToolResult{}, classify(fmt.Errorf("tool %s: %w", req.Tool, err))
 	}
+	defer func() {
+		if err == nil {
+			res.Rebuilt = rebuilt
+		}
+	}()
 	var args map[string]any
 	if err := json.Unmarshal(req.Args, &args); err != nil {
 		return toolError("arguments are not a JSON object: %v", err), nil

@@ -21,17 +21,26 @@ type StageFilesRequest struct {
 	RunID   string       `json:"run_id"`
 	Sandbox SandboxSpec  `json:"sandbox"`
 	Files   []StagedFile `json:"files"`
+	// Snapshot asks for a workspace snapshot after the files are written; Base is the
+	// run's last one (see RunToolRequest).
+	Snapshot bool   `json:"snapshot,omitempty"`
+	Base     string `json:"base,omitempty"`
 }
 
 // StageFilesResult lists the paths written, as the sandbox sees them.
 type StageFilesResult struct {
 	Paths []string `json:"paths"`
+	// Snapshot is the workspace after staging, when asked.
+	Snapshot *SnapshotRef `json:"snapshot,omitempty"`
 }
 
 // ReleaseSandboxRequest asks the ReleaseSandbox activity to remove a run's own sandbox.
 type ReleaseSandboxRequest struct {
 	RunID   string      `json:"run_id"`
 	Sandbox SandboxSpec `json:"sandbox"`
+	// Manifest, on a restore, names the snapshot to rebuild the workspace from (the run's
+	// last); empty restores the archive of runs recorded before snapshots.
+	Manifest string `json:"manifest,omitempty"`
 }
 
 // Activities of the example workflows.

@@ -231,6 +231,13 @@ type RunToolRequest struct {
 	// Note, when set, starts the result (before it is stored), so the model reads it
 	// even when the result travels by reference: "A human edited this call's arguments...".
 	Note string `json:"note,omitempty"`
+	// Snapshot asks the worker to snapshot the workspace after the call (write_file,
+	// shell): the result then carries the snapshot's reference (api/snapshot.go).
+	Snapshot bool `json:"snapshot,omitempty"`
+	// Base is the run's last snapshot: a sandbox this host has to make anew for the call
+	// (a virtual one after a worker restart, a per-run directory that is gone) is rebuilt
+	// from it first, so the call finds the files the model saw.
+	Base string `json:"base,omitempty"`
 }
 
 // DefaultStoreOver is the size over which a tool result is stored and referenced.
@@ -250,6 +257,14 @@ type RunToolResult struct {
 	IsError      bool       `json:"is_error,omitempty"`
 	Path         string     `json:"path,omitempty"`
 	Stamp        *FileStamp `json:"stamp,omitempty"`
+	// Snapshot is the workspace as the call left it, when the request asked for one.
+	Snapshot *SnapshotRef `json:"snapshot,omitempty"`
+	// SnapshotError says why no snapshot could be taken (the workspace is over the
+	// snapshot limits); the call's own result stands.
+	SnapshotError string `json:"snapshot_error,omitempty"`
+	// Rebuilt is set when the host made the sandbox anew from Base for this call: what
+	// that restore could not bring back.
+	Rebuilt *RestoreManifestResult `json:"rebuilt,omitempty"`
 }
 
 // CompactThreadRequest asks the CompactThread activity to shorten a thread: Messages are

@@ -50,16 +50,30 @@ type SandboxHost struct {
 	HostTimeout Duration `json:"host_timeout,omitempty"`
 	// ParkedAt is when the run's workspace was last snapshotted (nil: never).
 	ParkedAt *time.Time `json:"parked_at,omitempty"`
+	// Snapshot is the run's last workspace snapshot, carried across a session's
+	// continue-as-new.
+	Snapshot *SnapshotRef `json:"snapshot,omitempty"`
+	// SnapshotCall is the id of the call that took Snapshot.
+	SnapshotCall string `json:"snapshot_call,omitempty"`
 }
 
 // SnapshotResult is what a snapshot stored.
 type SnapshotResult struct {
 	Bytes int64 `json:"bytes"`
+	// Ref is the incremental snapshot taken when the request's Manifest was
+	// ManifestRequested (nil for a user's dir, which is not the run's to snapshot).
+	Ref *SnapshotRef `json:"ref,omitempty"`
 }
+
+// ManifestRequested, as a SnapshotSandbox request's Manifest, asks for an incremental
+// snapshot (api/snapshot.go) instead of a whole-workspace archive.
+const ManifestRequested = "incremental"
 
 // RestoreOnHostResult says what a restore on a new host found: Found is false when the
 // run had no snapshot (the workspace starts empty but for the artifacts restored).
 type RestoreOnHostResult struct {
 	Found bool  `json:"found"`
 	Bytes int64 `json:"bytes"`
+	// Lost and Skipped: what a restore from a manifest could not bring back.
+	RestoreManifestResult
 }

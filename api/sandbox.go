@@ -21,6 +21,9 @@ type SandboxSpec struct {
 	// Dir is the host directory of a local sandbox. Empty means a fresh directory per run
 	// under the worker's workspace root, owned by the run and removed when it ends.
 	Dir string `json:"dir,omitempty" mapstructure:"dir" yaml:"dir"`
+	// Snapshot, set true, snapshots a user's Dir after every change as a per-run workspace
+	// is (a user's own checkout is not snapshotted otherwise). It has no effect without Dir.
+	Snapshot bool `json:"snapshot,omitempty" mapstructure:"snapshot" yaml:"snapshot"`
 
 	// Docker sandboxes (type docker): one hardened container per run. The defaults are
 	// safe: no network, all capabilities dropped, no-new-privileges, read-only root with a

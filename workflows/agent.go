@@ -353,11 +353,7 @@ func (rt *runtime) closeMCP(ctx workflow.Context) {
 func (rt *runtime) callTool(ctx workflow.Context, spec agents.Spec, tools toolset, call api.ToolCall, session, byRef bool) (api.RunToolResult, error) {
 	var args map[string]any
 	argErr := json.Unmarshal([]byte(orEmptyObject(call.Arguments)), &args)
-	if session {
-		rt.emit(ctx, api.StreamToolCall, map[string]any{"id": call.ID, "name": call.Name, "args": argsForEvent(args, call.Arguments), "status": "started"})
-	} else {
-		rt.emit(ctx, "agent_tool_call", map[string]any{"call_id": call.ID, "name": call.Name, "args": argsForEvent(args, call.Arguments)})
-	}
+	rt.emitToolStarted(ctx, call, args, session)
 
 	storeOver := 0
 	if byRef {
@@ -367,19 +363,7 @@ func (rt *runtime) callTool(ctx workflow.Context, spec agents.Spec, tools toolse
 	if err != nil {
 		return result, err
 	}
-	if session {
-		status := "completed"
-		if result.IsError {
-			status = "failed"
-		}
-		rt.emit(ctx, api.StreamToolCall, map[string]any{"id": call.ID, "name": call.Name, "status": status, "content": result.Content})
-	} else {
-		data := map[string]any{"call_id": call.ID, "name": call.Name, "ok": !result.IsError, "content": result.Content}
-		if result.ContentRef != "" {
-			data["bytes"], data["content_ref"] = result.ContentBytes, result.ContentRef
-		}
-		rt.emit(ctx, "agent_tool_result", data)
-	}
+	rt.emitToolEnded(ctx, call, result, session)
 	return result, nil
 }
 
@@ -521,7 +505,10 @@ func (rt *runtime) runAllowed(ctx workflow.Context, spec agents.Spec, tools tool
 	}
 
 	req := api.RunToolRequest{RunID: rt.rec.ID, Sandbox: spec.Sandbox, CallID: call.ID, Tool: tool.Name,
-		Args: json.RawMessage(orEmptyObject(call.Arguments)), FetchAllow: spec.FetchAllow, StoreOver: storeOver, Note: note}
+		Args: json.RawMessage(orEmptyObject(call.Arguments)), FetchAllow: spec.FetchAllow, StoreOver: storeOver, Note: note,
+		Base: rt.snapshotBase()}
+	snapshots := (tool.Name == agents.ToolWriteFile || tool.Name == agents.ToolShell) && rt.snapshotsOn(ctx)
+	req.Snapshot = snapshots
 	key := ""
 	if tool.Name == agents.ToolWriteFile || tool.Name == agents.ToolReadFile {
 		key = stampKey(pc.Detail)
@@ -534,7 +521,10 @@ func (rt *runtime) runAllowed(ctx workflow.Context, spec agents.Spec, tools tool
 	if err := rt.onSandbox(ctx, &opts, api.ActivityRunTool, req, &res); err != nil {
 		return api.RunToolResult{}, &wrapError{err: err}
 	}
-	rt.parkIfDue(ctx, tool.Name) // a snapshot every park_every while the run works (hostq.go)
+	rt.noteToolSnapshot(ctx, call.ID, &res)
+	if !snapshots {
+		rt.parkIfDue(ctx, tool.Name) // runs recorded before snapshots: one every park_every (hostq.go)
+	}
 	if key != "" && res.Stamp != nil {
 		if rt.stamps == nil {
 			rt.stamps = map[string]api.FileStamp{}

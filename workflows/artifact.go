@@ -138,10 +138,12 @@ func Stage(ctx workflow.Context, files map[string][]byte) (int, error) {
 		req.Files = append(req.Files, api.StagedFile{Path: p, Content: files[p]})
 	}
 	rt.sandboxUsed = true
+	req.Snapshot, req.Base = rt.snapshotsOn(ctx), rt.snapshotBase()
 	var res api.StageFilesResult
 	if err := rt.onSandbox(ctx, nil, api.ActivityStageFiles, req, &res); err != nil {
 		return 0, wrap(err, "stage %d files", len(files))
 	}
+	rt.noteSnapshot(ctx, res.Snapshot, "")
 	rt.emit(ctx, "staged", map[string]int{"count": len(req.Files)})
 	return len(req.Files), nil
 }

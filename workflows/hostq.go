@@ -2,6 +2,8 @@ package workflows
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -54,6 +56,98 @@ type hostState struct {
 	// mu serializes claiming and moving: tool calls of one reply may run concurrently
 	// (tool_concurrency), and they must land on one host, claimed once.
 	mu workflow.Mutex
+
+	// snapV is the run's version of changeSnapshots, once asked.
+	snapV *workflow.Version
+	// snap is the run's last workspace snapshot and snapCall the call that took it
+	// ("" for one taken at a suspend or a stage).
+	snap     *api.SnapshotRef
+	snapCall string
+	// lostNote, when set, starts the next tool result the model sees: what a restore
+	// could not bring back.
+	lostNote string
+}
+
+// changeSnapshots: every call that can change the workspace (write_file, shell, staged
+// files, the snapshot at a suspend) stores an incremental content-addressed snapshot, the
+// run keeps its last one, and a move or a sandbox made anew restores it; the interval
+// snapshot (park_every) is no longer taken. Runs recorded before keep the archive.
+const changeSnapshots = "workspace-snapshots"
+
+// snapshotsOn reports whether the run takes a snapshot after every change.
+func (rt *runtime) snapshotsOn(ctx workflow.Context) bool {
+	if !rt.hostQueued(ctx) {
+		return false
+	}
+	if rt.host.snapV == nil {
+		v := workflow.GetVersion(ctx, changeSnapshots, workflow.DefaultVersion, 1)
+		rt.host.snapV = &v
+	}
+	return *rt.host.snapV >= 1
+}
+
+// snapshotBase is the manifest a sandbox made anew for the run is rebuilt from.
+func (rt *runtime) snapshotBase() string {
+	if rt.host.snap == nil {
+		return ""
+	}
+	return rt.host.snap.Manifest
+}
+
+// noteSnapshot makes ref the run's last snapshot unless a later one is already kept (two
+// calls of one reply may end in either order).
+func (rt *runtime) noteSnapshot(ctx workflow.Context, ref *api.SnapshotRef, callID string) {
+	if ref == nil || ref.Manifest == "" {
+		return
+	}
+	if rt.host.snap != nil && rt.host.snap.AtUnixNano > ref.AtUnixNano {
+		return
+	}
+	r := *ref
+	rt.host.snap, rt.host.snapCall = &r, callID
+	t := time.Unix(0, ref.AtUnixNano).UTC()
+	rt.host.parkedAt = &t
+	rt.host.since = workflow.Now(ctx)
+}
+
+// noteToolSnapshot takes in what a tool call's result says of the workspace: its
+// snapshot, a snapshot that could not be taken, a sandbox rebuilt for it. What a restore
+// lost is told to the model at the start of this result (or the next one).
+func (rt *runtime) noteToolSnapshot(ctx workflow.Context, callID string, res *api.RunToolResult) {
+	rt.noteSnapshot(ctx, res.Snapshot, callID)
+	if res.SnapshotError != "" {
+		rt.emit(ctx, "sandbox_snapshot_failed", map[string]string{"call_id": callID, "error": res.SnapshotError})
+	}
+	if rb := res.Rebuilt; rb != nil {
+		data := map[string]any{"reason": "rebuilt", "call_id": callID, "snapshot": rt.snapshotBase(), "snapshot_call": rt.host.snapCall}
+		if len(rb.Lost) > 0 {
+			data["lost"] = rb.Lost
+		}
+		if len(rb.Skipped) > 0 {
+			data["skipped"] = rb.Skipped
+		}
+		rt.emit(ctx, "sandbox_restored", data)
+		if note := lostNote(*rb); note != "" {
+			rt.host.lostNote += note
+		}
+	}
+	if rt.host.lostNote != "" {
+		res.Content = rt.host.lostNote + res.Content
+		rt.host.lostNote = ""
+	}
+}
+
+// lostNote is what the model is told of a restore that could not bring everything back.
+func lostNote(rb api.RestoreManifestResult) string {
+	note := ""
+	if len(rb.Lost) > 0 {
+		note += fmt.Sprintf("[note: the workspace was restored from its last snapshot, but %d file(s) could not be (their stored bytes are missing or changed): %s]\n",
+			len(rb.Lost), strings.Join(rb.Lost, ", "))
+	}
+	if len(rb.Skipped) > 0 {
+		note += fmt.Sprintf("[note: symbolic links are not restored on this sandbox: %s]\n", strings.Join(rb.Skipped, ", "))
+	}
+	return note
 }
 
 // lockHost takes the run's host lock (made on first use; no command, so uncontended use
@@ -227,8 +321,22 @@ func (rt *runtime) moveHost(ctx workflow.Context) error {
 func (rt *runtime) restoreHere(ctx workflow.Context, moved bool) error {
 	hctx := rt.onHostQueue(ctx, nil)
 	req := api.ReleaseSandboxRequest{RunID: rt.rec.ID, Sandbox: rt.sandbox}
+	if rt.snapshotsOn(ctx) {
+		req.Manifest = rt.snapshotBase()
+	}
 	var res api.RestoreOnHostResult
-	if err := workflow.ExecuteActivity(hctx, api.ActivityRestoreSandboxOnHost, req).Get(ctx, &res); err != nil {
+	err := workflow.ExecuteActivity(hctx, api.ActivityRestoreSandboxOnHost, req).Get(ctx, &res)
+	unreadable := ""
+	if err != nil && req.Manifest != "" && !hostLost(err) {
+		// The snapshot itself cannot be read (its manifest is missing or changed): the
+		// workspace starts empty, and the model is told so; never a silent reset.
+		unreadable = errorMessage(err)
+		req.Manifest = ""
+		res = api.RestoreOnHostResult{}
+		err = workflow.ExecuteActivity(hctx, api.ActivityRestoreSandboxOnHost, req).Get(ctx, &res)
+		res.Found = false
+	}
+	if err != nil {
 		rt.emit(ctx, "sandbox_restore_failed", map[string]string{"error": errorMessage(err)})
 		return wrap(err, "restore the run's sandbox on host %s", rt.host.cur.Queue)
 	}
@@ -237,6 +345,21 @@ func (rt *runtime) restoreHere(ctx workflow.Context, moved bool) error {
 		data["parked_at"] = rt.host.parkedAt.UTC()
 	} else {
 		data["parked_at"] = nil // never snapshotted: the workspace starts empty
+	}
+	if req.Manifest != "" {
+		data["snapshot"], data["snapshot_call"] = req.Manifest, rt.host.snapCall
+		if len(res.Lost) > 0 {
+			data["lost"] = res.Lost
+		}
+		if len(res.Skipped) > 0 {
+			data["skipped"] = res.Skipped
+		}
+		rt.host.lostNote += lostNote(res.RestoreManifestResult)
+	}
+	if unreadable != "" {
+		data["snapshot"], data["error"] = rt.snapshotBase(), unreadable
+		rt.host.lostNote += fmt.Sprintf("[note: this run moved to another host and its workspace snapshot could not be read (%s): the workspace was restored empty, so files written before may be missing]\n", unreadable)
+		rt.host.snap, rt.host.snapCall = nil, ""
 	}
 	if moved {
 		var names []string
@@ -273,8 +396,21 @@ func (rt *runtime) snapshot(ctx workflow.Context, reason string) {
 	opts := snapshotOptions()
 	var res api.SnapshotResult
 	req := api.ReleaseSandboxRequest{RunID: rt.rec.ID, Sandbox: rt.sandbox}
+	incremental := rt.snapshotsOn(ctx)
+	if incremental {
+		req.Manifest = api.ManifestRequested
+	}
 	if err := rt.onHost(ctx, &opts, api.ActivitySnapshotSandbox, req, &res); err != nil {
 		rt.emit(ctx, "sandbox_park_failed", map[string]string{"error": errorMessage(err), "reason": reason})
+		return
+	}
+	if incremental {
+		if res.Ref == nil {
+			return // a user's dir: not the run's to snapshot
+		}
+		rt.noteSnapshot(ctx, res.Ref, "")
+		rt.emit(ctx, "sandbox_snapshot", map[string]any{"snapshot": res.Ref.Manifest, "files": res.Ref.Files, "bytes": res.Ref.Bytes,
+			"uploaded": res.Ref.Uploaded, "reason": reason, "host": rt.host.cur.Queue})
 		return
 	}
 	now := workflow.Now(ctx)
@@ -288,8 +424,8 @@ func (rt *runtime) parkIfDue(ctx workflow.Context, tool string) {
 	if tool != agents.ToolWriteFile && tool != agents.ToolShell {
 		return
 	}
-	if !rt.hostActive() || rt.host.cur.ParkEvery <= 0 {
-		return
+	if !rt.hostActive() || rt.host.cur.ParkEvery <= 0 || rt.snapshotsOn(ctx) {
+		return // with snapshots every call already stored one
 	}
 	if workflow.Now(ctx).Sub(rt.host.since) < time.Duration(rt.host.cur.ParkEvery) {
 		return
@@ -319,6 +455,7 @@ func (rt *runtime) hostCarry() *api.SandboxHost {
 	}
 	c := *h
 	c.ParkedAt = rt.host.parkedAt
+	c.Snapshot, c.SnapshotCall = rt.host.snap, rt.host.snapCall
 	return &c
 }
 
@@ -326,7 +463,9 @@ func (rt *runtime) hostCarry() *api.SandboxHost {
 func (rt *runtime) carryHost(h *api.SandboxHost) {
 	if h != nil && h.Queue != "" {
 		c := *h
+		c.Snapshot, c.SnapshotCall = nil, ""
 		rt.host.carried = &c
 		rt.host.parkedAt = h.ParkedAt
+		rt.host.snap, rt.host.snapCall = h.Snapshot, h.SnapshotCall
 	}
 }

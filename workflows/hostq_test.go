@@ -32,6 +32,8 @@ type hostFakes struct {
 	claims    []api.ClaimHostRequest
 	snapshots int
 	restores  []string // task queue of each RestoreSandboxOnHost
+	restored  []string // the manifest each RestoreSandboxOnHost was asked for
+	lost      []string // what the fake restore says it could not bring back
 	queues    map[string][]string
 	parkEvery time.Duration
 	quiet     bool // no activity listener (newEnv's default host)
@@ -53,13 +55,17 @@ func (h *hostFakes) register(env *testsuite.TestWorkflowEnvironment) {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		h.snapshots++
+		if req.Manifest == api.ManifestRequested {
+			return api.SnapshotResult{Bytes: 100, Ref: &api.SnapshotRef{Manifest: fakeManifest("suspend"), Files: 1, Bytes: 100, AtUnixNano: time.Now().UnixNano()}}, nil
+		}
 		return api.SnapshotResult{Bytes: 100}, nil
 	}, activity.RegisterOptions{Name: api.ActivitySnapshotSandbox})
 	env.RegisterActivityWithOptions(func(ctx context.Context, req api.ReleaseSandboxRequest) (api.RestoreOnHostResult, error) {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		h.restores = append(h.restores, activity.GetInfo(ctx).TaskQueue)
-		return api.RestoreOnHostResult{Found: true, Bytes: 100}, nil
+		h.restored = append(h.restored, req.Manifest)
+		return api.RestoreOnHostResult{Found: true, Bytes: 100, RestoreManifestResult: api.RestoreManifestResult{Lost: h.lost}}, nil
 	}, activity.RegisterOptions{Name: api.ActivityRestoreSandboxOnHost})
 	env.RegisterActivityWithOptions(func(context.Context, api.RestoreArtifactsRequest) error { return nil },
 		activity.RegisterOptions{Name: api.ActivityRestoreArtifacts})
@@ -146,7 +152,7 @@ func TestHostQueueClaimedOnceAndRoutesEverySandboxActivity(t *testing.T) {
 		t.Error("the model call went to the host queue; it belongs on the shared queue")
 	}
 	rec := queryRecord(t, env)
-	if d := eventData(t, rec, "sandbox_snapshot"); d["reason"] != "suspend" || d["archive_bytes"] != float64(100) {
+	if d := eventData(t, rec, "sandbox_snapshot"); d["reason"] != "suspend" || d["bytes"] != float64(100) || d["snapshot"] != fakeManifest("suspend") {
 		t.Errorf("sandbox_snapshot = %v", d)
 	}
 	if h.snapshots != 1 {
@@ -198,6 +204,9 @@ func TestHostLostMovesTheRunAndRestores(t *testing.T) {
 	if len(h.restores) != 1 || h.restores[0] != "nexo@host-b" {
 		t.Errorf("restores ran on %v, want once on host b", h.restores)
 	}
+	if len(h.restored) != 1 || h.restored[0] != fakeManifest("suspend") {
+		t.Errorf("restores asked for %v, want the snapshot taken at the suspend", h.restored)
+	}
 	rec := queryRecord(t, env)
 	lost := eventData(t, rec, "sandbox_host_lost")
 	if lost["from"] != "nexo@host-a" || lost["to"] != "nexo@host-b" {
@@ -214,9 +223,10 @@ func TestHostLostMovesTheRunAndRestores(t *testing.T) {
 	}
 }
 
-// A working run snapshots after a write once park_every has passed since its claim or last
-// snapshot, not after every call.
-func TestHostParksAtTheInterval(t *testing.T) {
+// A working run snapshots after every call that can change its workspace (write_file,
+// shell), never after a read, and keeps the last snapshot's reference: each call names it
+// as its base, the next move restores it, and no interval snapshot (park_every) is taken.
+func TestEveryChangeIsSnapshotted(t *testing.T) {
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
 	RegisterAll(env)
@@ -227,25 +237,116 @@ func TestHostParksAtTheInterval(t *testing.T) {
 	spec.Permissions.Mode = permissions.ModeAuto
 	f := &agentFakes{spec: spec, script: []api.ChatMessage{
 		toolReply(call("write_file", `{"path":"a.md","content":"1"}`)),
-		toolReply(call("write_file", `{"path":"b.md","content":"2"}`)),
-		toolReply(call("read_file", `{"path":"b.md"}`)),
+		toolReply(call("read_file", `{"path":"a.md"}`)),
+		toolReply(call("shell", `{"command":"echo 2 >> a.md"}`)),
 		text("Done."),
 	}}
 	f.register(env)
-	// Every tool call takes 6 minutes: the second write (12 min after the claim) parks,
-	// the first (6 min) and the read (a read changes nothing) do not.
+	var reqs []api.RunToolRequest
+	n := 0
 	env.OnActivity(api.ActivityRunTool, mockAny, mockAny).After(6 * time.Minute).Return(
 		func(ctx context.Context, req api.RunToolRequest) (api.RunToolResult, error) {
-			return api.RunToolResult{Content: "ok"}, nil
+			reqs = append(reqs, req)
+			res := api.RunToolResult{Content: "ok"}
+			if req.Snapshot {
+				n++
+				res.Snapshot = &api.SnapshotRef{Manifest: fakeManifest(req.CallID), Files: 1, AtUnixNano: int64(n)}
+			}
+			return res, nil
 		})
 	env.ExecuteWorkflow(api.WorkflowAgentRun, agentInput(t, "scribe"))
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
-	rec := queryRecord(t, env)
-	if h.snapshots != 1 || countEvents(rec, "sandbox_snapshot") != 1 || eventData(t, rec, "sandbox_snapshot")["reason"] != "interval" {
-		t.Errorf("%d snapshots, events %v; want one interval snapshot", h.snapshots, hostEventTypes(rec))
+	if len(reqs) != 3 {
+		t.Fatalf("%d tool calls, want 3", len(reqs))
 	}
+	if !reqs[0].Snapshot || reqs[1].Snapshot || !reqs[2].Snapshot {
+		t.Errorf("snapshot asked for write, read, shell = %v %v %v, want true false true", reqs[0].Snapshot, reqs[1].Snapshot, reqs[2].Snapshot)
+	}
+	if reqs[0].Base != "" || reqs[1].Base != fakeManifest(reqs[0].CallID) || reqs[2].Base != fakeManifest(reqs[0].CallID) {
+		t.Errorf("bases = %q %q %q, want none, then the write's snapshot twice", reqs[0].Base, reqs[1].Base, reqs[2].Base)
+	}
+	rec := queryRecord(t, env)
+	if h.snapshots != 0 || countEvents(rec, "sandbox_snapshot") != 0 {
+		t.Errorf("%d interval snapshots, events %v; want none (every change has its own)", h.snapshots, hostEventTypes(rec))
+	}
+	var snaps []string
+	for _, e := range rec.Events {
+		if e.Type == "agent_tool_result" {
+			var d map[string]any
+			_ = json.Unmarshal(e.Data, &d)
+			s, _ := d["snapshot"].(string)
+			snaps = append(snaps, s)
+		}
+	}
+	if strings.Join(snaps, ",") != fakeManifest(reqs[0].CallID)+",,"+fakeManifest(reqs[2].CallID) {
+		t.Errorf("tool results' snapshots = %v, want the write's, none, the shell's", snaps)
+	}
+}
+
+// A run whose host is lost restores the snapshot of its last completed call on the new
+// host; what that restore could not bring back is told to the model, at the start of the
+// result of the call that runs again there, and named in sandbox_restored.
+func TestHostLostRestoresTheLastCallsSnapshotAndTellsTheModel(t *testing.T) {
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	RegisterAll(env)
+	h := newHostFakes("a", "b")
+	h.lost = []string{"old.md"}
+	h.register(env)
+	spec := approveSpec()
+	spec.Permissions.Mode = permissions.ModeAuto
+	f := &agentFakes{spec: spec, script: []api.ChatMessage{
+		toolReply(call("write_file", `{"path":"mine.txt","content":"v1"}`)),
+		toolReply(call("read_file", `{"path":"mine.txt"}`)),
+		text("Done."),
+	}}
+	f.register(env)
+	var bases []string
+	env.OnActivity(api.ActivityRunTool, mockAny, mockAny).Return(
+		func(ctx context.Context, req api.RunToolRequest) (api.RunToolResult, error) {
+			if activity.GetInfo(ctx).TaskQueue == "nexo@host-a" && req.Tool == "read_file" {
+				return api.RunToolResult{}, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START, nil)
+			}
+			bases = append(bases, req.Base)
+			res := api.RunToolResult{Content: "v1"}
+			if req.Snapshot {
+				res.Snapshot = &api.SnapshotRef{Manifest: fakeManifest("write"), Files: 1, AtUnixNano: 1}
+			}
+			return res, nil
+		})
+	env.ExecuteWorkflow(api.WorkflowAgentRun, agentInput(t, "scribe"))
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if len(h.restored) != 1 || h.restored[0] != fakeManifest("write") {
+		t.Fatalf("restores asked for %v, want the write's snapshot", h.restored)
+	}
+	rec := queryRecord(t, env)
+	restored := eventData(t, rec, "sandbox_restored")
+	if restored["snapshot"] != fakeManifest("write") || restored["snapshot_call"] != "1.1" || !reflect.DeepEqual(restored["lost"], []any{"old.md"}) {
+		t.Errorf("sandbox_restored = %v, want the write's snapshot, its call 1.1, lost [old.md]", restored)
+	}
+	var readResult string
+	for _, e := range rec.Events {
+		if e.Type == "agent_tool_result" && strings.Contains(string(e.Data), `"read_file"`) {
+			readResult = string(e.Data)
+		}
+	}
+	if !strings.Contains(readResult, "could not be") || !strings.Contains(readResult, "old.md") {
+		t.Errorf("the re-run read's result = %s, want the note naming old.md", readResult)
+	}
+}
+
+// fakeManifest is a manifest name for tests: 64 hex digits derived from s.
+func fakeManifest(s string) string {
+	const hex = "0123456789abcdef"
+	out := make([]byte, 64)
+	for i := range out {
+		out[i] = hex[(int(s[i%len(s)])+i)%16]
+	}
+	return string(out)
 }
 
 // A session hands its host to the run it continues as, and that run sends its sandbox

@@ -172,12 +172,20 @@ func (rt *runtime) emitToolEnded(ctx workflow.Context, call api.ToolCall, result
 		if result.IsError {
 			status = "failed"
 		}
-		rt.emit(ctx, api.StreamToolCall, map[string]any{"id": call.ID, "name": call.Name, "status": status, "content": result.Content})
+		data := map[string]any{"id": call.ID, "name": call.Name, "status": status, "content": result.Content}
+		if result.Snapshot != nil {
+			data["snapshot"] = result.Snapshot.Manifest
+		}
+		rt.emit(ctx, api.StreamToolCall, data)
 		return
 	}
 	data := map[string]any{"call_id": call.ID, "name": call.Name, "ok": !result.IsError, "content": result.Content}
 	if result.ContentRef != "" {
 		data["bytes"], data["content_ref"] = result.ContentBytes, result.ContentRef
+	}
+	if result.Snapshot != nil {
+		// The workspace as this call left it (sandbox files --at, fork): a reference only.
+		data["snapshot"] = result.Snapshot.Manifest
 	}
 	rt.emit(ctx, "agent_tool_result", data)
 }

@@ -1,0 +1,118 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+)
+
+// Entry types of a workspace listing (the same words as api.Manifest entries).
+const (
+	EntryFile = "file"
+	EntryDir  = "dir"
+	EntryLink = "link"
+)
+
+// WorkspaceEntry is one directory, regular file or symbolic link of a workspace, with what
+// tells a changed file from one that is not: size, modification time and Change, a
+// tier-specific stamp that moves whenever the file is written (inode and ctime on a host
+// directory). Special files (FIFOs, sockets, devices) are never listed.
+type WorkspaceEntry struct {
+	Path        string // workspace-relative, "/"-separated, clean
+	Type        string
+	Mode        fs.FileMode // permission bits
+	Size        int64
+	ModUnixNano int64
+	// Change identifies the file's inode; ChangeUnixNano is its status-change time.
+	Change         string
+	ChangeUnixNano int64
+	Link           string
+}
+
+// Lister is a workspace that can be listed and read file by file: what an incremental
+// snapshot needs to hash only what changed. The host-directory tiers (Local) have it.
+type Lister interface {
+	// ListWorkspace lists every entry under the workspace, sorted by path, never following
+	// a symbolic link.
+	ListWorkspace(ctx context.Context) ([]WorkspaceEntry, error)
+	// OpenWorkspaceFile opens a regular file the listing named. A path that is no longer a
+	// regular file inside the workspace is an error.
+	OpenWorkspaceFile(ctx context.Context, rel string) (io.ReadCloser, error)
+}
+
+var _ Lister = (*Local)(nil)
+
+// ListWorkspace walks the workspace directory (see Lister).
+func (l *Local) ListWorkspace(ctx context.Context) ([]WorkspaceEntry, error) {
+	if err := l.check(ctx); err != nil {
+		return nil, fmt.Errorf("list workspace %s: %w", QuotePath(l.root), err)
+	}
+	var out []WorkspaceEntry
+	err := filepath.WalkDir(l.realRoot, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(l.realRoot, p)
+		if err != nil || rel == "." {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			if os.IsNotExist(err) {
+				return nil // removed while walking: not in this snapshot
+			}
+			return err
+		}
+		e := WorkspaceEntry{Path: filepath.ToSlash(rel), Mode: fi.Mode().Perm(), ModUnixNano: fi.ModTime().UnixNano()}
+		switch {
+		case d.IsDir():
+			e.Type = EntryDir
+		case d.Type().IsRegular():
+			e.Type, e.Size = EntryFile, fi.Size()
+			e.Change, e.ChangeUnixNano = changeStamp(fi)
+		case d.Type()&fs.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			if err != nil {
+				return nil
+			}
+			e.Type, e.Link = EntryLink, target
+		default:
+			return nil
+		}
+		out = append(out, e)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list workspace %s: %w", QuotePath(l.root), err)
+	}
+	return out, nil // WalkDir visits in lexical order
+}
+
+// OpenWorkspaceFile opens rel for reading without following a symbolic link at its end.
+func (l *Local) OpenWorkspaceFile(ctx context.Context, rel string) (io.ReadCloser, error) {
+	if err := l.check(ctx); err != nil {
+		return nil, fmt.Errorf("open %s: %w", QuotePath(rel), err)
+	}
+	clean := path.Clean(rel)
+	if clean == "." || clean == ".." || strings.HasPrefix(clean, "../") || path.IsAbs(clean) {
+		return nil, fmt.Errorf("open %s: %w", QuotePath(rel), ErrEscape)
+	}
+	f, err := openNoFollow(filepath.Join(l.realRoot, filepath.FromSlash(clean)))
+	if err != nil {
+		return nil, fileError("open", rel, err)
+	}
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("open %s: %w", QuotePath(rel), ErrNotRegular)
+	}
+	return f, nil
+}
