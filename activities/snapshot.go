@@ -41,10 +41,10 @@ const racyWindow = 20 * time.Millisecond
 
 // snapState is what this host knows of a run's workspace since its last snapshot here.
 type snapState struct {
-	mu      sync.Mutex
-	files   map[string]snapFile
-	listed  int64           // unix nanos the last listing started
-	stored  map[string]bool // blob sums this host stored or found stored
+	mu     sync.Mutex
+	files  map[string]snapFile
+	listed int64           // unix nanos the last listing started
+	stored map[string]bool // blob sums this host stored or found stored
 	// uploaded counts the bytes of file contents the snapshot being taken stored anew.
 	uploaded int64
 }
