@@ -322,6 +322,25 @@ type AgentRunInput struct {
 	Agent    string `json:"agent"`
 	Prompt   string `json:"prompt"`
 	MaxTurns int    `json:"max_turns,omitempty"`
+	// Fork, when set, starts the run from another run's thread and workspace at one of
+	// its tool calls (`starter fork`): Prompt is then the source's, for the record.
+	Fork *ForkInput `json:"fork,omitempty"`
+}
+
+// ForkInput is where a forked run starts: the source run's thread as its model call
+// before the call was made (Thread and Messages, references and new messages as that
+// call's input carried them), the workspace the call found (Snapshot, "" for an empty
+// one), and what to do first: ask the model again, with Prompt appended as a user message
+// when given, or run Reply (the source's reply up to the call, its arguments edited)
+// without asking.
+type ForkInput struct {
+	Run      string        `json:"run"`
+	Call     string        `json:"call"`
+	Thread   *ThreadRef    `json:"thread,omitempty"`
+	Messages []ChatMessage `json:"messages,omitempty"`
+	Snapshot string        `json:"snapshot,omitempty"`
+	Prompt   string        `json:"prompt,omitempty"`
+	Reply    *ChatMessage  `json:"reply,omitempty"`
 }
 
 // AgentResult is what an agent run returns.

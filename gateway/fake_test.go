@@ -105,6 +105,10 @@ func (f *fakeRuns) Rerun(ctx context.Context, id string, payload json.RawMessage
 	return f.rerun(ctx, id, payload)
 }
 
+func (f *fakeRuns) Fork(ctx context.Context, st runs.WorkspaceStore, req runs.ForkRequest) (string, error) {
+	return "", unexpected("Fork")
+}
+
 func (f *fakeRuns) Prompt(ctx context.Context, agent, instance, text string, o runs.PromptOptions) (api.PromptReply, error) {
 	if f.prompt == nil {
 		return api.PromptReply{}, unexpected("Prompt")

@@ -60,6 +60,7 @@ type Runs interface {
 	DecideRecord(ctx context.Context, rec api.Record, d runs.Decision) (string, error)
 	Cancel(ctx context.Context, id string) (string, error)
 	Rerun(ctx context.Context, id string, payload json.RawMessage) (string, error)
+	Fork(ctx context.Context, st runs.WorkspaceStore, req runs.ForkRequest) (string, error)
 
 	Prompt(ctx context.Context, agent, instance, text string, o runs.PromptOptions) (api.PromptReply, error)
 	Session(ctx context.Context, agent, instance string) (api.SessionView, error)
@@ -392,6 +393,10 @@ func (s *Server) routeTable() []route {
 		{method: "POST", path: "/v1/runs/{id}/rerun", scope: config.ScopeOperate, handle: s.rerunRun},
 		{method: "GET", path: "/v1/runs/{id}/artifacts", scope: config.ScopeRead, handle: s.listArtifacts},
 		{method: "GET", path: "/v1/runs/{id}/artifacts/{name}", scope: config.ScopeRead, handle: s.getArtifact},
+		{method: "GET", path: "/v1/runs/{id}/files", scope: config.ScopeRead, handle: s.listFiles},
+		{method: "GET", path: "/v1/runs/{id}/files/{path...}", scope: config.ScopeRead, handle: s.getFile},
+		{method: "GET", path: "/v1/runs/{id}/diff", scope: config.ScopeRead, handle: s.diffFiles},
+		{method: "POST", path: "/v1/runs/{id}/fork", scope: config.ScopeOperate, handle: s.forkRun},
 		{method: "GET", path: "/v1/approvals", scope: config.ScopeRead, handle: s.listApprovals},
 		{method: "GET", path: "/v1/sessions", scope: config.ScopeRead, handle: s.listSessions},
 		{method: "GET", path: "/v1/sessions/{agent}/{instance}", scope: config.ScopeRead, handle: s.getSession},

@@ -67,10 +67,16 @@ func statusOf(err error) int {
 		mb  *http.MaxBytesError
 		in  *inputError
 		una *serviceerror.Unavailable
+		uc  *runs.UnknownCallError
+		bp  *runs.BadPathError
 	)
 	switch {
-	case errors.As(err, &nf), errors.Is(err, artifacts.ErrNotFound):
+	case errors.As(err, &nf), errors.Is(err, artifacts.ErrNotFound), errors.As(err, &uc):
 		return http.StatusNotFound
+	case errors.As(err, &bp):
+		return http.StatusBadRequest
+	case errors.Is(err, runs.ErrNoSnapshots):
+		return http.StatusConflict
 	case errors.As(err, &st), errors.As(err, &ex), errors.As(err, &rf):
 		return http.StatusConflict
 	case errors.As(err, &mb):

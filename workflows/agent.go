@@ -99,7 +99,31 @@ func AgentRun(ctx workflow.Context, in api.AgentRunInput) (api.AgentResult, erro
 		return api.AgentResult{}, err
 	}
 	rt.sandbox = spec.Sandbox // the run owns the agent's sandbox
+	if in.Fork != nil {
+		return rt.runFork(ctx, spec, in)
+	}
 	return RunAgent(ctx, spec, in.Prompt)
+}
+
+// runFork runs a forked agent (`starter fork`): the thread of the source run as its call
+// in.Fork.Call found it, the workspace restored from the snapshot that call found, and
+// the model asked again from there (or the edited call run first). The source is not
+// touched; only references travel (thread head, manifest).
+func (rt *runtime) runFork(ctx workflow.Context, spec agents.Spec, in api.AgentRunInput) (api.AgentResult, error) {
+	f := in.Fork
+	rt.emit(ctx, "forked_from", map[string]any{"run": f.Run, "call": f.Call, "snapshot": f.Snapshot,
+		"prompt": f.Prompt, "edited": f.Reply != nil})
+	if f.Snapshot != "" {
+		// Restored on the run's first sandbox use, wherever it claims a host (hostCtx).
+		rt.host.snap = &api.SnapshotRef{Manifest: f.Snapshot}
+		rt.host.snapCall = f.Call
+		rt.parked = true
+	}
+	conv := newConversation(rt.threadVersion(ctx) >= 1, f.Thread, f.Messages, nil)
+	if f.Prompt != "" {
+		conv.add(api.ChatMessage{Role: api.RoleUser, Content: f.Prompt})
+	}
+	return rt.runAgentOn(ctx, spec, in.Prompt, conv, loopStyle{firstReply: f.Reply})
 }
 
 // RunAgent runs the agent on prompt inside the current run. The loop lives here, in the
@@ -112,6 +136,11 @@ func RunAgent(ctx workflow.Context, spec agents.Spec, prompt string) (api.AgentR
 	if err != nil {
 		return api.AgentResult{Agent: spec.Name}, err
 	}
+	return rt.runAgentOn(ctx, spec, prompt, nil, loopStyle{})
+}
+
+// runAgentOn is RunAgent on a given conversation (nil: a new one with prompt).
+func (rt *runtime) runAgentOn(ctx workflow.Context, spec agents.Spec, prompt string, conv *conversation, style loopStyle) (api.AgentResult, error) {
 	spec.Sandbox = rt.sandbox
 	rt.sandboxUsed = true
 	res := api.AgentResult{Agent: spec.Name}
@@ -138,9 +167,11 @@ func RunAgent(ctx workflow.Context, spec agents.Spec, prompt string) (api.AgentR
 		start["skills"] = spec.Skills
 	}
 	rt.emit(ctx, "agent_start", start)
-	conv := newConversation(rt.threadVersion(ctx) >= 1, nil, nil, nil)
-	conv.add(api.ChatMessage{Role: api.RoleUser, Content: prompt})
-	res, err = rt.tracedAgentLoop(ctx, spec, tools, skills, conv, loopStyle{})
+	if conv == nil {
+		conv = newConversation(rt.threadVersion(ctx) >= 1, nil, nil, nil)
+		conv.add(api.ChatMessage{Role: api.RoleUser, Content: prompt})
+	}
+	res, err = rt.tracedAgentLoop(ctx, spec, tools, skills, conv, style)
 	return res, err
 }
 
@@ -152,6 +183,9 @@ type loopStyle struct {
 	idPrefix string
 	// streamTo is the workflow the model activity streams text to (sessions).
 	streamTo string
+	// firstReply, when set, is the reply of the first turn, run without asking the
+	// model (a fork whose call was re-issued with edited arguments).
+	firstReply *api.ChatMessage
 }
 
 // agentLoop calls the model and the tools it asks for until the model answers without a
@@ -201,7 +235,13 @@ func (rt *runtime) agentLoop(ctx workflow.Context, spec agents.Spec, tools tools
 			}
 		}
 		var out api.CompleteChatResult
-		err := workflow.ExecuteActivity(mctx, api.ActivityCompleteChat, req).Get(ctx, &out)
+		var err error
+		given := turn == 1 && style.firstReply != nil
+		if given {
+			out.Message = *style.firstReply
+		} else {
+			err = workflow.ExecuteActivity(mctx, api.ActivityCompleteChat, req).Get(ctx, &out)
+		}
 		rt.streamCall = ""
 		streamed := rt.streamed[callTag]
 		delete(rt.streamed, callTag) // also when the call failed: a failed turn leaves nothing behind
@@ -223,7 +263,11 @@ func (rt *runtime) agentLoop(ctx workflow.Context, spec agents.Spec, tools tools
 		for i := range msg.ToolCalls {
 			msg.ToolCalls[i].ID = fmt.Sprintf("%s.%d", callTag, i+1)
 		}
-		conv.replied(out, msg)
+		if given {
+			conv.add(msg) // never stored by a model call: it goes with the next one
+		} else {
+			conv.replied(out, msg)
+		}
 		rt.emitThinking(ctx, out, callTag, turn, style.session)
 		if msg.Content != "" {
 			switch {
