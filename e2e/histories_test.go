@@ -195,6 +195,17 @@ var historyScenarios = []struct {
 	// An endpoint with tokens_per_minute: its limiter (NexoTokenLimiter) open after two
 	// reservations and their settles, and the agent run that made them (e2e/tokenlimit_test.go).
 	{"token limiter", "tokens_", []string{"limiter_open.json", "agent_done.json"}, recordTokenLimiter},
+	// Workspace snapshots (version 1 of "workspace-snapshots", workflows/hostq.go): a
+	// snapshot after every write and shell call, one at the suspend; the host-queue
+	// scenarios again, a session across continue-as-new, and forks of a run at its shell
+	// call, asked again and with the call edited (e2e/workspace_test.go).
+	{"agent local write and read, snapshots", "snap_", []string{"agent_local_write_read.json"}, recordHostqLocal},
+	{"session, snapshots", "snap_", []string{
+		"session_first_run_continued_as_new.json", "session_continued_run_closed.json",
+		"session_reopened_suspended_on_approval.json", "session_reopened_idle.json",
+	}, recordSession},
+	{"agent Docker park and restore, snapshots", "snap_", []string{"agent_docker_parked_restored.json"}, recordAgentDockerPark},
+	{"agent forked at a call", "snap_", []string{"agent_write_shell.json", "agent_forked.json", "agent_forked_edited.json"}, recordWorkspaceFork},
 }
 
 // recordAgentDeadlines: scribe under approve with approval_timeout 2s: a write nobody

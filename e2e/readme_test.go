@@ -370,6 +370,7 @@ var readmeCommandTests = []struct {
 	{marker: "-f docker-compose.docker-sandbox.yml up -d", notRun: "images from Docker Hub and a Docker engine"},
 	{marker: "TEMPORAL_ADDRESS=my-ns.a1b2c.tmprl.cloud:7233", notRun: "a Temporal Cloud namespace"},
 	{marker: "go run ./bench chaos --server embedded", notRun: "minutes of SIGKILLs on several workers"},
+	{marker: "starter sandbox files <run> [--at <call-id>]", tests: []string{"TestWorkspaceFilesAtEveryCall"}},
 }
 
 // TestEveryReadmeCommandIsExercised: every block of commands in the README is run by a

@@ -219,3 +219,30 @@ func TestWorkspaceFilesAtEveryCall(t *testing.T) {
 		}
 	}
 }
+
+// recordWorkspaceFork: a run writes a.txt twice and appends with shell (a snapshot after
+// each), then two forks at the shell call: asked again, and re-issued with edited args.
+func recordWorkspaceFork(t *testing.T, r *recorder) {
+	model := fakellm.New(
+		fakellm.Reply{ToolCalls: []fakellm.Call{writeCall("a.txt", "v1\n")}},
+		fakellm.Reply{ToolCalls: []fakellm.Call{writeCall("a.txt", "v2\n")}},
+		fakellm.Reply{ToolCalls: []fakellm.Call{shellCall("echo appended >> a.txt")}},
+		fakellm.Reply{Content: "Done."},
+	)
+	p := newPlatform(t)
+	p.writeConfig(autoConfig(model.Start(t), "local"))
+	p.start()
+	c := p.dial()
+	id := strings.TrimSpace(p.ok("agent", "scribe", "Write a.txt."))
+	p.waitStatus(id, api.StatusDone)
+	fid := strings.TrimSpace(p.ok("fork", id, "--at", "3.1"))
+	p.waitStatus(fid, api.StatusDone)
+	eid := strings.TrimSpace(p.ok("fork", id, "--at", "3.1", "--args", `{"command":"echo edited >> a.txt"}`))
+	p.waitStatus(eid, api.StatusDone)
+	if got := p.ok("sandbox", "cat", eid, "a.txt"); got != "v2\nedited\n" {
+		t.Fatalf("the edited fork's a.txt = %q", got)
+	}
+	r.save(c, "agent_write_shell.json", id, "")
+	r.save(c, "agent_forked.json", fid, "")
+	r.save(c, "agent_forked_edited.json", eid, "")
+}
