@@ -76,4 +76,3 @@ func BenchmarkSnapshot(b *testing.B) {
 		})
 	}
 }
-
