@@ -121,10 +121,10 @@ func (rt *runtime) noteToolSnapshot(ctx workflow.Context, callID string, res *ap
 	if rb := res.Rebuilt; rb != nil {
 		data := map[string]any{"reason": "rebuilt", "call_id": callID, "snapshot": rt.snapshotBase(), "snapshot_call": rt.host.snapCall}
 		if len(rb.Lost) > 0 {
-			data["lost"] = rb.Lost
+			data["lost"], data["lost_count"] = boundedPaths(rb.Lost), len(rb.Lost)
 		}
 		if len(rb.Skipped) > 0 {
-			data["skipped"] = rb.Skipped
+			data["skipped"] = boundedPaths(rb.Skipped)
 		}
 		rt.emit(ctx, "sandbox_restored", data)
 		if note := lostNote(*rb); note != "" {
@@ -137,15 +137,30 @@ func (rt *runtime) noteToolSnapshot(ctx workflow.Context, callID string, res *ap
 	}
 }
 
+// maxNamedPaths bounds the paths a restore's note and event name: a workspace that lost
+// thousands of files must not carry them all into history and the model's thread.
+const maxNamedPaths = 20
+
+// namedPaths joins at most maxNamedPaths of ps, saying how many more there are.
+func namedPaths(ps []string) string {
+	if len(ps) <= maxNamedPaths {
+		return strings.Join(ps, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(ps[:maxNamedPaths], ", "), len(ps)-maxNamedPaths)
+}
+
+// boundedPaths is ps cut to maxNamedPaths, for an event.
+func boundedPaths(ps []string) []string { return ps[:min(len(ps), maxNamedPaths)] }
+
 // lostNote is what the model is told of a restore that could not bring everything back.
 func lostNote(rb api.RestoreManifestResult) string {
 	note := ""
 	if len(rb.Lost) > 0 {
 		note += fmt.Sprintf("[note: the workspace was restored from its last snapshot, but %d file(s) could not be (their stored bytes are missing or changed): %s]\n",
-			len(rb.Lost), strings.Join(rb.Lost, ", "))
+			len(rb.Lost), namedPaths(rb.Lost))
 	}
 	if len(rb.Skipped) > 0 {
-		note += fmt.Sprintf("[note: symbolic links are not restored on this sandbox: %s]\n", strings.Join(rb.Skipped, ", "))
+		note += fmt.Sprintf("[note: symbolic links are not restored on this sandbox: %s]\n", namedPaths(rb.Skipped))
 	}
 	return note
 }
@@ -349,10 +364,10 @@ func (rt *runtime) restoreHere(ctx workflow.Context, moved bool) error {
 	if req.Manifest != "" {
 		data["snapshot"], data["snapshot_call"] = req.Manifest, rt.host.snapCall
 		if len(res.Lost) > 0 {
-			data["lost"] = res.Lost
+			data["lost"], data["lost_count"] = boundedPaths(res.Lost), len(res.Lost)
 		}
 		if len(res.Skipped) > 0 {
-			data["skipped"] = res.Skipped
+			data["skipped"] = boundedPaths(res.Skipped)
 		}
 		rt.host.lostNote += lostNote(res.RestoreManifestResult)
 	}
