@@ -199,7 +199,7 @@ func TestTypeRecorderRecordsInputs(t *testing.T) {
 	want := map[string][]string{
 		"DocumentApproval": {"approved", "doc_id"},
 		"BuildDashboard":   {"metrics", "title"},
-		"AgentRun":         {"agent", "max_turns", "prompt"},
+		"AgentRun":         {"agent", "fork", "max_turns", "prompt"},
 		"Invoice":          {"amount", "invoice_id"},
 	}
 	for typ, fields := range want {
