@@ -26,8 +26,10 @@ import (
 // the host that holds it stores a manifest of every entry and the bytes of each file the
 // store does not hold yet, and the call's result carries the manifest's name. A file whose
 // size, times and inode did not move since this host's last snapshot of the run is not
-// read again (host-directory tiers); the others (virtual, docker) are read whole through
-// their archive, but only new contents are uploaded.
+// read again: every tier lists its workspace (a host directory walked, the virtual tier's
+// write generations, one find and stat in a container); a container whose workspace cannot
+// be listed unambiguously is read whole through its archive, and only new contents are
+// uploaded.
 
 // snapshotTools are the built-in tools after which a run's workspace is snapshotted.
 func snapshotTool(tool string) bool { return tool == agents.ToolWriteFile || tool == agents.ToolShell }
@@ -111,11 +113,17 @@ func (a *Activities) snapshotWorkspace(ctx context.Context, runID string, spec a
 		m   api.Manifest
 		err error
 	)
-	if l, ok := sb.(sandbox.Lister); ok {
+	l, listable := sb.(sandbox.Lister)
+	ws, archivable := sb.(workspacer)
+	switch {
+	case listable:
 		m, err = a.manifestFromListing(ctx, st, l)
-	} else if ws, ok := sb.(workspacer); ok {
+		if errors.Is(err, sandbox.ErrListingUnsupported) && archivable {
+			m, err = a.manifestFromArchive(ctx, st, ws) // see the Docker tier's listing
+		}
+	case archivable:
 		m, err = a.manifestFromArchive(ctx, st, ws)
-	} else {
+	default:
 		return api.SnapshotRef{}, fmt.Errorf("this %s sandbox cannot be snapshotted", spec.Type)
 	}
 	if err != nil {

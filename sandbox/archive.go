@@ -238,6 +238,11 @@ func (v *Virtual) RestoreWorkspace(ctx context.Context, archive io.Reader) error
 	if v.closed {
 		return fmt.Errorf("restore virtual workspace: %w", ErrClosed)
 	}
+	for rel, f := range files {
+		v.writes++
+		f.gen = v.writes
+		files[rel] = f
+	}
 	v.files = files
 	return nil
 }

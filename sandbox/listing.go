@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -8,6 +9,8 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -115,4 +118,50 @@ func (l *Local) OpenWorkspaceFile(ctx context.Context, rel string) (io.ReadClose
 		return nil, fmt.Errorf("open %s: %w", QuotePath(rel), ErrNotRegular)
 	}
 	return f, nil
+}
+
+var _ Lister = (*Virtual)(nil)
+
+// ListWorkspace lists the virtual workspace's files and the directories they imply (see
+// Lister). A file's Change is its write generation: every Write and restore gives the file
+// a new one, so a snapshot hashes exactly the files written since the last.
+func (v *Virtual) ListWorkspace(ctx context.Context) ([]WorkspaceEntry, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("list virtual workspace: %w", err)
+	}
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	if v.closed {
+		return nil, fmt.Errorf("list virtual workspace: %w", ErrClosed)
+	}
+	out := make([]WorkspaceEntry, 0, len(v.files))
+	dirs := map[string]bool{}
+	for rel, f := range v.files {
+		mod := f.mod.UnixNano()
+		out = append(out, WorkspaceEntry{Path: rel, Type: EntryFile, Mode: 0o644, Size: int64(len(f.data)),
+			ModUnixNano: mod, Change: "gen-" + strconv.FormatUint(f.gen, 10), ChangeUnixNano: mod})
+		for dir := parentOf(rel); dir != "." && !dirs[dir]; dir = parentOf(dir) {
+			dirs[dir] = true
+			out = append(out, WorkspaceEntry{Path: dir, Type: EntryDir, Mode: 0o755})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out, nil
+}
+
+// OpenWorkspaceFile returns the file's bytes (see Lister); they are never changed in place.
+func (v *Virtual) OpenWorkspaceFile(ctx context.Context, rel string) (io.ReadCloser, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("open %s: %w", QuotePath(rel), err)
+	}
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	if v.closed {
+		return nil, fmt.Errorf("open %s: %w", QuotePath(rel), ErrClosed)
+	}
+	f, ok := v.files[path.Clean(rel)]
+	if !ok {
+		return nil, fmt.Errorf("open %s: %w", QuotePath(rel), ErrNotFound)
+	}
+	return io.NopCloser(bytes.NewReader(f.data)), nil
 }

@@ -25,6 +25,9 @@ var (
 	ErrNotRegular = errors.New("not a regular file")
 	// ErrClosed: the sandbox was closed.
 	ErrClosed = errors.New("sandbox is closed")
+	// ErrListingUnsupported: a Lister cannot list this workspace unambiguously (see the
+	// Docker tier's listing); the caller reads the whole workspace archive instead.
+	ErrListingUnsupported = errors.New("workspace cannot be listed file by file")
 )
 
 // ShellResult is the outcome of one command. A non-zero ExitCode is a result, not an error.

@@ -23,11 +23,15 @@ type Virtual struct {
 	mu     sync.RWMutex
 	files  map[string]virtualFile // key: clean workspace-relative path
 	closed bool
+	// writes counts the writes, so each file's gen tells one write from another (the
+	// stamp an incremental snapshot compares, see ListWorkspace).
+	writes uint64
 }
 
 type virtualFile struct {
 	data []byte
 	mod  time.Time
+	gen  uint64
 }
 
 var _ Sandbox = (*Virtual)(nil)
@@ -81,7 +85,8 @@ func (v *Virtual) Write(ctx context.Context, p string, data []byte) (string, err
 	if v.isDirLocked(rel) {
 		return "", fmt.Errorf("write %s: is a directory", QuotePath(p))
 	}
-	v.files[rel] = virtualFile{data: append([]byte(nil), data...), mod: time.Now()}
+	v.writes++
+	v.files[rel] = virtualFile{data: append([]byte(nil), data...), mod: time.Now(), gen: v.writes}
 	return rel, nil
 }
 

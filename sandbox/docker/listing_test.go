@@ -1,0 +1,143 @@
+package docker
+
+import (
+	"archive/tar"
+	"errors"
+	"io"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/nexo-temporal/nexo/sandbox"
+)
+
+// TestListWorkspaceMatchesTheArchive: the listing a snapshot compares names the same
+// directories, files (size, mode) and links (target) as the workspace's archive, odd names
+// included; its stamp moves when a file is written and stays when it is not; a file opened
+// from the listing reads its bytes, and a directory or a missing path is refused.
+func TestListWorkspaceMatchesTheArchive(t *testing.T) {
+	t.Parallel()
+	sb, _, _ := newTestSandbox(t, Options{})
+	ctx := testCtx(t)
+	res, err := sb.Shell(ctx, `mkdir -p d/e && printf one > d/e/a.txt && printf 'pipe|name' > 'x|y z.txt' && chmod 600 'x|y z.txt' && ln -s d/e/a.txt link && mkfifo fifo`, 0)
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("set up: %v %+v", err, res)
+	}
+	list, err := sb.ListWorkspace(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type row struct {
+		path, typ, link string
+		size            int64
+		mode            uint32
+	}
+	var got, want []row
+	for _, e := range list {
+		got = append(got, row{e.Path, e.Type, e.Link, e.Size, uint32(e.Mode)})
+	}
+	rc, err := sb.ArchiveWorkspace(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(rc)
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := strings.TrimSuffix(strings.TrimPrefix(hdr.Name, "./"), "/")
+		switch hdr.Typeflag {
+		case tar.TypeDir:
+			if p != "" && p != "." {
+				want = append(want, row{p, sandbox.EntryDir, "", 0, uint32(hdr.Mode & 0o777)})
+			}
+		case tar.TypeReg:
+			want = append(want, row{p, sandbox.EntryFile, "", hdr.Size, uint32(hdr.Mode & 0o777)})
+		case tar.TypeSymlink:
+			want = append(want, row{p, sandbox.EntryLink, hdr.Linkname, 0, uint32(hdr.Mode & 0o777)})
+		}
+	}
+	rc.Close()
+	slices.SortFunc(want, func(a, b row) int { return strings.Compare(a.path, b.path) })
+	if !slices.Equal(got, want) {
+		t.Fatalf("ListWorkspace:\n%v\nthe archive:\n%v", got, want)
+	}
+
+	stamp := func(p string) sandbox.WorkspaceEntry {
+		l, err := sb.ListWorkspace(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range l {
+			if e.Path == p {
+				return e
+			}
+		}
+		t.Fatalf("%s not listed", p)
+		return sandbox.WorkspaceEntry{}
+	}
+	before, again := stamp("d/e/a.txt"), stamp("d/e/a.txt")
+	if before != again {
+		t.Fatalf("a file nobody wrote listed %+v, then %+v", before, again)
+	}
+	if _, err := sb.Write(ctx, "d/e/a.txt", []byte("two")); err != nil {
+		t.Fatal(err)
+	}
+	if after := stamp("d/e/a.txt"); after.Change == before.Change && after.ChangeUnixNano == before.ChangeUnixNano {
+		t.Fatalf("a written file kept its stamp %+v", after)
+	}
+	f, err := sb.OpenWorkspaceFile(ctx, "x|y z.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(f)
+	f.Close()
+	if string(b) != "pipe|name" {
+		t.Fatalf("OpenWorkspaceFile read %q", b)
+	}
+	if _, err := sb.OpenWorkspaceFile(ctx, "d"); !errors.Is(err, sandbox.ErrNotRegular) {
+		t.Fatalf("OpenWorkspaceFile(dir) = %v, want ErrNotRegular", err)
+	}
+	if _, err := sb.OpenWorkspaceFile(ctx, "gone.txt"); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Fatalf("OpenWorkspaceFile(missing) = %v, want ErrNotFound", err)
+	}
+	if _, err := sb.OpenWorkspaceFile(ctx, "../etc/passwd"); !errors.Is(err, sandbox.ErrEscape) {
+		t.Fatalf("OpenWorkspaceFile(../etc/passwd) = %v, want ErrEscape", err)
+	}
+
+	// A name with a newline cannot be listed line by line: the snapshot reads the archive.
+	if _, err := sb.Write(ctx, "two\nlines.txt", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sb.ListWorkspace(ctx); !errors.Is(err, sandbox.ErrListingUnsupported) {
+		t.Fatalf("ListWorkspace with a newline in a name = %v, want ErrListingUnsupported", err)
+	}
+}
+
+// TestParseListingRefusesWhatItCannotRead: output the parser cannot read unambiguously is
+// refused, never half-read.
+func TestParseListingRefusesWhatItCannotRead(t *testing.T) {
+	t.Parallel()
+	good := "81a4|12|3|2026-12-03 12:18:10.431519429 +0000|2026-12-03 12:18:10.431519429 +0000|./a|b\n"
+	l, err := parseListing(good)
+	if err != nil || len(l) != 1 || l[0].Path != "a|b" || l[0].Size != 3 || l[0].Mode != 0o644 || l[0].Change != "12" {
+		t.Fatalf("parseListing(good) = %+v, %v", l, err)
+	}
+	for name, out := range map[string]string{
+		"newline marker": "N\n",
+		"truncated":      "[truncated 12 bytes]\n" + good,
+		"no final line":  strings.TrimSuffix(good, "\n"),
+		"twice":          good + good,
+		"bad time":       "81a4|12|3|yesterday|2026-12-03 12:18:10.4 +0000|./a\n",
+		"escaping":       "81a4|12|3|2026-12-03 12:18:10.4 +0000|2026-12-03 12:18:10.4 +0000|./../a\n",
+		"stray link":     "L|./nowhere|target\n",
+	} {
+		if l, err := parseListing(out); err == nil {
+			t.Errorf("%s: parseListing = %+v, want an error", name, l)
+		}
+	}
+}
