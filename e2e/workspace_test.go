@@ -27,7 +27,7 @@ agents:
 }
 
 // callIDs are the run's tool call ids in the order the calls started.
-func callIDs(t *testing.T, rec api.Record) []string {
+func callIDs(t testing.TB, rec api.Record) []string {
 	t.Helper()
 	var ids []string
 	for _, e := range rec.Events {
