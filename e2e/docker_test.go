@@ -17,14 +17,14 @@ import (
 
 // requireSandboxImage skips (with the reason) when no Docker engine or no sandbox image is
 // here; CI builds the image with `starter sandbox build-image` before the tests.
-func requireSandboxImage(t *testing.T) {
+func requireSandboxImage(t testing.TB) {
 	t.Helper()
 	if err := exec.Command("docker", "image", "inspect", "nexo-sandbox:busybox").Run(); err != nil {
 		t.Skipf("docker sandbox tests need a Docker engine and the image nexo-sandbox:busybox (starter sandbox build-image): %v", err)
 	}
 }
 
-func runContainers(t *testing.T, runID string) []string {
+func runContainers(t testing.TB, runID string) []string {
 	t.Helper()
 	out, err := exec.Command("docker", "ps", "-a", "--filter", "label=nexo.run="+runID, "--format", "{{.Names}}").Output()
 	if err != nil {

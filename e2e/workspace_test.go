@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -50,6 +51,18 @@ func callIDs(t testing.TB, rec api.Record) []string {
 // holds the runs is SIGKILLed between the write and the read: each run moves to another
 // host, restores the snapshot its write left, and its read sees its own write.
 func TestWorkspaceNothingWrittenIsLostWhenAHostDies(t *testing.T) {
+	hostDiesBetweenWriteAndRead(t, "local")
+}
+
+// TestWorkspaceDockerHostDies: the same on the Docker tier. The new host makes a new
+// container and restores the snapshot into it; the killed host's container stays until
+// its host comes back (the test removes it).
+func TestWorkspaceDockerHostDies(t *testing.T) {
+	requireSandboxImage(t)
+	hostDiesBetweenWriteAndRead(t, "docker")
+}
+
+func hostDiesBetweenWriteAndRead(t *testing.T, tier string) {
 	const runs = 2
 	var script []fakellm.Reply
 	for i := 1; i <= runs; i++ {
@@ -61,12 +74,21 @@ func TestWorkspaceNothingWrittenIsLostWhenAHostDies(t *testing.T) {
 			fakellm.Reply{Prompt: task, Content: "done " + task})
 	}
 	model := fakellm.New(script...)
-	f := newFleet(t, autoConfig(model.Start(t), "local"), 3)
+	f := newFleet(t, autoConfig(model.Start(t), tier), 3)
 	a := f.workers[0]
 	a.start() // alone, so every run claims a's host
 	ids := make([]string, runs)
 	for i := range ids {
 		ids[i] = strings.TrimSpace(f.server.ok("agent", "scribe", fmt.Sprintf("task-%d", i+1)))
+	}
+	if tier == "docker" {
+		t.Cleanup(func() {
+			for _, id := range ids {
+				for _, c := range runContainers(t, id) {
+					_ = exec.Command("docker", "rm", "-f", "-v", c).Run()
+				}
+			}
+		})
 	}
 	for _, id := range ids {
 		waitHostqEvent(t, f.server, id, "agent_tool_result") // the write is done and snapshotted
