@@ -218,7 +218,7 @@ func runChaos(ctx context.Context, args []string) error {
 	wg.Wait()
 	type verdict struct {
 		lost, stuck, cpRepeated, toolRepeated, missed int
-		notes                                 []string
+		notes                                         []string
 	}
 	var v verdict
 	for _, r := range started {
