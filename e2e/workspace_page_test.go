@@ -138,6 +138,9 @@ func TestRunPageFilesAndForkInTheBrowser(t *testing.T) {
 	if d := eventOf(t, frec, "forked_from"); d["run"] != id || d["call"] != "2.1" {
 		t.Errorf("forked_from = %v, want run %s call 2.1", d, id)
 	}
+	if got := p.ok("sandbox", "cat", fid, "a.txt", "--at", callIDs(t, frec)[0]); got != "v1\n" {
+		t.Errorf("the fork's first call found a.txt = %q, want v1 (the files 2.1 found)", got)
+	}
 	if got := p.ok("sandbox", "cat", fid, "a.txt"); got != "forked\n" {
 		t.Errorf("the fork's a.txt = %q, want what the model wrote after the page's prompt\n%s", got, p.ok("logs", fid))
 	}

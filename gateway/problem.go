@@ -69,7 +69,7 @@ func statusOf(err error) int {
 		una *serviceerror.Unavailable
 		uc  *runs.UnknownCallError
 		bp  *runs.BadPathError
-		cif *runs.CallInFlightError
+		cif *runs.CallChangesUnknownError
 	)
 	switch {
 	case errors.As(err, &nf), errors.Is(err, artifacts.ErrNotFound), errors.As(err, &uc):

@@ -244,7 +244,7 @@ func TestCallChangesPage(t *testing.T) {
 		code int
 		want string
 	}{
-		{"/runs/run-ws/changes?call=3.1", http.StatusConflict, "has not ended"},
+		{"/runs/run-ws/changes?call=3.1", http.StatusConflict, "it has not ended"},
 		{"/runs/run-ws/changes?call=8.8", http.StatusNotFound, "has no tool call 8.8"},
 		{"/runs/run-ws/changes", http.StatusBadRequest, "needs ?call="},
 	} {
@@ -283,5 +283,33 @@ func TestForkRouteAsThePagePostsIt(t *testing.T) {
 	var prob struct{ Detail string }
 	if err := json.Unmarshal([]byte(body), &prob); err != nil || resp.StatusCode != http.StatusNotFound || !strings.HasPrefix(prob.Detail, "run run-ws has no tool call 9.9") {
 		t.Errorf("fork at an unknown call: %d %s", resp.StatusCode, body)
+	}
+}
+
+// TestWorkspacePagesOfAFork: a fork's first call found the files of the source's call it
+// forked at (forked_from's snapshot), not an empty workspace; a call whose snapshot failed
+// says its changes are unknown instead of "changed nothing".
+func TestWorkspacePagesOfAFork(t *testing.T) {
+	f := newWSFixture(t)
+	var m1 string
+	_ = json.Unmarshal(f.rec.Events[2].Data, &struct {
+		Snapshot *string `json:"snapshot"`
+	}{&m1})
+	fork := api.Record{
+		ID: "run-fork", Workflow: api.WorkflowAgentRun, Status: api.StatusDone, State: map[string]json.RawMessage{}, CreatedAt: t0, UpdatedAt: t0,
+		Events: []api.Event{
+			{Seq: 1, Type: "forked_from", Data: mustJSON(map[string]any{"run": "run-ws", "call": "2.1", "snapshot": m1}), At: t0},
+			{Seq: 2, Type: "agent_tool_call", Data: mustJSON(map[string]any{"call_id": "1.1", "name": "shell"}), At: t0},
+			{Seq: 3, Type: "sandbox_snapshot_failed", Data: mustJSON(map[string]any{"call_id": "1.1", "error": "disk full"}), At: t0},
+			{Seq: 4, Type: "agent_tool_result", Data: mustJSON(map[string]any{"call_id": "1.1", "name": "shell", "ok": true}), At: t0},
+		},
+	}
+	s := newServer(t, &fakeRuns{get: getRecords(fork)}, Options{Artifacts: f.store})
+	if code, body := page(t, s, "/runs/run-fork/files/notes.txt?at=1.1"); code != http.StatusOK || !strings.Contains(body, `<pre id="content">v1
+</pre>`) {
+		t.Errorf("the fork's notes.txt as its first call found it: %d, want v1 (the files 2.1 found)\n%s", code, body)
+	}
+	if code, body := page(t, s, "/runs/run-fork/changes?call=1.1"); code != http.StatusConflict || !strings.Contains(body, "could not be taken (disk full)") {
+		t.Errorf("changes of a call whose snapshot failed: %d, want 409 naming the failure\n%s", code, body)
 	}
 }

@@ -23,6 +23,9 @@ type ToolCall struct {
 	// Snapshot is the manifest of the workspace as the call left it: "" when the call took
 	// no snapshot (it changed nothing, or had no workspace).
 	Snapshot string
+	// SnapshotError says why the snapshot after the call could not be taken (what it
+	// changed is then unknown).
+	SnapshotError string
 }
 
 // ToolCalls lists the tool calls of events in the order they started: an agent run's
@@ -39,9 +42,10 @@ func ToolCalls(events []api.Event) []ToolCall {
 			Status   string          `json:"status"`
 			OK       *bool           `json:"ok"`
 			Snapshot string          `json:"snapshot"`
+			Error    string          `json:"error"`
 		}
 		switch ev.Type {
-		case "agent_tool_call", "agent_tool_result", api.StreamToolCall:
+		case "agent_tool_call", "agent_tool_result", api.StreamToolCall, "sandbox_snapshot_failed":
 		default:
 			continue
 		}
@@ -68,6 +72,10 @@ func ToolCalls(events []api.Event) []ToolCall {
 			continue // a result whose start is in an archived segment
 		}
 		c := &out[i]
+		if ev.Type == "sandbox_snapshot_failed" {
+			c.SnapshotError = d.Error
+			continue
+		}
 		c.Ended = true
 		c.OK = (d.OK != nil && *d.OK) || d.Status == "completed"
 		c.Snapshot = d.Snapshot
@@ -86,11 +94,12 @@ func HasSnapshots(events []api.Event) bool {
 	return false
 }
 
-// CallInFlightError: what a tool call changed is asked before the call ended.
-type CallInFlightError struct{ RunID, CallID string }
+// CallChangesUnknownError: what a tool call changed cannot be told (yet): it has not
+// ended, or the snapshot after it failed.
+type CallChangesUnknownError struct{ RunID, CallID, Why string }
 
-func (e *CallInFlightError) Error() string {
-	return fmt.Sprintf("tool call %s of run %s has not ended: what it changed is not known yet", e.CallID, e.RunID)
+func (e *CallChangesUnknownError) Error() string {
+	return fmt.Sprintf("what tool call %s of run %s changed is not known: %s", e.CallID, e.RunID, e.Why)
 }
 
 // CallWorkspaces returns rec's workspace as call found it and as it left it. A call that
@@ -116,7 +125,10 @@ func CallWorkspaces(ctx context.Context, st WorkspaceStore, rec api.Record, call
 	case tc == nil:
 		return Workspace{}, Workspace{}, &UnknownCallError{RunID: rec.ID, CallID: call}
 	case !tc.Ended:
-		return Workspace{}, Workspace{}, &CallInFlightError{RunID: rec.ID, CallID: call}
+		return Workspace{}, Workspace{}, &CallChangesUnknownError{RunID: rec.ID, CallID: call, Why: "it has not ended"}
+	case tc.SnapshotError != "":
+		return Workspace{}, Workspace{}, &CallChangesUnknownError{RunID: rec.ID, CallID: call,
+			Why: "the snapshot after it could not be taken (" + tc.SnapshotError + "); the files as the next call found them show its effect"}
 	case tc.Snapshot == "" || tc.Snapshot == before.Ref:
 		return before, before, nil
 	}
