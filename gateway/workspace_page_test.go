@@ -313,3 +313,46 @@ func TestWorkspacePagesOfAFork(t *testing.T) {
 		t.Errorf("changes of a call whose snapshot failed: %d, want 409 naming the failure\n%s", code, body)
 	}
 }
+
+// TestForkFromThePageNeedsOperateAndCSRF: on a gateway with tokens, the fork form is on
+// the page only for a login whose token has scope operate (the files links for any
+// reader), and the fork the page posts needs the session's CSRF token, as a decision does.
+func TestForkFromThePageNeedsOperateAndCSRF(t *testing.T) {
+	f := newWSFixture(t)
+	forked := 0
+	s := newServer(t, &fakeRuns{get: getRecords(f.rec), fork: func(context.Context, runs.WorkspaceStore, runs.ForkRequest) (string, error) {
+		forked++
+		return "run-fork", nil
+	}}, Options{Artifacts: f.store, Tokens: testTokens})
+	cookie := func(c *http.Cookie) map[string]string { return map[string]string{"Cookie": c.Name + "=" + c.Value} }
+
+	reader := login(t, s, readerSecret)
+	body := readBody(t, do(t, s, request{method: "GET", path: "/runs/run-ws", header: cookie(reader)}))
+	if !strings.Contains(body, `href="/runs/run-ws/files?at=2.1"`) || strings.Contains(body, `class="fork"`) {
+		t.Errorf("a reader's run page: want the files links and no fork form\n%s", body)
+	}
+
+	ci := login(t, s, allSecret)
+	body = readBody(t, do(t, s, request{method: "GET", path: "/runs/run-ws", header: cookie(ci)}))
+	if !strings.Contains(body, `data-at="2.1"`) {
+		t.Fatalf("an operator's run page has no fork form\n%s", body)
+	}
+	_, rest, _ := strings.Cut(body, `<meta name="nexo-csrf" content="`)
+	csrf, _, _ := strings.Cut(rest, `"`)
+	post := func(token string) int {
+		h := cookie(ci)
+		h["Content-Type"] = "application/json"
+		if token != "" {
+			h[csrfHeader] = token
+		}
+		resp := do(t, s, request{method: "POST", path: "/v1/runs/run-ws/fork", body: `{"at":"2.1"}`, header: h})
+		readBody(t, resp)
+		return resp.StatusCode
+	}
+	if code := post(""); code != http.StatusForbidden || forked != 0 {
+		t.Errorf("a fork on the cookie without the CSRF token: %d (%d forks), want 403 and none", code, forked)
+	}
+	if code := post(csrf); code != http.StatusCreated || forked != 1 {
+		t.Errorf("a fork with the page's CSRF token: %d (%d forks), want 201 and one", code, forked)
+	}
+}
