@@ -229,8 +229,11 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 	if n := len(rec.Events); n > 0 {
 		v.LastSeq = rec.Events[n-1].Seq
 	}
-	v.CanFork = rec.Workflow == api.WorkflowAgentRun && v.CanOperate
-	snapshots := runs.HasSnapshots(rec.Events)
+	// Files, changes and forks read snapshots from the blob store: a gateway without one
+	// offers none of them rather than links to an error.
+	_, store := s.store.(runs.WorkspaceStore)
+	v.CanFork = store && rec.Workflow == api.WorkflowAgentRun && v.CanOperate
+	snapshots := store && runs.HasSnapshots(rec.Events)
 	for _, c := range runs.ToolCalls(rec.Events) {
 		cv := callView{ToolCall: c, ArgsText: shorten(compactJSON(c.Args), 120), Fork: runPath(rec.ID) + "/fork"}
 		if snapshots {

@@ -116,9 +116,14 @@ func TestRunPageLinksEachCallsFilesAndChanges(t *testing.T) {
 	// agent run offers no fork.
 	plain := agentPending()
 	plain.Events = append(plain.Events, api.Event{Seq: 4, Type: "agent_tool_call", Data: mustJSON(map[string]any{"call_id": "2.1", "name": "write_file"}), At: t0})
-	_, body = page(t, newServer(t, &fakeRuns{get: getRecords(plain)}, Options{}), "/runs/run-agent")
+	_, body = page(t, newServer(t, &fakeRuns{get: getRecords(plain)}, Options{Artifacts: f.store}), "/runs/run-agent")
 	if !strings.Contains(body, `data-call="2.1"`) || strings.Contains(body, "/files?at=") || !strings.Contains(body, `data-at="2.1"`) {
 		t.Errorf("the calls of a run with no snapshots: want the call with a fork form and no files link\n%s", body)
+	}
+	// A gateway with no blob store links neither files nor forks.
+	_, body = page(t, newServer(t, &fakeRuns{get: getRecords(f.rec)}, Options{}), "/runs/run-ws")
+	if !strings.Contains(body, `data-call="2.1"`) || strings.Contains(body, "/files?at=") || strings.Contains(body, `class="fork"`) {
+		t.Errorf("the run page on a gateway with no blob store: want the calls without files links or fork forms\n%s", body)
 	}
 	doc := f.rec
 	doc.ID, doc.Workflow = "run-doc", "DocumentApproval"
