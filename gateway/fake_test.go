@@ -28,6 +28,7 @@ type fakeRuns struct {
 	decideRecord func(ctx context.Context, rec api.Record, d runs.Decision) (string, error)
 	cancel       func(ctx context.Context, id string) (string, error)
 	rerun        func(ctx context.Context, id string, payload json.RawMessage) (string, error)
+	fork         func(ctx context.Context, st runs.WorkspaceStore, req runs.ForkRequest) (string, error)
 
 	prompt        func(ctx context.Context, agent, instance, text string, o runs.PromptOptions) (api.PromptReply, error)
 	session       func(ctx context.Context, agent, instance string) (api.SessionView, error)
@@ -106,7 +107,10 @@ func (f *fakeRuns) Rerun(ctx context.Context, id string, payload json.RawMessage
 }
 
 func (f *fakeRuns) Fork(ctx context.Context, st runs.WorkspaceStore, req runs.ForkRequest) (string, error) {
-	return "", unexpected("Fork")
+	if f.fork == nil {
+		return "", unexpected("Fork")
+	}
+	return f.fork(ctx, st, req)
 }
 
 func (f *fakeRuns) Prompt(ctx context.Context, agent, instance, text string, o runs.PromptOptions) (api.PromptReply, error) {

@@ -406,6 +406,9 @@ func (s *Server) routeTable() []route {
 		// The web page.
 		{method: "GET", path: "/{$}", scope: config.ScopeRead, page: true, handle: s.runsPage},
 		{method: "GET", path: "/runs/{id}", scope: config.ScopeRead, page: true, handle: s.runPage},
+		{method: "GET", path: "/runs/{id}/files", scope: config.ScopeRead, page: true, handle: s.workspaceFilesPage},
+		{method: "GET", path: "/runs/{id}/files/{path...}", scope: config.ScopeRead, page: true, handle: s.workspaceFilePage},
+		{method: "GET", path: "/runs/{id}/changes", scope: config.ScopeRead, page: true, handle: s.callChangesPage},
 		{method: "GET", path: "/sessions", scope: config.ScopeRead, page: true, handle: s.sessionsPage},
 		{method: "GET", path: "/approvals", scope: config.ScopeRead, page: true, handle: s.approvalsPage},
 		{method: "GET", path: "/sessions/{agent}/{instance}", scope: config.ScopeRead, page: true, handle: s.sessionPage},

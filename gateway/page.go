@@ -179,6 +179,22 @@ type runView struct {
 	// Budget is set when the pending decision is a budget pause: the page shows its
 	// figures and a raise form instead of the tool call's.
 	Budget *budgetView
+	// Calls are the run's tool calls, each with its workspace links (when the run has
+	// snapshots) and, on an agent run, a "fork from here" form (CanFork).
+	Calls   []callView
+	CanFork bool
+}
+
+// callView is one tool call on the run page.
+type callView struct {
+	runs.ToolCall
+	// ArgsText is the arguments on one line, shortened.
+	ArgsText string
+	// Files and Changes link the workspace as the call found it and what it changed
+	// ("" when the run has no snapshots, or, for Changes, the call has not ended).
+	Files, Changes string
+	// Fork is the fork route the form posts to.
+	Fork string
 }
 
 func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
@@ -212,6 +228,21 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 	}
 	if n := len(rec.Events); n > 0 {
 		v.LastSeq = rec.Events[n-1].Seq
+	}
+	// Files, changes and forks read snapshots from the blob store: a gateway without one
+	// offers none of them rather than links to an error.
+	_, store := s.store.(runs.WorkspaceStore)
+	v.CanFork = store && rec.Workflow == api.WorkflowAgentRun && v.CanOperate
+	snapshots := store && runs.HasSnapshots(rec.Events)
+	for _, c := range runs.ToolCalls(rec.Events) {
+		cv := callView{ToolCall: c, ArgsText: shorten(compactJSON(c.Args), 120), Fork: runPath(rec.ID) + "/fork"}
+		if snapshots {
+			cv.Files = workspaceFilesPath(rec.ID, c.ID)
+			if c.Ended {
+				cv.Changes = callChangesPath(rec.ID, c.ID)
+			}
+		}
+		v.Calls = append(v.Calls, cv)
 	}
 	s.render(w, r, http.StatusOK, "run", "Run "+shorten(rec.ID, 13), v)
 }

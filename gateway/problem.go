@@ -69,6 +69,7 @@ func statusOf(err error) int {
 		una *serviceerror.Unavailable
 		uc  *runs.UnknownCallError
 		bp  *runs.BadPathError
+		cif *runs.CallChangesUnknownError
 	)
 	switch {
 	case errors.As(err, &nf), errors.Is(err, artifacts.ErrNotFound), errors.As(err, &uc):
@@ -77,7 +78,7 @@ func statusOf(err error) int {
 		return http.StatusBadRequest
 	case errors.Is(err, runs.ErrNoSnapshots):
 		return http.StatusConflict
-	case errors.As(err, &st), errors.As(err, &ex), errors.As(err, &rf):
+	case errors.As(err, &st), errors.As(err, &ex), errors.As(err, &rf), errors.As(err, &cif):
 		return http.StatusConflict
 	case errors.As(err, &mb):
 		return http.StatusRequestEntityTooLarge

@@ -81,7 +81,9 @@ func marks(events []api.Event) []snapshotMark {
 			Snapshot string `json:"snapshot"`
 		}
 		switch ev.Type {
-		case "agent_tool_call", "agent_tool_result", api.StreamToolCall, "sandbox_snapshot":
+		// forked_from: a fork starts in the snapshot its source's call found, so its first
+		// call finds those files, not an empty workspace.
+		case "agent_tool_call", "agent_tool_result", api.StreamToolCall, "sandbox_snapshot", "forked_from":
 		default:
 			continue
 		}

@@ -122,6 +122,29 @@
     });
   });
 
+  // Fork from here: a new run of the agent from the thread before the call and the
+  // workspace the call found (POST /v1/runs/{id}/fork, as `starter fork --at`), then its
+  // page. An error (an unknown call, an agent no worker offers) stays on this page.
+  document.querySelectorAll("form.fork").forEach(function (form) {
+    form.addEventListener("submit", async function (ev) {
+      ev.preventDefault();
+      const msg = form.querySelector(".msg");
+      const button = form.querySelector("button");
+      const body = { at: form.dataset.at };
+      const prompt = form.prompt.value.trim();
+      if (prompt !== "") body.prompt = prompt;
+      button.disabled = true;
+      say(msg, "Forking…", false);
+      try {
+        const res = await post(form.action, body);
+        window.location.href = "/runs/" + encodeURIComponent(res.id);
+      } catch (e) {
+        say(msg, "Fork failed: " + e.message, true);
+        button.disabled = false;
+      }
+    });
+  });
+
   // Cancel / Re-run.
   document.querySelectorAll("button.action").forEach(function (btn) {
     btn.addEventListener("click", async function () {
