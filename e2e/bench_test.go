@@ -184,16 +184,26 @@ func benchPlatform(b *testing.B, deps activities.Deps, register func(worker.Work
 	deps.Sandboxes, _ = activities.NewSandboxes(filepath.Join(dir, "ws"))
 	deps.InlineLimit = 32768
 	acts := activities.New(deps)
+	// The worker's host queue, as platform.Run serves it: a run's sandbox activities go to
+	// the host that claimed it (workflows/hostq.go).
+	hostQueue := api.HostQueueName(benchTaskQueue, "bench")
+	acts.SetHost(api.SandboxHost{Queue: hostQueue, Host: "bench"})
 	w := worker.New(tc, benchTaskQueue, worker.Options{MaxHeartbeatThrottleInterval: activities.HeartbeatThrottle})
 	workflows.RegisterAll(w)
 	acts.Register(w)
 	if register != nil {
 		register(w)
 	}
+	hw := worker.New(tc, hostQueue, worker.Options{DisableWorkflowWorker: true, MaxHeartbeatThrottleInterval: activities.HeartbeatThrottle})
+	acts.Register(hw)
 	if err := w.Start(); err != nil {
 		b.Fatal(err)
 	}
+	if err := hw.Start(); err != nil {
+		b.Fatal(err)
+	}
 	b.Cleanup(func() {
+		hw.Stop()
 		w.Stop()
 		_ = acts.Close()
 	})
