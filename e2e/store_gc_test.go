@@ -124,7 +124,9 @@ func TestStoreGCRemovesOnlyWhatNoRunNeeds(t *testing.T) {
 		}
 	}
 
+	t.Logf("store gc --dry-run (human):\n%s", p.ok("store", "gc", "--dry-run"))
 	out := p.ok("store", "gc")
+	t.Logf("store gc:\n%s", out)
 	for _, want := range []string{"removed 2 blobs", "and 1 run artifacts", "removed " + orphans[0]} {
 		if !strings.Contains(out, want) {
 			t.Errorf("store gc:\n%s\nwant %q", out, want)
@@ -134,6 +136,11 @@ func TestStoreGCRemovesOnlyWhatNoRunNeeds(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(store, k)); !os.IsNotExist(err) {
 			t.Errorf("after store gc, %s: %v; want it removed", k, err)
 		}
+	}
+
+	// Nothing is left to remove, with any grace.
+	if again := p.ok("store", "gc", "--grace", "72h"); !strings.Contains(again, "removed 0 blobs (0 B) and 0 run artifacts") {
+		t.Errorf("a second store gc --grace 72h:\n%s\nwant nothing removed", again)
 	}
 
 	// Both runs still read their files and records from the store.

@@ -103,7 +103,7 @@ func printGC(e *env, url string, retention, grace time.Duration, st runs.MarkSta
 		nsRet = st.NamespaceRetention.String()
 	}
 	fmt.Fprintf(w, "store %s\n", url)
-	fmt.Fprintf(w, "marked from %d open and %d closed runs (%d history events; Temporal keeps closed runs %s), %d stored records found in the store; keeping %s\n",
+	fmt.Fprintf(w, "marked from %d open and %d closed executions (%d history events; Temporal keeps closed runs %s) and %d stored records of runs Temporal no longer shows; keeping %s\n",
 		st.Open, st.Closed, st.Events, nsRet, rep.Records, keep)
 	if st.Expired > 0 || rep.RecordsExpired > 0 {
 		fmt.Fprintf(w, "past artifacts.retention: %d closed runs, %d stored records\n", st.Expired, rep.RecordsExpired)
