@@ -65,7 +65,8 @@ type gcJSON struct {
 // (suspended) one, every blob they wrote made older than the grace period, plus orphan
 // blobs and a forgotten run's artifact, as old. `store gc --dry-run` lists exactly the
 // orphans and deletes nothing; `store gc` removes them; both runs still read their files
-// and records, and the suspended run, approved, finishes (its thread is intact).
+// and records, and on a fresh worker the suspended run, approved, finishes and a session
+// answers its next prompt (their threads are intact).
 func TestStoreGCRemovesOnlyWhatNoRunNeeds(t *testing.T) {
 	model := fakellm.New(
 		fakellm.Reply{Prompt: "task-done", ToolCalls: []fakellm.Call{writeCall("a.txt", "A1\n")}},
@@ -74,6 +75,8 @@ func TestStoreGCRemovesOnlyWhatNoRunNeeds(t *testing.T) {
 		fakellm.Reply{Prompt: "task-open", ToolCalls: []fakellm.Call{writeCall("notes.md", "B1\n")}},
 		fakellm.Reply{Prompt: "task-open", ToolCalls: []fakellm.Call{shellCall("echo more >> notes.md")}},
 		fakellm.Reply{Prompt: "task-open", Content: "finished after approval"},
+		fakellm.Reply{Prompt: "session-one", Content: "noted"},
+		fakellm.Reply{Prompt: "session-one", Content: "still here"},
 	)
 	p := newPlatform(t)
 	p.writeConfig(gcConfig(model.Start(t)))
@@ -82,6 +85,9 @@ func TestStoreGCRemovesOnlyWhatNoRunNeeds(t *testing.T) {
 	open := strings.TrimSpace(p.ok("agent", "hopper", "task-open"))
 	p.waitStatus(done, api.StatusDone)
 	p.waitStatus(open, api.StatusSuspended)
+	if out := p.ok("session", "prompt", "scribe", "u1", "session-one"); !strings.Contains(out, "noted") {
+		t.Fatalf("session prompt:\n%s", out)
+	}
 
 	store := p.artifactsDir()
 	var orphans []string
@@ -159,7 +165,16 @@ func TestStoreGCRemovesOnlyWhatNoRunNeeds(t *testing.T) {
 	if out := p.ok("show", open); !strings.Contains(out, "suspended") {
 		t.Errorf("show %s after gc:\n%s", open, out)
 	}
-	// The open run goes on: its next model call reads its thread from the store.
+	// The open run and the session go on: their next model calls read their threads from
+	// the store (a new worker, so no cache holds a blob gc removed).
+	p.stop()
+	p.start()
+	if out := p.ok("session", "prompt", "scribe", "u1", "second"); !strings.Contains(out, "still here") {
+		t.Errorf("session prompt after gc:\n%s", out)
+	}
+	if out := p.ok("session", "show", "scribe", "u1"); !strings.Contains(out, "session-one") || !strings.Contains(out, "second") {
+		t.Errorf("session show after gc:\n%s\nwant both turns", out)
+	}
 	p.ok("approve", open)
 	rec := p.waitStatus(open, api.StatusDone)
 	if !strings.Contains(string(rec.Result), "finished after approval") {
