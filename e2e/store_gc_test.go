@@ -199,4 +199,11 @@ func TestStoreGCRemovesOnlyWhatNoRunNeeds(t *testing.T) {
 			t.Errorf("starter %v: exit %d, stderr %q; want exit %d naming %q", bad.args, r.code, r.stderr, bad.code, bad.want)
 		}
 	}
+	// A retention too short to mean anything is refused, naming the key.
+	p.extraEnv = append(p.extraEnv, "NEXO_ARTIFACTS_RETENTION=5m")
+	r := p.starter("store", "gc")
+	p.extraEnv = p.extraEnv[:len(p.extraEnv)-1]
+	if r.code != 1 || !strings.Contains(r.stderr, "artifacts.retention 5m0s: want 0 (keep every stored record) or at least 1h0m0s") {
+		t.Errorf("store gc with artifacts.retention 5m: exit %d, stderr %q; want exit 1 naming the key", r.code, r.stderr)
+	}
 }
