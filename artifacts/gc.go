@@ -75,6 +75,12 @@ func (m *Marks) Blob(sum string) {
 // Run keeps the artifacts of run id (workflow id).
 func (m *Marks) Run(id string) { m.runs[id] = true }
 
+// Has reports whether blob sum is marked.
+func (m *Marks) Has(sum string) bool { return m.refs[sum] }
+
+// KeepsRun reports whether the artifacts of run id are kept.
+func (m *Marks) KeepsRun(id string) bool { return m.runs[id] }
+
 // refScanner is an io.Writer that reports every run of exactly 64 lowercase hex digits in
 // what is written to it, across writes.
 type refScanner struct {
