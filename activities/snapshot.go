@@ -45,8 +45,12 @@ const racyWindow = 20 * time.Millisecond
 type snapState struct {
 	mu     sync.Mutex
 	files  map[string]snapFile
-	listed int64           // unix nanos the last listing started
-	stored map[string]bool // blob sums this host stored or found stored
+	listed int64 // unix nanos the last listing started
+	// stored: blob sums this host stored for the run, and when. Past
+	// artifacts.FreshenAfter a sum is put again (which freshens the blob), since the
+	// collector (starter store gc) spares a blob by its age when a reference to it is not
+	// in history yet.
+	stored map[string]time.Time
 	// uploaded counts the bytes of file contents the snapshot being taken stored anew.
 	uploaded int64
 }
@@ -67,7 +71,7 @@ func (s *Sandboxes) snapStateOf(runID string, spec api.SandboxSpec) *snapState {
 	key := liveKey(runID, spec)
 	st := s.snaps[key]
 	if st == nil {
-		st = &snapState{files: map[string]snapFile{}, stored: map[string]bool{}}
+		st = &snapState{files: map[string]snapFile{}, stored: map[string]time.Time{}}
 		s.snaps[key] = st
 	}
 	return st
@@ -152,13 +156,13 @@ func (a *Activities) snapshotWorkspace(ctx context.Context, runID string, spec a
 // storeFile puts data in the store unless this host knows it is there, and returns its sum.
 func (a *Activities) storeFile(ctx context.Context, st *snapState, data []byte) (string, error) {
 	sum := artifacts.Sum(data)
-	if st.stored[sum] {
+	if at, ok := st.stored[sum]; ok && time.Since(at) < artifacts.FreshenAfter {
 		return sum, nil
 	}
 	if _, err := a.store.PutBlob(ctx, data); err != nil {
 		return "", err
 	}
-	st.stored[sum] = true
+	st.stored[sum] = time.Now()
 	st.uploaded += int64(len(data))
 	return sum, nil
 }

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"gocloud.dev/blob"
 	"gocloud.dev/blob/fileblob"
@@ -229,18 +230,30 @@ func (s *Bucket) GetReader(ctx context.Context, runID, name string) (io.ReadClos
 }
 
 // PutBlob writes data under blobs/<sha256> unless a blob of that name exists: the name is
-// the content, so an existing blob already holds these bytes and is never rewritten. Two
-// processes writing the same new blob at once both write the same bytes, and each write
-// is published whole, so a reader never sees a mix. (No conditional write: not every
-// S3-compatible store supports If-None-Match, and it would add nothing here.)
+// the content, so an existing blob already holds these bytes. Two processes writing the
+// same new blob at once both write the same bytes, and each write is published whole, so
+// a reader never sees a mix. (No conditional write: not every S3-compatible store supports
+// If-None-Match, and it would add nothing here.)
+//
+// An existing blob last written more than FreshenAfter ago is written again, which moves
+// its modification time to now: a caller that puts a blob is about to reference it (a
+// snapshot whose file content the store already held, a skill file, a retried payload),
+// and the collector (Collect) never sweeps a blob modified within its grace period, which
+// is at least MinGrace > FreshenAfter. So a blob that nothing referenced when the collector
+// marked, and that a run references again by putting it while the collector sweeps, is
+// fresh when the collector looks at it again before deleting it. (gocloud.dev/blob has no
+// "touch"; the rewrite is of the same bytes, so readers see no change.)
 func (s *Bucket) PutBlob(ctx context.Context, data []byte) (string, error) {
 	sum := Sum(data)
 	k := blobKey(sum)
-	ok, err := s.b.Exists(ctx, k)
-	if err != nil {
+	attrs, err := s.b.Attributes(ctx, k)
+	switch {
+	case notFound(err):
+		attrs = nil
+	case err != nil:
 		return "", fmt.Errorf("put blob %s to %s: %w", sum, s.url, err)
 	}
-	if !ok {
+	if attrs == nil || time.Since(attrs.ModTime) > FreshenAfter {
 		if err := s.b.WriteAll(ctx, k, data, nil); err != nil {
 			return "", fmt.Errorf("put blob %s to %s: %w", sum, s.url, err)
 		}

@@ -4,6 +4,8 @@
 // sha256s, so large outputs never reach history. One store, named by artifacts.url, is
 // shared by every worker, the starter and the gateway: what one process writes, any other
 // reads. It is a gocloud.dev/blob bucket (a directory, memory, S3, GCS or Azure Blob).
+// Nothing in it expires by itself: Collect (gc.go, starter store gc) removes what no run
+// and no stored record references any more.
 package artifacts
 
 import (

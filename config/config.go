@@ -25,6 +25,7 @@
 //	artifacts.url            NEXO_ARTIFACTS_URL               file://.nexo/artifacts
 //	artifacts.inline_limit   NEXO_ARTIFACTS_INLINE_LIMIT      32768
 //	artifacts.cache_bytes    NEXO_ARTIFACTS_CACHE_BYTES       67108864 (0: no cache)
+//	artifacts.retention      NEXO_ARTIFACTS_RETENTION         0 (starter store gc keeps every stored record; a duration lets records of runs closed longer ago go)
 //	payloads.offload_threshold NEXO_PAYLOADS_OFFLOAD_THRESHOLD 262144 (256 KiB)
 //	sandbox.root             NEXO_SANDBOX_ROOT                .nexo/workspaces
 //	sandbox.shell_timeout    NEXO_SANDBOX_SHELL_TIMEOUT       2m
@@ -366,6 +367,12 @@ type Artifacts struct {
 	// CacheBytes bounds each process's in-memory cache of blob reads (default 64 MiB;
 	// 0 turns the cache off).
 	CacheBytes int64 `mapstructure:"cache_bytes"`
+	// Retention is how long starter store gc keeps the stored record of a closed run, and
+	// what only that record references (thread, snapshots, artifacts), counted from the
+	// run's close. 0 (the default) keeps every stored record; what open runs and the runs
+	// still inside the namespace's Temporal retention reference is kept either way, unless
+	// they closed longer ago than a non-zero Retention.
+	Retention time.Duration `mapstructure:"retention"`
 }
 
 // Payloads configures Temporal's External Storage on every client and worker: a payload

@@ -354,6 +354,11 @@ func TestLoadErrors(t *testing.T) {
 			want:  []string{`sandbox.shell_timeout: bare number 120: want a duration with a unit`},
 		},
 		{
+			name: "artifacts.retention that is no duration names the key",
+			opts: LoadOptions{Env: []string{"NEXO_ARTIFACTS_RETENTION=forever"}},
+			want: []string{`artifacts.retention: time: invalid duration`, `NEXO_ARTIFACTS_RETENTION`},
+		},
+		{
 			name: "env value of the wrong type names the key",
 			opts: LoadOptions{Env: []string{"NEXO_DEV_UI_PORT=eighty"}},
 			want: []string{`dev.ui_port "eighty": want int (from NEXO_DEV_UI_PORT)`},

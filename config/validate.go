@@ -12,6 +12,9 @@ import (
 	"time"
 )
 
+// MinRetention is the shortest non-zero artifacts.retention.
+const MinRetention = time.Hour
+
 // MaxInlineLimit caps artifacts.inline_limit. An inline artifact travels in the run record
 // (a query result) base64-encoded, so 1 MiB becomes ~1.4 MB, which still fits under
 // Temporal's 2 MB payload limit with room for the rest of the record.
@@ -130,6 +133,11 @@ func (c Config) Validate() error {
 	}
 	if a.CacheBytes < 0 {
 		bad("artifacts.cache_bytes", a.CacheBytes, "must not be negative (0 turns the cache off)")
+	}
+	if a.Retention < 0 {
+		bad("artifacts.retention", a.Retention, "want 0 (keep every stored record) or a positive duration, such as 720h")
+	} else if a.Retention > 0 && a.Retention < MinRetention {
+		bad("artifacts.retention", a.Retention, "want 0 (keep every stored record) or at least %s: a shorter one would collect the files of runs that closed minutes ago", MinRetention)
 	}
 	if a.InlineLimit < 0 {
 		bad("artifacts.inline_limit", a.InlineLimit, "must not be negative (0 keeps no content inline)")
