@@ -81,7 +81,8 @@ func marks(events []api.Event) []snapshotMark {
 			Snapshot string `json:"snapshot"`
 		}
 		switch ev.Type {
-		case "agent_tool_call", "agent_tool_result", api.StreamToolCall, "sandbox_snapshot":
+		case "agent_tool_call", "agent_tool_result", api.StreamToolCall, "sandbox_snapshot",
+			"forked_from": // a fork starts in the snapshot it was forked with
 		default:
 			continue
 		}

@@ -1,0 +1,227 @@
+package runs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/google/uuid"
+	"go.temporal.io/api/workflowservice/v1"
+
+	"github.com/nexo-temporal/nexo/api"
+	"github.com/nexo-temporal/nexo/artifacts"
+)
+
+// SessionForkRequest forks a session at one of its turns (`starter session fork`).
+type SessionForkRequest struct {
+	Agent, Instance string
+	// Turn is the turn forked at, numbered as `starter session show` lists it (from 1,
+	// across continue-as-new). The fork starts as that turn found the session: the
+	// thread before the turn's prompt and the workspace before its first tool call.
+	Turn int
+	// NewInstance is the fork's instance id ("" for a new UUIDv7); it must be unused.
+	NewInstance string
+	// Prompt is asked as the fork's first turn instead of the forked turn's own prompt.
+	Prompt string
+	// ContinueAfterTurns is passed to the fork's session (see api.SessionInput).
+	ContinueAfterTurns int
+}
+
+// SessionForkResult is a fork opened and its first turn served.
+type SessionForkResult struct {
+	// Agent and Instance address the fork; ID is its workflow id.
+	Agent    string `json:"agent"`
+	Instance string `json:"instance"`
+	ID       string `json:"id"`
+	// From is the source ("agent/instance") and Turn the turn forked at; Prompt the text
+	// the fork's first turn asked.
+	From   string `json:"forked_from"`
+	Turn   int    `json:"turn"`
+	Prompt string `json:"prompt"`
+	// Reply is the fork's first turn (turn 1 of the fork).
+	Reply api.PromptReply `json:"reply"`
+}
+
+// UnknownTurnError: the session has no such turn (a usage mistake: the turns are listed).
+type UnknownTurnError struct {
+	Session string // "agent/instance"
+	Turn    int
+	Turns   int // the turns the session has
+}
+
+func (e *UnknownTurnError) Error() string {
+	agent, inst, _ := strings.Cut(e.Session, "/")
+	if e.Turns == 0 {
+		return fmt.Sprintf("session %s has no turns yet: there is nothing to fork", e.Session)
+	}
+	return fmt.Sprintf("session %s has no turn %d: --at takes 1-%d (the turns are in `starter session show %s %s`)",
+		e.Session, e.Turn, e.Turns, agent, inst)
+}
+
+// ForkSession opens a new session of the source's agent as req.Turn of the source found
+// it, then asks it the turn's prompt again (req.Prompt instead, when set): the fork's
+// thread is the source's before that prompt and its workspace the snapshot the turn
+// found. The source is untouched. Everything is checked before the fork starts: an
+// error leaves nothing started.
+func (c *Client) ForkSession(ctx context.Context, st artifacts.Getter, req SessionForkRequest) (SessionForkResult, error) {
+	if strings.TrimSpace(req.Agent) == "" {
+		return SessionForkResult{}, &BadRequestError{Msg: "agent name is empty"}
+	}
+	if err := api.ValidateInstance(req.Instance); err != nil {
+		return SessionForkResult{}, &BadRequestError{Msg: err.Error()}
+	}
+	from := req.Agent + "/" + req.Instance
+	if req.Turn < 1 {
+		return SessionForkResult{}, &BadRequestError{Msg: fmt.Sprintf("--at %d: a turn number starts at 1 (the turns are in `starter session show %s %s`)", req.Turn, req.Agent, req.Instance)}
+	}
+	newInst := req.NewInstance
+	if newInst == "" {
+		u, err := uuid.NewV7()
+		if err != nil {
+			return SessionForkResult{}, fmt.Errorf("generate an instance id: %w", err)
+		}
+		newInst = u.String()
+	} else if err := api.ValidateInstance(newInst); err != nil {
+		return SessionForkResult{}, &BadRequestError{Msg: "--id: " + err.Error()}
+	}
+	srcID, newID := api.SessionID(req.Agent, req.Instance), api.SessionID(req.Agent, newInst)
+	// The agent first: a mistyped agent gets the offered names, not only "no session".
+	if v, err := c.Workflows(ctx); err == nil {
+		if err := agentOffered(v, c.taskQueue, req.Agent); err != nil {
+			return SessionForkResult{}, err
+		}
+	} else if ctx.Err() != nil {
+		return SessionForkResult{}, ctx.Err()
+	}
+	src, err := c.describe(ctx, srcID)
+	if err != nil {
+		return SessionForkResult{}, fmt.Errorf("fork session %s: %w", from, err)
+	}
+	if desc, err := c.describe(ctx, newID); err == nil {
+		return SessionForkResult{}, &ExistsError{ID: newID, Workflow: api.WorkflowSession,
+			Status: closedStatus(desc.GetWorkflowExecutionInfo().GetStatus())}
+	} else if nf := (*NotFoundError)(nil); !errors.As(err, &nf) {
+		return SessionForkResult{}, err
+	}
+	view, err := c.Session(ctx, req.Agent, req.Instance)
+	if err != nil {
+		return SessionForkResult{}, err
+	}
+	if req.Turn > view.TurnCount {
+		return SessionForkResult{}, &UnknownTurnError{Session: from, Turn: req.Turn, Turns: view.TurnCount}
+	}
+	rec, err := c.Get(ctx, srcID)
+	if err != nil {
+		return SessionForkResult{}, err
+	}
+	events, err := AllEvents(ctx, st, rec)
+	if err != nil {
+		return SessionForkResult{}, fmt.Errorf("read the activity stream of session %s: %w", from, err)
+	}
+	prompt, snap, ok := turnStart(events, req.Turn)
+	if !ok {
+		return SessionForkResult{}, fmt.Errorf("session %s: turn %d is not in its activity stream (a session reopened after `session close` keeps only the stream of its runs since); fork a later turn", from, req.Turn)
+	}
+	fork, err := c.threadBeforeTurn(ctx, srcID, src.GetWorkflowExecutionInfo().GetExecution().GetRunId(), from, req.Turn)
+	if err != nil {
+		return SessionForkResult{}, err
+	}
+	fork.Snapshot = snap
+	if req.Prompt != "" {
+		prompt = req.Prompt
+	}
+	in := api.SessionInput{Agent: req.Agent, Instance: newInst, ContinueAfterTurns: req.ContinueAfterTurns, Fork: fork}
+	reply, err := c.promptOnce(ctx, newID, in, prompt, true)
+	if err != nil {
+		if handover(err) {
+			// The fork's run ended under its first prompt: it failed setting up.
+			if serr := c.startFailure(ctx, newID); serr != nil {
+				return SessionForkResult{}, serr
+			}
+		}
+		return SessionForkResult{}, err
+	}
+	return SessionForkResult{Agent: req.Agent, Instance: newInst, ID: newID, From: from, Turn: req.Turn,
+		Prompt: prompt, Reply: reply}, nil
+}
+
+// turnStart finds turn n in a session's activity stream: its prompt (the user_input
+// event) and the workspace snapshot the turn found (the last one recorded before it; ""
+// when none was).
+func turnStart(events []api.Event, n int) (prompt, snapshot string, ok bool) {
+	for _, ev := range events {
+		if ev.Type == api.StreamUserInput {
+			var d struct {
+				Text string `json:"text"`
+				Turn int    `json:"turn"`
+			}
+			if json.Unmarshal(ev.Data, &d) == nil && d.Turn == n {
+				return d.Text, snapshot, true
+			}
+			continue
+		}
+		for _, m := range marks([]api.Event{ev}) {
+			if m.snapshot != "" {
+				snapshot = m.snapshot
+			}
+		}
+	}
+	return "", "", false
+}
+
+// threadBeforeTurn reads the thread before turn n's prompt from the input of the turn's
+// first model call ("n.1"), in whichever run of the session holds it: that input is the
+// thread so far plus the prompt, which is dropped.
+func (c *Client) threadBeforeTurn(ctx context.Context, id, latest, from string, n int) (*api.SessionFork, error) {
+	tag := fmt.Sprintf("%d.1", n)
+	runIDs, err := c.sessionRuns(ctx, id, latest)
+	if err != nil {
+		return nil, err
+	}
+	for _, runID := range runIDs {
+		req, _, found, err := c.scanModelCall(ctx, id, runID, tag)
+		if err != nil {
+			return nil, err
+		}
+		if !found {
+			continue
+		}
+		last := len(req.Messages) - 1
+		if last < 0 || req.Messages[last].Role != api.RoleUser {
+			// A compaction right before the call folded the prompt into the summary.
+			return nil, fmt.Errorf("session %s: the thread before turn %d cannot be told apart from its prompt (the thread was compacted as the turn began); fork another turn", from, n)
+		}
+		return &api.SessionFork{Session: from, Turn: n, Thread: req.Thread,
+			Messages: append([]api.ChatMessage(nil), req.Messages[:last]...)}, nil
+	}
+	return nil, fmt.Errorf("session %s: turn %d made no model call (it failed before asking the model), so there is no thread to fork from; fork another turn", from, n)
+}
+
+// sessionRuns lists the runs of session id, latest (its latest run) first: a turn's model
+// call is in the history of the run that served it, which continue-as-new and reopening
+// leave behind.
+func (c *Client) sessionRuns(ctx context.Context, id, latest string) ([]string, error) {
+	out := []string{latest}
+	if strings.ContainsAny(id, `'"\`) {
+		return out, nil // not quotable in a visibility query: the latest run only
+	}
+	var token []byte
+	for {
+		resp, err := c.tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Namespace: c.namespace, Query: fmt.Sprintf("WorkflowId = '%s'", id), NextPageToken: token,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("list the runs of session %s: %w", id, err)
+		}
+		for _, e := range resp.GetExecutions() {
+			if r := e.GetExecution().GetRunId(); r != latest {
+				out = append(out, r)
+			}
+		}
+		if token = resp.GetNextPageToken(); len(token) == 0 {
+			return out, nil
+		}
+	}
+}
