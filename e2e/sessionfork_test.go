@@ -138,6 +138,25 @@ func TestSessionForkAtTurn(t *testing.T) {
 	if strings.Count(list, "scribe") != 3 {
 		t.Errorf("session list after the refused forks:\n%s\nwant the source and the two forks only", list)
 	}
+
+	// A turn an earlier run served (this source continues as new after every turn) forks
+	// the same way: its model call is found back along the continue-as-new chain, the
+	// snapshot it found in the archived stream.
+	p.ok("session", "prompt", "scribe", "can", "Write v1 to a.txt.", "--continue-after-turns", "1")
+	p.ok("session", "prompt", "scribe", "can", "Now make it v2.")
+	var canView api.SessionView
+	if err := json.Unmarshal([]byte(p.ok("session", "show", "scribe", "can", "--json")), &canView); err != nil || canView.Runs < 3 {
+		t.Fatalf("session can: %+v (%v), want 3 runs (continued as new after each turn)", canView, err)
+	}
+	before = len(model.Requests())
+	p.ok("session", "fork", "scribe", "can", "--at", "2", "--id", "canfork")
+	reqs = model.Requests()[before:]
+	if len(reqs) < 2 || !reflect.DeepEqual(userMessages(reqs[0]), []string{"Write v1 to a.txt.", "Now make it v2."}) {
+		t.Fatalf("the fork of a continued session made %d calls, the first with user messages %q", len(reqs), userMessages(reqs[0]))
+	}
+	if got := toolContents(reqs[1]); len(got) != 2 || !strings.Contains(got[1], "v1") || strings.Contains(got[1], "v2") {
+		t.Errorf("the fork of a continued session read a.txt as %q, want v1", got)
+	}
 }
 
 func mustJSONString(t *testing.T, v any) string {

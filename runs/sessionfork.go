@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/google/uuid"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/nexo-temporal/nexo/api"
@@ -173,41 +174,74 @@ func turnStart(events []api.Event, n int) (prompt, snapshot string, ok bool) {
 
 // threadBeforeTurn reads the thread before turn n's prompt from the input of the turn's
 // first model call ("n.1"), in whichever run of the session holds it: that input is the
-// thread so far plus the prompt, which is dropped.
+// thread so far plus the prompt, which is dropped. The runs are searched from latest back
+// along the continue-as-new chain, then any other run visibility lists (a reopened
+// session starts a chain of its own).
 func (c *Client) threadBeforeTurn(ctx context.Context, id, latest, from string, n int) (*api.SessionFork, error) {
 	tag := fmt.Sprintf("%d.1", n)
-	runIDs, err := c.sessionRuns(ctx, id, latest)
-	if err != nil {
-		return nil, err
-	}
-	for _, runID := range runIDs {
+	seen := map[string]bool{}
+	search := func(runID string) (*api.SessionFork, bool, error) {
+		seen[runID] = true
 		req, _, found, err := c.scanModelCall(ctx, id, runID, tag)
-		if err != nil {
-			return nil, err
-		}
-		if !found {
-			continue
+		if err != nil || !found {
+			return nil, false, err
 		}
 		last := len(req.Messages) - 1
 		if last < 0 || req.Messages[last].Role != api.RoleUser {
 			// A compaction right before the call folded the prompt into the summary.
-			return nil, fmt.Errorf("session %s: the thread before turn %d cannot be told apart from its prompt (the thread was compacted as the turn began); fork another turn", from, n)
+			return nil, true, fmt.Errorf("session %s: the thread before turn %d cannot be told apart from its prompt (the thread was compacted as the turn began); fork another turn", from, n)
 		}
 		return &api.SessionFork{Session: from, Turn: n, Thread: req.Thread,
-			Messages: append([]api.ChatMessage(nil), req.Messages[:last]...)}, nil
+			Messages: append([]api.ChatMessage(nil), req.Messages[:last]...)}, true, nil
+	}
+	for run := latest; run != "" && !seen[run]; {
+		if f, found, err := search(run); found || err != nil {
+			return f, err
+		}
+		prev, err := c.continuedFrom(ctx, id, run)
+		if err != nil {
+			return nil, err
+		}
+		run = prev
+	}
+	others, err := c.sessionRuns(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	for _, run := range others {
+		if seen[run] {
+			continue
+		}
+		if f, found, err := search(run); found || err != nil {
+			return f, err
+		}
 	}
 	return nil, fmt.Errorf("session %s: turn %d made no model call (it failed before asking the model), so there is no thread to fork from; fork another turn", from, n)
 }
 
-// sessionRuns lists the runs of session id, latest (its latest run) first: a turn's model
-// call is in the history of the run that served it, which continue-as-new and reopening
-// leave behind.
-func (c *Client) sessionRuns(ctx context.Context, id, latest string) ([]string, error) {
-	out := []string{latest}
-	if strings.ContainsAny(id, `'"\`) {
-		return out, nil // not quotable in a visibility query: the latest run only
+// continuedFrom is the run that run runID of workflow id continued as new from ("" for
+// the first run of a chain).
+func (c *Client) continuedFrom(ctx context.Context, id, runID string) (string, error) {
+	it := c.tc.GetWorkflowHistory(ctx, id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	if !it.HasNext() {
+		return "", nil
 	}
-	var token []byte
+	ev, err := it.Next()
+	if err != nil {
+		return "", fmt.Errorf("read history of run %s (%s): %w", id, runID, err)
+	}
+	return ev.GetWorkflowExecutionStartedEventAttributes().GetContinuedExecutionRunId(), nil
+}
+
+// sessionRuns lists the runs of session id that visibility knows, newest first.
+func (c *Client) sessionRuns(ctx context.Context, id string) ([]string, error) {
+	if strings.ContainsAny(id, `'"\`) {
+		return nil, nil // not quotable in a visibility query: the continue-as-new chain only
+	}
+	var (
+		out   []string
+		token []byte
+	)
 	for {
 		resp, err := c.tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
 			Namespace: c.namespace, Query: fmt.Sprintf("WorkflowId = '%s'", id), NextPageToken: token,
@@ -216,9 +250,7 @@ func (c *Client) sessionRuns(ctx context.Context, id, latest string) ([]string, 
 			return nil, fmt.Errorf("list the runs of session %s: %w", id, err)
 		}
 		for _, e := range resp.GetExecutions() {
-			if r := e.GetExecution().GetRunId(); r != latest {
-				out = append(out, r)
-			}
+			out = append(out, e.GetExecution().GetRunId())
 		}
 		if token = resp.GetNextPageToken(); len(token) == 0 {
 			return out, nil
