@@ -97,6 +97,12 @@ func TestSessionForkAtTurn(t *testing.T) {
 		t.Errorf("a prompt to the fork carried the user messages %q, want turn 1's, the fork's turn and the new one", got)
 	}
 
+	p.ok("session", "close", "scribe", "fork1")
+	if w := p.ok("session", "watch", "scribe", "fork1", "--from", "0"); !strings.Contains(w, "forked_from") ||
+		!strings.Contains(w, "you: Now make it v2.") || !strings.Contains(w, "you: What does a.txt hold now?") {
+		t.Errorf("session watch of the closed fork:\n%s\nwant forked_from, then its two turns", w)
+	}
+
 	// --prompt asks something else instead; no --id names a new instance.
 	before = len(model.Requests())
 	out = p.ok("session", "fork", "scribe", "src", "--at", "2", "--prompt", "Check a.txt, then make it v2.", "--json")
