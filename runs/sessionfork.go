@@ -125,13 +125,18 @@ func (c *Client) ForkSession(ctx context.Context, st artifacts.Getter, req Sessi
 	if !ok {
 		return SessionForkResult{}, fmt.Errorf("session %s: turn %d is not in its activity stream (a session reopened after `session close` keeps only the stream of its runs since); fork a later turn", from, req.Turn)
 	}
-	fork, err := c.threadBeforeTurn(ctx, srcID, src.GetWorkflowExecutionInfo().GetExecution().GetRunId(), from, req.Turn)
+	fork, asked, err := c.threadBeforeTurn(ctx, srcID, src.GetWorkflowExecutionInfo().GetExecution().GetRunId(), from, req.Turn)
 	if err != nil {
 		return SessionForkResult{}, err
 	}
 	fork.Snapshot = snap
-	if req.Prompt != "" {
+	switch {
+	case req.Prompt != "":
 		prompt = req.Prompt
+	case asked != "":
+		prompt = asked // whole, where the stream may keep it shortened
+	case prompt == omitted:
+		return SessionForkResult{}, &BadRequestError{Msg: fmt.Sprintf("session %s: turn %d's prompt is too long to be asked again from its record; give it with --prompt", from, req.Turn)}
 	}
 	in := api.SessionInput{Agent: req.Agent, Instance: newInst, ContinueAfterTurns: req.ContinueAfterTurns, Fork: fork}
 	reply, err := c.promptOnce(ctx, newID, in, prompt, true)
@@ -147,6 +152,9 @@ func (c *Client) ForkSession(ctx context.Context, st artifacts.Getter, req Sessi
 	return SessionForkResult{Agent: req.Agent, Instance: newInst, ID: newID, From: from, Turn: req.Turn,
 		Prompt: prompt, Reply: reply}, nil
 }
+
+// omitted is what the record keeps of an event string over 8 KB (workflows.Omitted).
+const omitted = "[omitted]"
 
 // turnStart finds turn n in a session's activity stream: its prompt (the user_input
 // event) and the workspace snapshot the turn found (the last one recorded before it; ""
@@ -177,7 +185,10 @@ func turnStart(events []api.Event, n int) (prompt, snapshot string, ok bool) {
 // thread so far plus the prompt, which is dropped. The runs are searched from latest back
 // along the continue-as-new chain, then any other run visibility lists (a reopened
 // session starts a chain of its own).
-func (c *Client) threadBeforeTurn(ctx context.Context, id, latest, from string, n int) (*api.SessionFork, error) {
+//
+// prompt is the turn's prompt as the model got it ("" when it was stored by reference):
+// the stream's user_input keeps at most 8 KB of it.
+func (c *Client) threadBeforeTurn(ctx context.Context, id, latest, from string, n int) (fork *api.SessionFork, prompt string, err error) {
 	tag := fmt.Sprintf("%d.1", n)
 	seen := map[string]bool{}
 	search := func(runID string) (*api.SessionFork, bool, error) {
@@ -191,32 +202,35 @@ func (c *Client) threadBeforeTurn(ctx context.Context, id, latest, from string, 
 			// A compaction right before the call folded the prompt into the summary.
 			return nil, true, fmt.Errorf("session %s: the thread before turn %d cannot be told apart from its prompt (the thread was compacted as the turn began); fork another turn", from, n)
 		}
+		if req.Messages[last].ContentRef == "" {
+			prompt = req.Messages[last].Content
+		}
 		return &api.SessionFork{Session: from, Turn: n, Thread: req.Thread,
 			Messages: append([]api.ChatMessage(nil), req.Messages[:last]...)}, true, nil
 	}
 	for run := latest; run != "" && !seen[run]; {
 		if f, found, err := search(run); found || err != nil {
-			return f, err
+			return f, prompt, err
 		}
 		prev, err := c.continuedFrom(ctx, id, run)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		run = prev
 	}
 	others, err := c.sessionRuns(ctx, id)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	for _, run := range others {
 		if seen[run] {
 			continue
 		}
 		if f, found, err := search(run); found || err != nil {
-			return f, err
+			return f, prompt, err
 		}
 	}
-	return nil, fmt.Errorf("session %s: turn %d made no model call (it failed before asking the model), so there is no thread to fork from; fork another turn", from, n)
+	return nil, "", fmt.Errorf("session %s: turn %d made no model call (it failed before asking the model), so there is no thread to fork from; fork another turn", from, n)
 }
 
 // continuedFrom is the run that run runID of workflow id continued as new from ("" for
