@@ -69,6 +69,27 @@ type SessionInput struct {
 	// when Temporal suggests it or history passes the session's own bound). For tests and
 	// operators who want small histories.
 	ContinueAfterTurns int `json:"continue_after_turns,omitempty"`
+	// Fork, when set, opens the session as a fork of another session's turn (`starter
+	// session fork`): read only when set, so sessions started without it are unchanged.
+	Fork *SessionFork `json:"fork,omitempty"`
+}
+
+// SessionFork is where a forked session starts: the source's thread as the turn found it
+// (before the turn's prompt) and the workspace snapshot the turn found. Only references
+// travel: the thread's head, the snapshot's manifest.
+type SessionFork struct {
+	// Session is the source's "agent/instance"; Turn the source turn forked at (its
+	// number as `starter session show` lists it).
+	Session string `json:"session"`
+	Turn    int    `json:"turn"`
+	// Thread and Messages are the source's thread before the turn's prompt: a stored
+	// head and what follows it (Messages alone for a thread kept by value).
+	Thread   *ThreadRef    `json:"thread,omitempty"`
+	Messages []ChatMessage `json:"messages,omitempty"`
+	// Snapshot is the manifest of the workspace the turn found ("" for an empty one, or
+	// a sandbox that is not snapshotted). A continuation whose fork never used its sandbox
+	// carries the fork with Snapshot only, so the restore still happens.
+	Snapshot string `json:"snapshot,omitempty"`
 }
 
 // SessionCarry is everything a session keeps across runs.

@@ -206,6 +206,9 @@ var historyScenarios = []struct {
 	}, recordSession},
 	{"agent Docker park and restore, snapshots", "snap_", []string{"agent_docker_parked_restored.json"}, recordAgentDockerPark},
 	{"agent forked at a call", "snap_", []string{"agent_write_shell.json", "agent_forked.json", "agent_forked_edited.json"}, recordWorkspaceFork},
+	// A session forked at its second turn (`starter session fork`): the source, and the
+	// fork started from turn 1's thread and the snapshot turn 2 found (e2e/sessionfork_test.go).
+	{"session forked at a turn", "snap_", []string{"session_fork_source.json", "session_forked.json"}, recordSessionFork},
 }
 
 // recordAgentDeadlines: scribe under approve with approval_timeout 2s: a write nobody

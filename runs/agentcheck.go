@@ -21,11 +21,20 @@ func checkAgent(v api.RegistryView, taskQueue, workflow string, payload json.Raw
 	var in struct {
 		Agent string `json:"agent"`
 	}
-	if json.Unmarshal(payload, &in) != nil || in.Agent == "" || slices.Contains(v.Agents, in.Agent) {
+	if json.Unmarshal(payload, &in) != nil || in.Agent == "" {
 		return nil
 	}
-	msg := fmt.Sprintf("no worker on task queue %s offers agent %q (offered: %s)", taskQueue, in.Agent, strings.Join(v.Agents, ", "))
-	if s := suggest.Nearest(in.Agent, v.Agents); s != "" {
+	return agentOffered(v, taskQueue, in.Agent)
+}
+
+// agentOffered refuses agent when the registry names the agents its workers offer and
+// agent is not one of them (a session fork, an AgentRun).
+func agentOffered(v api.RegistryView, taskQueue, agent string) error {
+	if len(v.Agents) == 0 || slices.Contains(v.Agents, agent) {
+		return nil
+	}
+	msg := fmt.Sprintf("no worker on task queue %s offers agent %q (offered: %s)", taskQueue, agent, strings.Join(v.Agents, ", "))
+	if s := suggest.Nearest(agent, v.Agents); s != "" {
 		msg += fmt.Sprintf("; did you mean %q?", s)
 	}
 	return &BadRequestError{Msg: msg}

@@ -98,15 +98,28 @@ func isNoSnapshots(err error) bool { return errors.Is(err, ErrNoSnapshots) }
 // modelCall finds, in run id's history, the model call tagged turn: its input (the thread
 // before the reply) and its reply with the workflow's call ids.
 func (c *Client) modelCall(ctx context.Context, id, turn string) (api.CompleteChatRequest, api.ChatMessage, error) {
-	it := c.tc.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	var (
-		req       api.CompleteChatRequest
-		scheduled int64
-	)
+	req, reply, found, err := c.scanModelCall(ctx, id, "", turn)
+	switch {
+	case err != nil:
+		return req, api.ChatMessage{}, err
+	case !found:
+		return req, api.ChatMessage{}, fmt.Errorf("run %s has no model call %s in its history (a run recorded before model calls were tagged cannot be forked)", id, turn)
+	case reply == nil:
+		return req, api.ChatMessage{}, fmt.Errorf("model call %s of run %s has not completed", turn, id)
+	}
+	return req, *reply, nil
+}
+
+// scanModelCall reads the history of run runID of workflow id ("": its latest run) for
+// the model call tagged tag: found says whether it was scheduled there, reply is nil
+// until it completed.
+func (c *Client) scanModelCall(ctx context.Context, id, runID, tag string) (req api.CompleteChatRequest, reply *api.ChatMessage, found bool, err error) {
+	it := c.tc.GetWorkflowHistory(ctx, id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	var scheduled int64
 	for it.HasNext() {
 		ev, err := it.Next()
 		if err != nil {
-			return req, api.ChatMessage{}, fmt.Errorf("read history of run %s: %w", id, err)
+			return req, nil, false, fmt.Errorf("read history of run %s: %w", id, err)
 		}
 		switch ev.GetEventType() {
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
@@ -116,10 +129,10 @@ func (c *Client) modelCall(ctx context.Context, id, turn string) (api.CompleteCh
 			}
 			p, err := c.firstPayload(ctx, a.GetInput())
 			if err != nil {
-				return req, api.ChatMessage{}, fmt.Errorf("read a model call of run %s: %w", id, err)
+				return req, nil, false, fmt.Errorf("read a model call of run %s: %w", id, err)
 			}
 			var r api.CompleteChatRequest
-			if p == nil || json.Unmarshal(p, &r) != nil || r.CallID != turn {
+			if p == nil || json.Unmarshal(p, &r) != nil || r.CallID != tag {
 				continue
 			}
 			req, scheduled = r, ev.GetEventId()
@@ -130,21 +143,18 @@ func (c *Client) modelCall(ctx context.Context, id, turn string) (api.CompleteCh
 			}
 			p, err := c.firstPayload(ctx, a.GetResult())
 			if err != nil {
-				return req, api.ChatMessage{}, fmt.Errorf("read model call %s of run %s: %w", turn, id, err)
+				return req, nil, true, fmt.Errorf("read model call %s of run %s: %w", tag, id, err)
 			}
 			var out api.CompleteChatResult
 			if p == nil || json.Unmarshal(p, &out) != nil {
-				return req, api.ChatMessage{}, fmt.Errorf("read model call %s of run %s: its result is not readable", turn, id)
+				return req, nil, true, fmt.Errorf("read model call %s of run %s: its result is not readable", tag, id)
 			}
 			msg := out.Message
 			for i := range msg.ToolCalls {
-				msg.ToolCalls[i].ID = fmt.Sprintf("%s.%d", turn, i+1)
+				msg.ToolCalls[i].ID = fmt.Sprintf("%s.%d", tag, i+1)
 			}
-			return req, msg, nil
+			return req, &msg, true, nil
 		}
 	}
-	if scheduled == 0 {
-		return req, api.ChatMessage{}, fmt.Errorf("run %s has no model call %s in its history (a run recorded before model calls were tagged cannot be forked)", id, turn)
-	}
-	return req, api.ChatMessage{}, fmt.Errorf("model call %s of run %s has not completed", turn, id)
+	return req, nil, scheduled != 0, nil
 }

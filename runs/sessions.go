@@ -61,7 +61,7 @@ func (c *Client) Prompt(ctx context.Context, agent, instance, text string, o Pro
 	// (or, in a race, outlived by the run) before any work: sending it again reaches the
 	// new run.
 	for attempt := 1; ; attempt++ {
-		reply, err := c.promptOnce(ctx, id, in, text)
+		reply, err := c.promptOnce(ctx, id, in, text, false)
 		if err == nil || !handover(err) {
 			return reply, err
 		}
@@ -118,12 +118,19 @@ func (e *updateError) Error() string {
 
 func (e *updateError) Unwrap() error { return e.err }
 
-func (c *Client) promptOnce(ctx context.Context, id string, in api.SessionInput, text string) (api.PromptReply, error) {
+// promptOnce sends one prompt with update-with-start. fresh: the session must be new (a
+// fork): an id already taken, open or closed, fails the start instead of taking the
+// prompt.
+func (c *Client) promptOnce(ctx context.Context, id string, in api.SessionInput, text string, fresh bool) (api.PromptReply, error) {
+	conflict, reuse := enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING, enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE
+	if fresh {
+		conflict, reuse = enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL, enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE
+	}
 	op := c.tc.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
 		ID:                       id,
 		TaskQueue:                c.taskQueue,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		WorkflowIDConflictPolicy: conflict,
+		WorkflowIDReusePolicy:    reuse,
 		StaticSummary:            c.pageSummary("session "+in.Agent+"/"+in.Instance, sessionPath(in.Agent, in.Instance)),
 		StaticDetails:            c.pageDetails(sessionPath(in.Agent, in.Instance)),
 	}, api.WorkflowSession, mustRaw(in))

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/spf13/pflag"
 
 	"github.com/nexo-temporal/nexo/api"
@@ -19,17 +21,20 @@ import (
 
 func sessionCmd() *command {
 	return &command{
-		name: "session", args: "prompt <agent> <instance> \"text\" | show <agent> <instance> | watch <agent> <instance> | list | close <agent> <instance>",
+		name: "session", args: "prompt <agent> <instance> \"text\" | show <agent> <instance> | watch <agent> <instance> | fork <agent> <instance> --at <turn> | list | close <agent> <instance>",
 		summary: "Talk to a session: a remembering agent addressed by (agent, instance).",
 		flags: func(fs *pflag.FlagSet) {
 			fs.Bool("json", false, "print JSON")
 			fs.Int64("from", -1, "watch: replay the activity stream from this offset (seq) first, then follow")
 			fs.Int("last", -1, "watch: show the last N updates first, then follow (0: only new ones); default: the last turn")
-			fs.Int("continue-after-turns", 0, "prompt: a session this prompt creates continues as new after this many turns per run (testing)")
+			fs.Int("continue-after-turns", 0, "prompt, fork: a session this command creates continues as new after this many turns per run (testing)")
+			fs.String("at", "", "fork: the turn to fork at (its number in `session show`): the new instance starts as that turn found the session and asks its prompt again")
+			fs.String("id", "", "fork: the new instance's id (default: a new UUIDv7)")
+			fs.String("prompt", "", "fork: ask this instead of the forked turn's prompt")
 		},
 		run: func(ctx context.Context, e *env, fs *pflag.FlagSet, args []string) error {
 			if len(args) == 0 {
-				return usagef("want a subcommand: prompt, show, watch, list or close")
+				return usagef("want a subcommand: prompt, show, watch, fork, list or close")
 			}
 			asJSON, _ := fs.GetBool("json")
 			sub, args := args[0], args[1:]
@@ -113,6 +118,12 @@ func sessionCmd() *command {
 				from, _ := fs.GetInt64("from")
 				lastN, _ := fs.GetInt("last")
 				return watchSession(ctx, e, agent, inst, from, lastN, asJSON)
+			case "fork":
+				agent, inst, err := pair()
+				if err != nil {
+					return err
+				}
+				return forkSession(ctx, e, fs, agent, inst, asJSON)
 			case "list":
 				rc, err := e.runs(ctx)
 				if err != nil {
@@ -146,9 +157,67 @@ func sessionCmd() *command {
 				fmt.Fprintf(e.stdout, "closed session %s\n", api.SessionID(agent, inst))
 				return nil
 			}
-			return unknownSubcommand("session subcommand", sub, "prompt", "show", "watch", "list", "close")
+			return unknownSubcommand("session subcommand", sub, "prompt", "show", "watch", "fork", "list", "close")
 		},
 	}
+}
+
+// forkSession opens a new instance of agent from turn --at of the session (agent, inst)
+// and prints its first reply: the turn's prompt (or --prompt) asked again, from the
+// thread and workspace the turn found.
+func forkSession(ctx context.Context, e *env, fs *pflag.FlagSet, agent, inst string, asJSON bool) error {
+	at, _ := fs.GetString("at")
+	if at == "" {
+		return usagef("session fork needs --at <turn> (the turns are numbered in `starter session show %s %s`)", agent, inst)
+	}
+	turn, err := strconv.Atoi(at)
+	if err != nil || turn < 1 {
+		return usagef("--at %q is not a turn number: want 1 for the first turn, as `starter session show %s %s` numbers them", at, agent, inst)
+	}
+	req := runs.SessionForkRequest{Agent: agent, Instance: inst, Turn: turn}
+	req.NewInstance, _ = fs.GetString("id")
+	if req.NewInstance != "" {
+		if err := api.ValidateInstance(req.NewInstance); err != nil {
+			return usagef("--id: %v", err)
+		}
+	}
+	req.Prompt, _ = fs.GetString("prompt")
+	if fs.Changed("prompt") && strings.TrimSpace(req.Prompt) == "" {
+		return usagef("--prompt is empty: leave it out to ask turn %d's prompt again", turn)
+	}
+	req.ContinueAfterTurns, _ = fs.GetInt("continue-after-turns")
+	rc, err := e.runs(ctx)
+	if err != nil {
+		return err
+	}
+	st, err := e.artifactStore(ctx)
+	if err != nil {
+		return err
+	}
+	if req.NewInstance == "" {
+		// Named here, so the approval notice can follow the fork while its turn runs.
+		u, err := uuid.NewV7()
+		if err != nil {
+			return fmt.Errorf("generate an instance id: %w", err)
+		}
+		req.NewInstance = u.String()
+	}
+	stop := noticeApprovals(ctx, e, rc, agent, req.NewInstance)
+	res, err := rc.ForkSession(ctx, st, req)
+	stop()
+	var ut *runs.UnknownTurnError
+	if errors.As(err, &ut) {
+		return usagef("%v", ut)
+	}
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return e.printJSON(res)
+	}
+	fmt.Fprintf(e.stdout, "session %s %s: forked from %s at turn %d\n", res.Agent, res.Instance, res.From, res.Turn)
+	fmt.Fprintln(e.stdout, res.Reply.Reply)
+	return nil
 }
 
 // watchSession prints the session's activity stream, then follows it live until the

@@ -334,6 +334,10 @@ func (rt *runtime) moveHost(ctx workflow.Context) error {
 // restoreHere rebuilds the run's sandbox on its current host from the last snapshot (and
 // after a move, its recorded artifacts) and emits sandbox_restored.
 func (rt *runtime) restoreHere(ctx workflow.Context, moved bool) error {
+	// A session's first sandbox use comes from its prompt's update handler, whose context
+	// has no activity options (a fork's restore is the first activity there): without
+	// defaults the restore could not be scheduled at all.
+	ctx = withDefaultOptions(ctx)
 	hctx := rt.onHostQueue(ctx, nil)
 	req := api.ReleaseSandboxRequest{RunID: rt.rec.ID, Sandbox: rt.sandbox}
 	if rt.snapshotsOn(ctx) {

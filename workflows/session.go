@@ -90,6 +90,9 @@ func Session(ctx workflow.Context, in api.SessionInput) (api.SessionCarry, error
 	s.carry.Runs++
 	byRef := rt.threadVersion(ctx) >= 1
 	s.conv = newConversation(byRef, s.carry.ThreadRef, s.carry.Thread, s.carry.Recent)
+	if in.Fork != nil {
+		s.startFork(ctx, rt, *in.Fork, byRef)
+	}
 
 	// Handlers first, so an update-with-start finds them on the first workflow task.
 	if err := workflow.SetQueryHandler(ctx, api.QuerySession, func() (api.SessionView, error) { return s.view(rt), nil }); err != nil {
@@ -159,8 +162,36 @@ func Session(ctx workflow.Context, in api.SessionInput) (api.SessionCarry, error
 		carry.Host = rt.hostCarry()
 		next := s.in
 		next.Carry = &carry
+		next.Fork = s.forkCarry(rt)
 		return api.SessionCarry{}, workflow.NewContinueAsNewError(ctx, api.WorkflowSession, json.RawMessage(mustJSON(next)))
 	}
+}
+
+// startFork sets up a forked session (`starter session fork`): on its first run, the
+// source's thread as the forked turn found it and a forked_from event; on every run until
+// the sandbox is first used, the restore of the workspace that turn found. Only a fork's
+// input has Fork, so no session started before forks takes this path.
+func (s *session) startFork(ctx workflow.Context, rt *runtime, f api.SessionFork, byRef bool) {
+	if s.in.Carry == nil {
+		s.conv = newConversation(byRef, f.Thread, f.Messages, nil)
+		rt.emit(ctx, "forked_from", map[string]any{"session": f.Session, "turn": f.Turn, "snapshot": f.Snapshot})
+	}
+	if f.Snapshot != "" && rt.host.carried == nil {
+		// Restored on the session's first sandbox use, wherever it claims a host (hostCtx).
+		rt.host.snap = &api.SnapshotRef{Manifest: f.Snapshot}
+		rt.parked = true
+	}
+}
+
+// forkCarry is what a continuation keeps of the fork: its snapshot when the workspace was
+// never restored (the fork has not used its sandbox yet, so no host carries it); nil
+// otherwise, the thread being in the carry.
+func (s *session) forkCarry(rt *runtime) *api.SessionFork {
+	f := s.in.Fork
+	if f == nil || f.Snapshot == "" || !rt.parked || rt.host.cur != nil || rt.host.carried != nil {
+		return nil
+	}
+	return &api.SessionFork{Session: f.Session, Turn: f.Turn, Snapshot: f.Snapshot}
 }
 
 func (s *session) shouldContinue() bool {
