@@ -69,6 +69,7 @@ func statusOf(err error) int {
 		una *serviceerror.Unavailable
 		uc  *runs.UnknownCallError
 		bp  *runs.BadPathError
+		np  *runs.NoPoolHostError
 	)
 	switch {
 	case errors.As(err, &nf), errors.Is(err, artifacts.ErrNotFound), errors.As(err, &uc):
@@ -78,6 +79,9 @@ func statusOf(err error) int {
 	case errors.Is(err, runs.ErrNoSnapshots):
 		return http.StatusConflict
 	case errors.As(err, &st), errors.As(err, &ex), errors.As(err, &rf):
+		return http.StatusConflict
+	case errors.As(err, &np):
+		// The request is right; the fleet has no host of the pool up now (one may come).
 		return http.StatusConflict
 	case errors.As(err, &mb):
 		return http.StatusRequestEntityTooLarge
