@@ -371,6 +371,7 @@ var readmeCommandTests = []struct {
 	{marker: "TEMPORAL_ADDRESS=my-ns.a1b2c.tmprl.cloud:7233", notRun: "a Temporal Cloud namespace"},
 	{marker: "go run ./bench chaos --server embedded", notRun: "minutes of SIGKILLs on several workers"},
 	{marker: "starter sandbox files <run> [--at <call-id>]", tests: []string{"TestWorkspaceFilesAtEveryCall"}},
+	{marker: "worker --sandbox-host --pool gpu      # on each machine of pool gpu", tests: []string{"TestSandboxPoolHostInItsOwnNetworkMovesWithItsFiles"}},
 }
 
 // TestEveryReadmeCommandIsExercised: every block of commands in the README is run by a
