@@ -206,6 +206,10 @@ var historyScenarios = []struct {
 	}, recordSession},
 	{"agent Docker park and restore, snapshots", "snap_", []string{"agent_docker_parked_restored.json"}, recordAgentDockerPark},
 	{"agent forked at a call", "snap_", []string{"agent_write_shell.json", "agent_forked.json", "agent_forked_edited.json"}, recordWorkspaceFork},
+	// Sandbox pools (no change id: only a run whose agent names a pool claims on the
+	// pool's queue, e2e/pool_test.go): a run of a pool agent on a worker that joined the
+	// pool with --pool, its claim on <tq>@pool-gpu.
+	{"agent on a pool", "pool_", []string{"agent_pool_write_read.json"}, recordPoolRun},
 }
 
 // recordAgentDeadlines: scribe under approve with approval_timeout 2s: a write nobody

@@ -141,3 +141,42 @@ func assertNoRun(t *testing.T, p *platform, id string) {
 		t.Errorf("run %s: describe = %v, want not found (nothing started)", id, err)
 	}
 }
+
+// recordPoolRun: a worker that runs workflows and joined pool gpu (`worker --dev --pool
+// gpu`) takes the run of gpu-scribe, whose claim goes to the pool's queue; the run writes
+// and reads mine.txt there.
+func recordPoolRun(t *testing.T, r *recorder) {
+	model := fakellm.New(
+		fakellm.Reply{ToolCalls: []fakellm.Call{writeCall("mine.txt", "on the pool")}},
+		fakellm.Reply{ToolCalls: []fakellm.Call{readCall("mine.txt")}},
+		fakellm.Reply{Content: "Read it back."},
+	)
+	p := newPlatform(t)
+	p.args = []string{"--pool", "gpu"}
+	p.writeConfig(poolConfig(model.Start(t)))
+	p.start()
+	if !strings.Contains(p.output(), "pool gpu (claim queue nexo@pool-gpu)") {
+		t.Fatalf("the worker does not say it joined pool gpu:\n%s", p.output())
+	}
+	c := p.dial()
+	id := strings.TrimSpace(p.ok("agent", "gpu-scribe", "Write mine.txt, then read it."))
+	rec := p.waitStatus(id, api.StatusDone)
+	if res := hostqToolResults(rec); strings.Count(res, "on the pool") < 1 {
+		t.Fatalf("tool results:\n%s", res)
+	}
+	hist := c.GetWorkflowHistory(t.Context(), id, "", false, 0)
+	claimed := ""
+	for hist.HasNext() {
+		e, err := hist.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a := e.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == api.ActivityClaimSandboxHost {
+			claimed = a.GetTaskQueue().GetName()
+		}
+	}
+	if claimed != api.PoolQueueName("nexo", "gpu") {
+		t.Fatalf("the claim was scheduled on %q, want the pool's queue", claimed)
+	}
+	r.save(c, "agent_pool_write_read.json", id, "")
+}
