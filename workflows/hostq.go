@@ -32,6 +32,11 @@ import (
 // taken) and runs the failed activity there once more. Release, snapshot and park never
 // move a run: what a lost host held is reaped when it comes back.
 //
+// A run whose agent names a sandbox pool (sandbox: {pool: NAME}) claims on the pool's
+// claim queue "<task_queue>@pool-<name>" instead of the shared one: only the pool's hosts
+// (`worker --sandbox-host --pool NAME`, or a worker with --pool) poll it, so the run's
+// sandbox, and after a move its new one, lives on a host of that pool.
+//
 // Runs recorded before this (workflow.DefaultVersion) keep the worker sessions of
 // hostroute.go, docker only.
 
