@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
 
 	"github.com/nexo-temporal/nexo/api"
 	"github.com/nexo-temporal/nexo/fakellm"
@@ -142,10 +143,23 @@ func assertNoRun(t *testing.T, p *platform, id string) {
 	}
 }
 
-// recordPoolRun: a worker that runs workflows and joined pool gpu (`worker --dev --pool
-// gpu`) takes the run of gpu-scribe, whose claim goes to the pool's queue; the run writes
-// and reads mine.txt there.
+// TestWorkerJoinsAPoolWithPool: a worker that also runs workflows serves a pool with
+// --pool: a pool agent's run starts (its pool has a live host), claims this worker's host
+// on the pool's queue and reads its write back.
+func TestWorkerJoinsAPoolWithPool(t *testing.T) {
+	poolRunOnAJoinedWorker(t)
+}
+
+// recordPoolRun records the run of TestWorkerJoinsAPoolWithPool.
 func recordPoolRun(t *testing.T, r *recorder) {
+	c, id := poolRunOnAJoinedWorker(t)
+	r.save(c, "agent_pool_write_read.json", id, "")
+}
+
+// poolRunOnAJoinedWorker: a worker that runs workflows and joined pool gpu (`worker --dev
+// --pool gpu`) takes the run of gpu-scribe, whose claim goes to the pool's queue; the run
+// writes and reads mine.txt there. It returns the client and the run's id.
+func poolRunOnAJoinedWorker(t *testing.T) (client.Client, string) {
 	model := fakellm.New(
 		fakellm.Reply{ToolCalls: []fakellm.Call{writeCall("mine.txt", "on the pool")}},
 		fakellm.Reply{ToolCalls: []fakellm.Call{readCall("mine.txt")}},
@@ -178,5 +192,5 @@ func recordPoolRun(t *testing.T, r *recorder) {
 	if claimed != api.PoolQueueName("nexo", "gpu") {
 		t.Fatalf("the claim was scheduled on %q, want the pool's queue", claimed)
 	}
-	r.save(c, "agent_pool_write_read.json", id, "")
+	return c, id
 }
