@@ -64,8 +64,8 @@ func livePoller(pollers []*taskqueuepb.PollerInfo, now time.Time) bool {
 }
 
 // checkPool refuses an AgentRun whose agent (as the registry view v announces it) names a
-// sandbox pool that no live host polls. It asks Temporal for the pollers of the pool's
-// claim queue; without a registry answer (v nil) or a pool there is nothing to check.
+// sandbox pool that no live host polls. Without a registry answer (v nil) there is
+// nothing to check.
 func (c *Client) checkPool(ctx context.Context, v *api.RegistryView, workflow string, payload json.RawMessage) error {
 	if v == nil || workflow != api.WorkflowAgentRun {
 		return nil
@@ -76,7 +76,30 @@ func (c *Client) checkPool(ctx context.Context, v *api.RegistryView, workflow st
 	if json.Unmarshal(payload, &in) != nil || in.Agent == "" {
 		return nil
 	}
-	pool := poolOf(*v, in.Agent)
+	return c.checkAgentPool(ctx, *v, in.Agent)
+}
+
+// checkSessionPool refuses a prompt to a session of an agent whose sandbox pool no live
+// host polls: the turn would wait for a host at its first tool call. It reads the
+// registry (a recent answer, else asks); when the registry cannot tell, the prompt goes.
+func (c *Client) checkSessionPool(ctx context.Context, agent string) error {
+	now := time.Now()
+	v, ok := c.offered.fresh(now)
+	if !ok {
+		var err error
+		if v, err = c.Workflows(ctx); err != nil {
+			return nil
+		}
+		c.offered.store(v, now)
+	}
+	return c.checkAgentPool(ctx, v, agent)
+}
+
+// checkAgentPool asks Temporal for the pollers of the claim queue of agent's pool (by v)
+// and refuses with a NoPoolHostError when none polled lately; an agent without a pool
+// passes.
+func (c *Client) checkAgentPool(ctx context.Context, v api.RegistryView, agent string) error {
+	pool := poolOf(v, agent)
 	if pool == "" {
 		return nil
 	}
@@ -88,5 +111,5 @@ func (c *Client) checkPool(ctx context.Context, v *api.RegistryView, workflow st
 	if livePoller(resp.GetPollers(), time.Now()) {
 		return nil
 	}
-	return &NoPoolHostError{Agent: in.Agent, Pool: pool, Queue: queue}
+	return &NoPoolHostError{Agent: agent, Pool: pool, Queue: queue}
 }

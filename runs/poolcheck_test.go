@@ -25,6 +25,12 @@ type poolClient struct {
 	pollers   map[string][]*taskqueuepb.PollerInfo
 	described []string
 	started   []string
+	prompts   int
+}
+
+func (p *poolClient) UpdateWithStartWorkflow(context.Context, client.UpdateWithStartWorkflowOptions) (client.WorkflowUpdateHandle, error) {
+	p.prompts++
+	return nil, errors.New("the fake answers no prompt")
 }
 
 func (p *poolClient) QueryWorkflowWithOptions(context.Context, *client.QueryWorkflowWithOptionsRequest) (*client.QueryWorkflowWithOptionsResponse, error) {
@@ -110,5 +116,22 @@ func TestStartRefusesAPoolNoLiveHostServes(t *testing.T) {
 				t.Errorf("described %v, want the pool's claim queue nexo@pool-gpu", fc.described)
 			}
 		})
+	}
+}
+
+// A prompt to a session of a pool agent is refused while no host of the pool is up, before
+// anything is sent (no update-with-start).
+func TestPromptRefusesAPoolNoLiveHostServes(t *testing.T) {
+	view := api.RegistryView{Workflows: []string{api.WorkflowSession}, Agents: []string{"trainer"},
+		Workers: []api.RegisteredWorker{{WorkerAnnouncement: api.WorkerAnnouncement{Identity: "w",
+			Agents: []string{"trainer"}, Pools: map[string]string{"trainer": "gpu"}}, SeenAt: time.Now()}}}
+	fc := &poolClient{view: view}
+	_, err := New(fc, "default", "nexo").Prompt(context.Background(), "trainer", "u1", "train", PromptOptions{})
+	var np *NoPoolHostError
+	if !errors.As(err, &np) || np.Pool != "gpu" {
+		t.Fatalf("Prompt error = %v, want a NoPoolHostError naming pool gpu", err)
+	}
+	if fc.prompts != 0 {
+		t.Errorf("%d prompts sent although refused", fc.prompts)
 	}
 }
