@@ -3,6 +3,7 @@ package e2e
 import (
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -193,4 +194,56 @@ func poolRunOnAJoinedWorker(t *testing.T) (client.Client, string) {
 		t.Fatalf("the claim was scheduled on %q, want the pool's queue", claimed)
 	}
 	return c, id
+}
+
+// TestSandboxPoolDockerHostKilledRunMoves: the Docker tier on a pool: two sandbox hosts of
+// pool dock (`worker --sandbox-host --pool dock`) beside a workflow worker that is in no
+// pool. A run of an agent with `sandbox: {type: docker, pool: dock}` writes in a container
+// of the first host; that host is SIGKILLed; the run gets a container on the other host of
+// the pool, with its workspace from the write's snapshot, and cat reads the write back.
+func TestSandboxPoolDockerHostKilledRunMoves(t *testing.T) {
+	requireSandboxImage(t)
+	model := fakellm.New(
+		fakellm.Reply{ToolCalls: []fakellm.Call{writeCall("notes.md", "written in the pool's first container")}},
+		fakellm.Reply{DelayMS: 4000, ToolCalls: []fakellm.Call{shellCall("cat notes.md")}},
+		fakellm.Reply{Content: "All there."},
+	)
+	cfg := `llm:
+  base_url: ` + model.Start(t) + `
+  model: fake-model
+agents:
+  - name: docker-scribe
+    instructions: You write files.
+    permissions: {mode: auto}
+    sandbox: {type: docker, pool: dock}
+    max_turns: 8
+`
+	f := newFleet(t, cfg, 3)
+	main, first, second := f.workers[0], f.workers[1], f.workers[2]
+	for _, h := range []*platform{first, second} {
+		h.args = []string{"--sandbox-host", "--pool", "dock"}
+		h.writeConfig(sandboxHostConfig)
+	}
+	main.start()
+	first.start()
+	id := strings.TrimSpace(main.ok("agent", "docker-scribe", "Write notes.md, then cat it."))
+	t.Cleanup(func() {
+		for _, c := range runContainers(t, id) {
+			_ = exec.Command("docker", "rm", "-f", c).Run()
+		}
+	})
+	waitHostqEvent(t, main, id, "agent_tool_result")
+	if got := runContainers(t, id); len(got) != 1 {
+		t.Fatalf("containers of the run before the kill: %v", got)
+	}
+	first.kill()
+	second.start()
+	rec := waitStatusRetrying(t, main, id, api.StatusDone)
+	if res := hostqToolResults(rec); !strings.Contains(res, "written in the pool's first container") {
+		t.Errorf("cat notes.md on the pool's second host:\n%s", res)
+	}
+	lost := eventOf(t, rec, "sandbox_host_lost")
+	if lost["from"] != hostQueueOf(t, first) || lost["to"] != hostQueueOf(t, second) {
+		t.Errorf("sandbox_host_lost = %v, want a move from the first host of the pool to the second", lost)
+	}
 }
