@@ -23,9 +23,10 @@ import (
 )
 
 // Per-host task queues (see workflows/hostq.go). Every worker polls the shared task queue
-// and its own host queue "<task_queue>@host-<id>". A run's first sandbox use claims a host:
-// ClaimSandboxHost, on the shared queue, answers with the host queue of the worker that
-// took it, and every later sandbox activity of the run goes there, so the run's files stay
+// and its own host queue "<task_queue>@host-<id>"; the hosts of a pool (--pool NAME) also
+// poll the pool's claim queue "<task_queue>@pool-<name>". A run's first sandbox use claims
+// a host: ClaimSandboxHost, on the shared queue (on the pool's, when its agent names one),
+// answers with the host queue of the worker that took it, and every later sandbox activity of the run goes there, so the run's files stay
 // on one machine whatever tier its sandbox is. When that host stops answering the run
 // claims another and RestoreSandboxOnHost rebuilds the workspace there from the run's last
 // snapshot (SnapshotSandbox, taken at every suspend and every sandbox.park_every).
@@ -104,6 +105,36 @@ func (a *Activities) registerHost(r Registry) {
 	} {
 		r.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}
+}
+
+// RegisterSandbox registers, each kept alive, only the activities a run sends to its host
+// queue (workflows/hostq.go): tool calls, files, artifacts, skill files, snapshots and
+// restores. A sandbox host (`worker --sandbox-host`) polls its host queue with these
+// alone: it makes no model call, no MCP call and resolves no agent, so it needs none of
+// their configuration or secrets.
+func (a *Activities) RegisterSandbox(r Registry) {
+	r = keepAliveRegistry{r}
+	for name, fn := range map[string]any{
+		api.ActivityRunTool:              a.RunTool,
+		api.ActivityCollectOutputs:       a.CollectOutputs,
+		api.ActivityWriteArtifact:        a.WriteArtifact,
+		api.ActivityStageFiles:           a.StageFiles,
+		api.ActivityReleaseSandbox:       a.ReleaseSandbox,
+		api.ActivityParkSandbox:          a.ParkSandbox,
+		api.ActivityRestoreArtifacts:     a.RestoreArtifacts,
+		api.ActivityMaterializeSkills:    a.MaterializeSkills,
+		api.ActivityProbeSandbox:         a.ProbeSandbox,
+		api.ActivitySnapshotSandbox:      a.SnapshotSandbox,
+		api.ActivityRestoreSandboxOnHost: a.RestoreSandboxOnHost,
+	} {
+		r.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
+	}
+}
+
+// RegisterClaim registers ClaimSandboxHost alone: what a pool's claim queue
+// (api.PoolQueueName) is polled for, by every host of the pool.
+func (a *Activities) RegisterClaim(r Registry) {
+	keepAliveRegistry{r}.RegisterActivityWithOptions(a.ClaimSandboxHost, activity.RegisterOptions{Name: api.ActivityClaimSandboxHost})
 }
 
 // ClaimSandboxHost answers with this worker's host queue. On a run's first claim it also

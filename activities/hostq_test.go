@@ -1,7 +1,12 @@
 package activities
 
 import (
+	"slices"
 	"testing"
+
+	"go.temporal.io/sdk/activity"
+
+	"github.com/nexo-temporal/nexo/api"
 )
 
 // A worker keeps its host id across restarts on one sandbox root; a second process on the
@@ -28,4 +33,38 @@ func TestHostIDSurvivesRestartAndIsNotShared(t *testing.T) {
 		t.Errorf("another root's id = %q, want a new one (%v)", other, err)
 	}
 	release()
+}
+
+// nameRegistry records the activity names registered on it.
+type nameRegistry struct{ names []string }
+
+func (r *nameRegistry) RegisterActivityWithOptions(_ any, o activity.RegisterOptions) {
+	r.names = append(r.names, o.Name)
+}
+
+// A sandbox host registers what a run sends to its host queue (every tool, file, skill,
+// snapshot and restore activity) and nothing of the model, MCP or agent resolution, so it
+// needs none of their configuration; the pool's claim queue gets the claim alone.
+func TestSandboxHostRegistersOnlySandboxActivities(t *testing.T) {
+	a := New(Deps{})
+	var r nameRegistry
+	a.RegisterSandbox(&r)
+	for _, want := range []string{api.ActivityRunTool, api.ActivityWriteArtifact, api.ActivityStageFiles, api.ActivityCollectOutputs,
+		api.ActivityReleaseSandbox, api.ActivityRestoreArtifacts, api.ActivityMaterializeSkills, api.ActivityProbeSandbox,
+		api.ActivitySnapshotSandbox, api.ActivityRestoreSandboxOnHost, api.ActivityParkSandbox} {
+		if !slices.Contains(r.names, want) {
+			t.Errorf("sandbox host lacks %s (registered %v)", want, r.names)
+		}
+	}
+	for _, not := range []string{api.ActivityCompleteChat, api.ActivityCompactThread, api.ActivityCallMCPTool, api.ActivityListMCPTools,
+		api.ActivityResolveAgent, api.ActivityClaimSandboxHost, api.ActivityNotifyApproval} {
+		if slices.Contains(r.names, not) {
+			t.Errorf("sandbox host registers %s", not)
+		}
+	}
+	var claim nameRegistry
+	a.RegisterClaim(&claim)
+	if len(claim.names) != 1 || claim.names[0] != api.ActivityClaimSandboxHost {
+		t.Errorf("claim queue registers %v, want %s alone", claim.names, api.ActivityClaimSandboxHost)
+	}
 }

@@ -128,6 +128,16 @@ func (s Spec) Validate() error {
 	if s.Sandbox.Type == api.SandboxVirtual && s.Sandbox.Dir != "" {
 		bad("sandbox.dir", "a virtual sandbox has no directory")
 	}
+	if p := s.Sandbox.Pool; p != "" {
+		if err := api.ValidatePoolName(p); err != nil {
+			bad("sandbox.pool", "%v", err)
+		} else if s.Sandbox.Type == api.SandboxVirtual {
+			// A virtual sandbox is memory of the worker that runs the agent's loop; a
+			// pool names the machines a sandbox lives on, which only a local directory
+			// or a container has.
+			bad("sandbox.pool", "a virtual sandbox lives in the worker's memory and cannot run on a pool's hosts; use type local or docker")
+		}
+	}
 	for i, h := range s.FetchAllow {
 		if h == "" || strings.ContainsAny(h, "/:*@ ") {
 			bad(fmt.Sprintf("fetch_allow[%d]", i), "%q is not a host name (no scheme, port, path or wildcard; subdomains are included)", h)

@@ -1,6 +1,9 @@
 package api
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // Activities of per-host sandbox routing (workflows/hostq.go, activities/hostq.go).
 const (
@@ -26,6 +29,36 @@ const HostQueueSep = "@host-"
 // HostQueueName is the task queue of the sandbox activities of the worker with host id
 // id on the shared task queue taskQueue.
 func HostQueueName(taskQueue, id string) string { return taskQueue + HostQueueSep + id }
+
+// PoolQueueSep separates the shared task queue from the pool part of a pool's claim
+// queue name: "<task_queue>@pool-<name>".
+const PoolQueueSep = "@pool-"
+
+// PoolQueueName is the task queue a run whose agent names pool claims its host on
+// (ClaimSandboxHost): only the hosts of that pool poll it, so the run's sandbox lives on
+// one of them.
+func PoolQueueName(taskQueue, pool string) string { return taskQueue + PoolQueueSep + pool }
+
+// MaxPoolName bounds a pool's name (it becomes part of a task queue name).
+const MaxPoolName = 40
+
+// ValidatePoolName reports what is wrong with a pool's name: 1 to MaxPoolName lowercase
+// letters, digits, - and _, starting with a letter or a digit.
+func ValidatePoolName(name string) error {
+	if name == "" {
+		return fmt.Errorf("pool name is empty")
+	}
+	if len(name) > MaxPoolName {
+		return fmt.Errorf("pool name %q is longer than %d characters", name, MaxPoolName)
+	}
+	for i, r := range name {
+		ok := r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || i > 0 && (r == '-' || r == '_')
+		if !ok {
+			return fmt.Errorf("pool name %q may hold only lowercase letters, digits, - and _ (starting with a letter or digit)", name)
+		}
+	}
+	return nil
+}
 
 // ClaimHostRequest asks a worker for its host queue. Fresh is set on a run's first claim
 // (not a move, not a continued session): the worker then blanks any snapshot an earlier

@@ -44,6 +44,9 @@ type WorkerAnnouncement struct {
 	Workflows []string `json:"workflows"`
 	// Agents are the agent names of the worker's configuration.
 	Agents []string `json:"agents"`
+	// Pools names the sandbox pool of each of Agents whose sandbox names one (agent →
+	// pool), so a client refuses to start such an agent while no host of its pool is up.
+	Pools map[string]string `json:"pools,omitempty"`
 	// Inputs are the JSON field names each workflow type's input takes (workflow type →
 	// names, sorted), so a client refuses an unknown field (a typo such as "docid") before
 	// it starts a run. A type whose input is not a struct (a map, any, raw JSON) or decodes

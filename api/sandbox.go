@@ -24,6 +24,11 @@ type SandboxSpec struct {
 	// Snapshot, set true, snapshots a user's Dir after every change as a per-run workspace
 	// is (a user's own checkout is not snapshotted otherwise). It has no effect without Dir.
 	Snapshot bool `json:"snapshot,omitempty" mapstructure:"snapshot" yaml:"snapshot"`
+	// Pool names the sandbox hosts the run's tools run on (`worker --sandbox-host --pool
+	// NAME`, or a worker with --pool): the run claims its host on the pool's queue
+	// (PoolQueueName), so its sandbox only ever lives on a host of the pool, and a lost
+	// host moves it to another host of the same pool. Empty: any worker of the task queue.
+	Pool string `json:"pool,omitempty" mapstructure:"pool" yaml:"pool"`
 
 	// Docker sandboxes (type docker): one hardened container per run. The defaults are
 	// safe: no network, all capabilities dropped, no-new-privileges, read-only root with a

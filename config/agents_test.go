@@ -49,6 +49,23 @@ func TestLoadAgents(t *testing.T) {
 	}
 }
 
+// TestLoadAgentPool: the README's pool definition loads with its pool.
+func TestLoadAgentPool(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	y := "llm: {base_url: http://x:1/v1}\nagents:\n  - name: trainer\n    sandbox: {type: docker, pool: gpu}   # or {type: local, pool: gpu}\n"
+	if err := os.WriteFile(filepath.Join(dir, DefaultFile), []byte(y), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Load(LoadOptions{})
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if s := cfg.Agents[0].Sandbox; s.Pool != "gpu" || s.Type != "docker" {
+		t.Errorf("sandbox = %+v, want docker on pool gpu", s)
+	}
+}
+
 func TestAgentErrorsNameTheField(t *testing.T) {
 	for _, tc := range []struct{ name, yaml, want string }{
 		{"bad mode", "agents:\n  - name: a\n    permissions: {mode: yolo}\n", "agents[a].permissions.mode"},
@@ -58,6 +75,7 @@ func TestAgentErrorsNameTheField(t *testing.T) {
 		{"typo in agent", "llm: {base_url: http://x:1/v1}\nagents:\n  - name: a\n    instructons: hi\n", "instructons"},
 		{"web_search without a backend", "llm: {base_url: http://x:1/v1}\nagents:\n  - name: a\n    web_search: true\n", "agents[a].web_search"},
 		{"retry budget under a minute", "llm: {base_url: http://x:1/v1}\nagents:\n  - name: a\n    retry_for: 10s\n", "agents[a].retry_for"},
+		{"bad pool", "llm: {base_url: http://x:1/v1}\nagents:\n  - name: trainer\n    sandbox: {type: docker, pool: GPU}\n", `agents[trainer].sandbox.pool: pool name "GPU" may hold only`},
 		{"escaping produces", "llm: {base_url: http://x:1/v1}\nagents:\n  - name: a\n    produces: [../x]\n", "agents[a].produces[0]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

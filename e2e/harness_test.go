@@ -77,6 +77,9 @@ type platform struct {
 	// plain runs the worker without --dev, against a server the test started on frontend
 	// (startDevServer), so the worker can stop while the server stays up.
 	plain bool
+	// wrap, when set, changes the worker's command before it starts (to run it in a
+	// network namespace of its own, cluster.Netns.Wrap).
+	wrap func(*exec.Cmd) error
 }
 
 // newPlatform picks free ports and a fresh directory; start() runs the worker.
@@ -135,6 +138,11 @@ func (p *platform) start() {
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = p.dir
 	cmd.Env = p.env()
+	if p.wrap != nil {
+		if err := p.wrap(cmd); err != nil {
+			p.t.Fatal(err)
+		}
+	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		p.t.Fatal(err)

@@ -209,6 +209,10 @@ var historyScenarios = []struct {
 	// A session forked at its second turn (`starter session fork`): the source, and the
 	// fork started from turn 1's thread and the snapshot turn 2 found (e2e/sessionfork_test.go).
 	{"session forked at a turn", "snap_", []string{"session_fork_source.json", "session_forked.json"}, recordSessionFork},
+	// Sandbox pools (no change id: only a run whose agent names a pool claims on the
+	// pool's queue, e2e/pool_test.go): a run of a pool agent on a worker that joined the
+	// pool with --pool, its claim on <tq>@pool-gpu.
+	{"agent on a pool", "pool_", []string{"agent_pool_write_read.json"}, recordPoolRun},
 }
 
 // recordAgentDeadlines: scribe under approve with approval_timeout 2s: a write nobody

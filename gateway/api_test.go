@@ -88,6 +88,17 @@ func TestStartRunOfATypeNoWorkerOffers(t *testing.T) {
 	}
 }
 
+// TestStartRunOnAPoolNobodyServes: an agent whose sandbox pool has no live host is a 409
+// naming the pool (the request is right; no host of the pool is up now).
+func TestStartRunOnAPoolNobodyServes(t *testing.T) {
+	f := &fakeRuns{start: func(context.Context, runs.StartRequest) (string, error) {
+		return "", &runs.NoPoolHostError{Agent: "trainer", Pool: "gpu", Queue: "nexo@pool-gpu"}
+	}}
+	s := newServer(t, f, Options{})
+	resp := do(t, s, request{method: "POST", path: "/v1/runs", body: `{"workflow":"AgentRun","input":{"agent":"trainer","prompt":"go"}}`})
+	wantProblem(t, resp, http.StatusConflict, `sandbox pool "gpu", which no live host serves`)
+}
+
 func TestBodyLimit(t *testing.T) {
 	called := false
 	f := &fakeRuns{start: func(context.Context, runs.StartRequest) (string, error) { called = true; return "x", nil }}

@@ -70,6 +70,7 @@ func statusOf(err error) int {
 		uc  *runs.UnknownCallError
 		bp  *runs.BadPathError
 		cif *runs.CallChangesUnknownError
+		np  *runs.NoPoolHostError
 	)
 	switch {
 	case errors.As(err, &nf), errors.Is(err, artifacts.ErrNotFound), errors.As(err, &uc):
@@ -79,6 +80,9 @@ func statusOf(err error) int {
 	case errors.Is(err, runs.ErrNoSnapshots):
 		return http.StatusConflict
 	case errors.As(err, &st), errors.As(err, &ex), errors.As(err, &rf), errors.As(err, &cif):
+		return http.StatusConflict
+	case errors.As(err, &np):
+		// The request is right; the fleet has no host of the pool up now (one may come).
 		return http.StatusConflict
 	case errors.As(err, &mb):
 		return http.StatusRequestEntityTooLarge

@@ -59,6 +59,24 @@ func peerDifferences(view api.RegistryView, a api.WorkerAnnouncement, taskQueue 
 		lines = append(lines, fmt.Sprintf("other workers on task queue %s offer agents %s; this one offers %s (runs of an agent this worker lacks go to a worker that has it)",
 			taskQueue, list(theirs), list(mine)))
 	}
+	// An agent whose pool differs between workers: its runs claim on the pool the worker
+	// that resolved the agent names, so they land on different machines.
+	for _, name := range set(a.Agents) {
+		pools := map[string]bool{}
+		for _, w := range view.Workers {
+			if w.Identity != a.Identity && slices.Contains(w.Agents, name) && w.Pools[name] != a.Pools[name] {
+				pools[poolLabel(w.Pools[name])] = true
+			}
+		}
+		if len(pools) > 0 {
+			theirs := make([]string, 0, len(pools))
+			for p := range pools {
+				theirs = append(theirs, p)
+			}
+			lines = append(lines, fmt.Sprintf("other workers on task queue %s run agent %s's tools on %s; this one on %s (each run claims a host where the worker that resolved its agent says)",
+				taskQueue, name, list(set(theirs)), poolLabel(a.Pools[name])))
+		}
+	}
 	theirs, mine = set(types), set(a.Workflows)
 	if missing, extra := minus(theirs, mine), minus(mine, theirs); len(missing)+len(extra) > 0 {
 		lines = append(lines, fmt.Sprintf("other workers on task queue %s offer workflow types this one lacks: %s; this one adds: %s",
@@ -88,4 +106,12 @@ func list(s []string) string {
 		return "none"
 	}
 	return strings.Join(s, ", ")
+}
+
+// poolLabel names an agent's pool in a message ("any host" for none).
+func poolLabel(pool string) string {
+	if pool == "" {
+		return "any host"
+	}
+	return "pool " + pool
 }

@@ -35,6 +35,17 @@ func TestPeerDifferences(t *testing.T) {
 			}
 		})
 	}
+	mine := me
+	mine.Agents, mine.Pools = []string{"trainer"}, map[string]string{"trainer": "gpu"}
+	peer := worker("2@b@", "trainer")
+	if got := peerDifferences(api.RegistryView{Workers: []api.RegisteredWorker{peer}}, mine, "nexo"); len(got) != 1 ||
+		got[0] != "other workers on task queue nexo run agent trainer's tools on any host; this one on pool gpu (each run claims a host where the worker that resolved its agent says)" {
+		t.Errorf("pool difference = %q", got)
+	}
+	peer.Pools = map[string]string{"trainer": "gpu"}
+	if got := peerDifferences(api.RegistryView{Workers: []api.RegisteredWorker{peer}}, mine, "nexo"); len(got) != 0 {
+		t.Errorf("workers that agree on the pool: %q", got)
+	}
 	other := worker("2@b@")
 	other.Workflows = append(other.Workflows, "RefundRequest")
 	got := peerDifferences(api.RegistryView{Workers: []api.RegisteredWorker{other}}, me, "nexo")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/nexo-temporal/nexo/api"
 	"github.com/nexo-temporal/nexo/config"
 	"github.com/nexo-temporal/nexo/connect"
 	"github.com/nexo-temporal/nexo/internal/cli"
@@ -62,7 +63,7 @@ func (c Command) ExitCode(err error, stderr io.Writer) int {
 
 // UsageLine is what a usage error prints after it: the one usage line, not the whole help.
 func (c Command) UsageLine() string {
-	return fmt.Sprintf("Usage: %s [--dev] [flags] | %s check-replay [flags]   (--help lists the flags)", c.Name, c.Name)
+	return fmt.Sprintf("Usage: %s [--dev] [flags] | %s --sandbox-host [--pool NAME] [flags] | %s check-replay [flags]   (--help lists the flags)", c.Name, c.Name, c.Name)
 }
 
 // usageError is a mistake in the command line: exit code 2 and the usage line.
@@ -80,10 +81,12 @@ func (c Command) Run(ctx context.Context, argv []string, stdout, stderr io.Write
 	fs.SetOutput(io.Discard) // ExitCode prints the error and the usage line, not the whole help
 	dev := fs.Bool("dev", false, "start an embedded Temporal server (SQLite under .nexo/, Web UI), run the worker against it, and serve the HTTP API and web page on gateway.addr")
 	showVersion := fs.Bool("version", false, "print the version and exit")
+	sandboxHost := fs.Bool("sandbox-host", false, "serve sandboxes only: poll this host's queue with the sandbox activities (no workflows, no model or MCP calls, no listening port); with --pool, claim the runs of agents whose sandbox names the pool")
+	pool := fs.String("pool", "", "make this worker's host one of the sandbox hosts of pool NAME: runs of agents with sandbox {pool: NAME} claim it (lowercase letters, digits, - and _)")
 	config.BindFlags(fs)
 	if err := fs.Parse(argv); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
-			fmt.Fprintf(stdout, "Usage: %s [--dev] [flags]\n\nRuns Nexo's workflows and activities on a Temporal task queue.\n\nFlags:\n", c.Name)
+			fmt.Fprintf(stdout, "Usage: %s [--dev] [flags]\n       %s --sandbox-host [--pool NAME] [flags]\n\nRuns Nexo's workflows and activities on a Temporal task queue; with --sandbox-host, only\nthe sandboxes of runs (see \"Sandbox hosts and pools\" in the README).\n\nFlags:\n", c.Name, c.Name)
 			fmt.Fprint(stdout, fs.FlagUsages())
 			return err
 		}
@@ -96,7 +99,21 @@ func (c Command) Run(ctx context.Context, argv []string, stdout, stderr io.Write
 	if fs.NArg() > 0 {
 		return &usageError{fmt.Errorf("%s takes no arguments, got %q", c.Name, fs.Args())}
 	}
+	if *pool != "" {
+		if err := api.ValidatePoolName(*pool); err != nil {
+			return &usageError{fmt.Errorf("--pool: %w", err)}
+		}
+	}
+	if *sandboxHost && *dev {
+		return &usageError{errors.New("--sandbox-host and --dev: a sandbox host runs no Temporal server and no workflows; start `worker --dev` elsewhere and point the host at it (--address)")}
+	}
 	opts := append([]Option{}, c.Options...)
+	if *sandboxHost {
+		opts = append(opts, SandboxHost())
+	}
+	if *pool != "" {
+		opts = append(opts, Pool(*pool))
+	}
 	if *dev && !hasDevServer(opts) {
 		return &usageError{errors.New("--dev needs the embedded Temporal server, which this binary is built without (add dev.Server() from github.com/nexo-temporal/nexo/platform/dev to its options)")}
 	}

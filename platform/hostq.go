@@ -28,9 +28,10 @@ type hostQueue struct {
 }
 
 // newHostQueue makes this worker's host identity (kept under sandbox.root, so a restart
-// on the same machine serves the same queue) and its host-queue worker; acts learn the
-// queue so ClaimSandboxHost can answer with it.
-func newHostQueue(tc client.Client, cfg config.Config, identity, id string, acts *activities.Activities) *hostQueue {
+// on the same machine serves the same queue) and its host-queue worker, with the
+// activities register puts on it; acts learn the queue so ClaimSandboxHost can answer
+// with it.
+func newHostQueue(tc client.Client, cfg config.Config, identity, id string, acts *activities.Activities, register func(activities.Registry)) *hostQueue {
 	queue := api.HostQueueName(cfg.Temporal.TaskQueue, id)
 	acts.SetHost(api.SandboxHost{Queue: queue, Host: id, ParkEvery: api.Duration(cfg.Sandbox.ParkEvery),
 		HostTimeout: api.Duration(cfg.Sandbox.HostTimeout)})
@@ -40,7 +41,7 @@ func newHostQueue(tc client.Client, cfg config.Config, identity, id string, acts
 		WorkerStopTimeout:            10 * time.Second,
 		MaxHeartbeatThrottleInterval: activities.HeartbeatThrottle,
 	})
-	acts.Register(hw)
+	register(hw)
 	return &hostQueue{id: id, queue: queue, w: hw, stopReap: func() {}}
 }
 
@@ -101,4 +102,18 @@ func runStaysHere(ctx context.Context, tc client.Client, runID, queue string) (b
 		return false, fmt.Errorf("run %s: memo %s: %w", runID, api.MemoSandboxHost, err)
 	}
 	return at == "" || at == queue, nil
+}
+
+// newPoolWorker polls the claim queue of pool (api.PoolQueueName) with ClaimSandboxHost
+// alone: a run whose agent names the pool claims this worker's host there. Only claims
+// go to it; the run's sandbox activities then come to the host queue, like any run's.
+func newPoolWorker(tc client.Client, cfg config.Config, identity, pool string, acts *activities.Activities) worker.Worker {
+	pw := worker.New(tc, api.PoolQueueName(cfg.Temporal.TaskQueue, pool), worker.Options{
+		Identity:                     identity + api.PoolQueueSep + pool,
+		DisableWorkflowWorker:        true,
+		WorkerStopTimeout:            10 * time.Second,
+		MaxHeartbeatThrottleInterval: activities.HeartbeatThrottle,
+	})
+	acts.RegisterClaim(pw)
+	return pw
 }

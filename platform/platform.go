@@ -33,6 +33,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/nexo-temporal/nexo/activities"
+	"github.com/nexo-temporal/nexo/api"
 	"github.com/nexo-temporal/nexo/config"
 	"github.com/nexo-temporal/nexo/skills"
 	"github.com/nexo-temporal/nexo/workflows"
@@ -49,6 +50,9 @@ type options struct {
 	stderr     io.Writer
 	lookupEnv  func(string) (string, bool)
 	errs       []error
+	// sandboxHost and pool: SandboxHost, Pool.
+	sandboxHost bool
+	pool        string
 }
 
 type registeredActivity struct {
@@ -116,6 +120,31 @@ func Output(stdout, stderr io.Writer) Option {
 // read them from the worker's.
 func LookupEnv(lookup func(string) (string, bool)) Option {
 	return func(o *options) { o.lookupEnv = lookup }
+}
+
+// SandboxHost makes the platform a sandbox host (`worker --sandbox-host`): a process that
+// only serves sandboxes. It dials out to Temporal and polls its own host queue with the
+// sandbox activities alone (activities.RegisterSandbox), and with Pool the pool's claim
+// queue; it runs no workflow, no model call and no MCP call, so its config needs no model,
+// agents or secrets of theirs, and it listens on no port. Without Pool it claims no new
+// runs: it serves the runs whose sandboxes it already holds (its host id is kept under
+// sandbox.root), which drains a host taken out of its pool.
+func SandboxHost() Option {
+	return func(o *options) { o.sandboxHost = true }
+}
+
+// Pool makes this worker's host one of the sandbox hosts of pool: it also polls the pool's
+// claim queue (api.PoolQueueName), so runs whose agents say `sandbox: {pool: NAME}` can
+// claim it. A worker that also runs workflows keeps serving the runs of agents without a
+// pool.
+func Pool(name string) Option {
+	return func(o *options) {
+		if err := api.ValidatePoolName(name); err != nil {
+			o.errs = append(o.errs, fmt.Errorf("platform.Pool: %w", err))
+			return
+		}
+		o.pool = name
+	}
 }
 
 // Platform is one worker assembled from config: the shipped workflows and activities plus

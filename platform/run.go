@@ -16,8 +16,10 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/nexo-temporal/nexo/activities"
+	"github.com/nexo-temporal/nexo/agents"
 	"github.com/nexo-temporal/nexo/api"
 	"github.com/nexo-temporal/nexo/artifacts"
+	"github.com/nexo-temporal/nexo/config"
 	"github.com/nexo-temporal/nexo/connect"
 	"github.com/nexo-temporal/nexo/gateway"
 	"github.com/nexo-temporal/nexo/workflows"
@@ -61,6 +63,9 @@ func WithDevServer(start StartDevServer) Option {
 // (running activities get 10 s), then MCP clients, the gateway, the store and the dev
 // server. It prints what it started on stdout, ending with "Nexo worker ready: ...".
 func (p *Platform) Run(ctx context.Context) error {
+	if p.opts.sandboxHost {
+		return p.runSandboxHost(ctx)
+	}
 	cfg := p.cfg
 	stdout := p.opts.stdout
 	logger := p.logger()
@@ -204,7 +209,7 @@ func (p *Platform) Run(ctx context.Context) error {
 	acts.Register(w)
 	// The run's sandbox activities go to the host queue of the worker that holds its
 	// sandbox (workflows/hostq.go); the shared queue keeps them for runs recorded before.
-	hq := newHostQueue(tc, cfg, identity, hostID, acts)
+	hq := newHostQueue(tc, cfg, identity, hostID, acts, acts.Register)
 	defer func() {
 		// After the worker: running MCP calls finish first, then stdio servers are stopped.
 		if err := acts.Close(); err != nil {
@@ -219,6 +224,15 @@ func (p *Platform) Run(ctx context.Context) error {
 		return err
 	}
 	defer hq.stop()
+	if pool := p.opts.pool; pool != "" {
+		// --pool: this worker's host also serves the runs whose agents name the pool
+		// (after its host queue polls, so a claim it answers finds the queue served).
+		pw := newPoolWorker(tc, cfg, identity, pool, acts)
+		if err := pw.Start(); err != nil {
+			return fmt.Errorf("start worker on the claim queue of pool %s: %w", pool, err)
+		}
+		defer pw.Stop()
+	}
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("start worker on task queue %s: %w", cfg.Temporal.TaskQueue, err)
 	}
@@ -236,9 +250,10 @@ func (p *Platform) Run(ctx context.Context) error {
 		fmt.Fprintf(stdout, "Agents: %s (model %s at %s)\n", strings.Join(agentNames, ", "), cfg.LLM.Model, cfg.LLM.BaseURL)
 	}
 	// After Start, so the registry's first task finds this worker polling.
-	stopAnnouncing := startAnnouncing(ctx, tc, cfg.Temporal.TaskQueue, announcement(identity, registered, agentNames), logger)
+	ann := announcement(identity, registered, cfg.Agents)
+	stopAnnouncing := startAnnouncing(ctx, tc, cfg.Temporal.TaskQueue, ann, logger)
 	defer stopAnnouncing()
-	if err := reportPeers(ctx, tc, cfg.Temporal.TaskQueue, announcement(identity, registered, agentNames), stdout); err != nil {
+	if err := reportPeers(ctx, tc, cfg.Temporal.TaskQueue, ann, stdout); err != nil {
 		logger.Warn("compare with the other workers", "error", err)
 	}
 	if dev {
@@ -248,7 +263,7 @@ func (p *Platform) Run(ctx context.Context) error {
 			return err
 		}
 	}
-	fmt.Fprintf(stdout, "Sandbox host: %s (host queue %s)\n", hq.id, hq.queue)
+	fmt.Fprintf(stdout, "Sandbox host: %s (host queue %s)%s\n", hq.id, hq.queue, poolNote(cfg, p.opts.pool))
 	fmt.Fprintf(stdout, "Nexo worker ready: task queue %s at %s\n", cfg.Temporal.TaskQueue, cfg.Temporal.Address)
 	logger.Info("worker ready", slog.String("task_queue", cfg.Temporal.TaskQueue), slog.String("address", cfg.Temporal.Address))
 	<-ctx.Done()
@@ -257,9 +272,28 @@ func (p *Platform) Run(ctx context.Context) error {
 }
 
 // announcement is what this worker tells its task queue's registry it offers: the
-// workflow types registered on it (shipped and the user's) and the agents of its config.
-func announcement(identity string, registered *workflows.TypeRecorder, agentNames []string) api.WorkerAnnouncement {
-	return api.WorkerAnnouncement{Identity: identity, Workflows: registered.Types(), Inputs: registered.Inputs(), Agents: agentNames}
+// workflow types registered on it (shipped and the user's), the agents of its config and
+// the sandbox pool of each agent that names one.
+func announcement(identity string, registered *workflows.TypeRecorder, defs []agents.Spec) api.WorkerAnnouncement {
+	a := api.WorkerAnnouncement{Identity: identity, Workflows: registered.Types(), Inputs: registered.Inputs(), Agents: make([]string, len(defs))}
+	for i, d := range defs {
+		a.Agents[i] = d.Name
+		if d.Sandbox.Pool != "" {
+			if a.Pools == nil {
+				a.Pools = map[string]string{}
+			}
+			a.Pools[d.Name] = d.Sandbox.Pool
+		}
+	}
+	return a
+}
+
+// poolNote is what the ready lines say of the pool this worker's host serves ("" for none).
+func poolNote(cfg config.Config, pool string) string {
+	if pool == "" {
+		return ""
+	}
+	return fmt.Sprintf(", pool %s (claim queue %s)", pool, api.PoolQueueName(cfg.Temporal.TaskQueue, pool))
 }
 
 // checkSearchAttribute fails fast when the namespace lacks a search attribute Nexo

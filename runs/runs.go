@@ -132,8 +132,9 @@ type StartRequest struct {
 
 // Start starts a run and returns its id. A workflow type that the task queue's registry
 // says no worker offers is refused with an UnknownTypeError, an input with a field the
-// type's input does not take with a BadRequestError wrapping an UnknownFieldError, and
-// nothing starts.
+// type's input does not take with a BadRequestError wrapping an UnknownFieldError, an
+// agent whose sandbox pool no live host serves with a NoPoolHostError, and nothing
+// starts.
 func (c *Client) Start(ctx context.Context, req StartRequest) (string, error) {
 	if req.Workflow == "" {
 		return "", &BadRequestError{Msg: "workflow name is empty"}
@@ -156,6 +157,12 @@ func (c *Client) Start(ctx context.Context, req StartRequest) (string, error) {
 	}
 	if err := c.checkOffered(ctx, req.Workflow, payload); err != nil {
 		return "", err
+	}
+	// The registry's answer checkOffered just read (or a recent one): the pools it names.
+	if v, ok := c.offered.fresh(time.Now()); ok {
+		if err := c.checkPool(ctx, &v, req.Workflow, payload); err != nil {
+			return "", err
+		}
 	}
 	if id == "" {
 		u, err := uuid.NewV7()

@@ -39,7 +39,8 @@ type PromptOptions struct {
 
 // Prompt sends text to the session of (agent, instance) and returns its reply. The
 // session is created if absent and reopened, with its thread, if it was closed: one
-// update-with-start, so two processes prompting at once reach the same session.
+// update-with-start, so two processes prompting at once reach the same session. An agent
+// whose sandbox pool no live host serves is refused (NoPoolHostError) and nothing is sent.
 func (c *Client) Prompt(ctx context.Context, agent, instance, text string, o PromptOptions) (api.PromptReply, error) {
 	if strings.TrimSpace(agent) == "" {
 		return api.PromptReply{}, &BadRequestError{Msg: "agent name is empty"}
@@ -49,6 +50,9 @@ func (c *Client) Prompt(ctx context.Context, agent, instance, text string, o Pro
 	}
 	if strings.TrimSpace(text) == "" {
 		return api.PromptReply{}, &BadRequestError{Msg: "prompt text is empty"}
+	}
+	if err := c.checkSessionPool(ctx, agent); err != nil {
+		return api.PromptReply{}, err
 	}
 	id := api.SessionID(agent, instance)
 	in := api.SessionInput{Agent: agent, Instance: instance, ContinueAfterTurns: o.ContinueAfterTurns}

@@ -27,6 +27,12 @@ func (c *promptClient) DescribeWorkflowExecution(context.Context, string, string
 	return nil, serviceerror.NewNotFound("workflow not found")
 }
 
+// QueryWorkflowWithOptions: the task queue has no worker registry, so nothing is known of
+// the agents' pools (Prompt then sends the prompt, as without pools).
+func (c *promptClient) QueryWorkflowWithOptions(context.Context, *client.QueryWorkflowWithOptionsRequest) (*client.QueryWorkflowWithOptionsResponse, error) {
+	return nil, serviceerror.NewNotFound("workflow not found")
+}
+
 func (c *promptClient) NewWithStartWorkflowOperation(client.StartWorkflowOptions, any, ...any) client.WithStartWorkflowOperation {
 	return nil
 }

@@ -18,6 +18,9 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"--dve"}, "worker: unknown flag --dve (did you mean --dev?)\n"},
 		{[]string{"--verison"}, "worker: unknown flag --verison (did you mean --version?)\n"},
 		{[]string{"--dev", "extra"}, `worker: worker takes no arguments, got ["extra"]` + "\n"},
+		{[]string{"--sandbox-host", "--pool", "GPU box"}, `worker: --pool: pool name "GPU box" may hold only lowercase letters, digits, - and _ (starting with a letter or digit)` + "\n"},
+		{[]string{"--sandbox-host", "--dev"}, "worker: --sandbox-host and --dev: a sandbox host runs no Temporal server and no workflows; start `worker --dev` elsewhere and point the host at it (--address)\n"},
+		{[]string{"--sandbox-hots"}, "worker: unknown flag --sandbox-hots (did you mean --sandbox-host?)\n"},
 	} {
 		var stdout, stderr bytes.Buffer
 		err := run(context.Background(), tc.argv, &stdout, &stderr)
@@ -37,7 +40,8 @@ func TestVersionAndHelp(t *testing.T) {
 	}
 	stdout.Reset()
 	err = run(context.Background(), []string{"--help"}, &stdout, &stderr)
-	if code := exitCode(err, &stderr); code != 0 || !strings.Contains(stdout.String(), "--dev") {
+	if code := exitCode(err, &stderr); code != 0 || !strings.Contains(stdout.String(), "--dev") ||
+		!strings.Contains(stdout.String(), "--sandbox-host") || !strings.Contains(stdout.String(), "--pool string") {
 		t.Errorf("worker --help: exit %d stdout %q", code, stdout.String())
 	}
 	if code := exitCode(errors.New("dial temporal: refused"), &stderr); code != 1 {

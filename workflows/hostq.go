@@ -32,6 +32,11 @@ import (
 // taken) and runs the failed activity there once more. Release, snapshot and park never
 // move a run: what a lost host held is reaped when it comes back.
 //
+// A run whose agent names a sandbox pool (sandbox: {pool: NAME}) claims on the pool's
+// claim queue "<task_queue>@pool-<name>" instead of the shared one: only the pool's hosts
+// (`worker --sandbox-host --pool NAME`, or a worker with --pool) poll it, so the run's
+// sandbox, and after a move its new one, lives on a host of that pool.
+//
 // Runs recorded before this (workflow.DefaultVersion) keep the worker sessions of
 // hostroute.go, docker only.
 
@@ -199,9 +204,21 @@ func claimOptions() workflow.ActivityOptions {
 	}
 }
 
-// claimHost asks the shared task queue for a host and makes it the run's.
+// claimHost asks the shared task queue (or the claim queue of the agent's pool) for a
+// host and makes it the run's.
 func (rt *runtime) claimHost(ctx workflow.Context, fresh bool) error {
-	cctx := workflow.WithActivityOptions(ctx, claimOptions())
+	opts := claimOptions()
+	if pool := rt.sandbox.Pool; pool != "" {
+		// Only the hosts of the pool poll its claim queue, so the run's sandbox (and, after
+		// a move, its new one) lives on one of them. No workflow.GetVersion: the claim's
+		// task queue changes only for a run whose sandbox names a pool, a field no run
+		// recorded before it existed can hold (the spec comes from history), so every
+		// older history schedules its claim exactly as before. No ScheduleToStart timeout
+		// either: while the pool has no host up the claim waits for one (a start is
+		// refused then, runs.Client.Start; a move waits for a host of the pool).
+		opts.TaskQueue = api.PoolQueueName(workflow.GetInfo(ctx).TaskQueueName, pool)
+	}
+	cctx := workflow.WithActivityOptions(ctx, opts)
 	var h api.SandboxHost
 	if err := workflow.ExecuteActivity(cctx, api.ActivityClaimSandboxHost, api.ClaimHostRequest{RunID: rt.rec.ID, Fresh: fresh}).Get(ctx, &h); err != nil {
 		return wrap(err, "claim a host for the run's sandbox")

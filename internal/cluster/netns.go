@@ -193,18 +193,56 @@ func (w *Worker) isolate(cmd *exec.Cmd) error {
 	if n == nil {
 		return nil
 	}
-	ip, err := exec.LookPath("ip")
-	if err != nil {
+	if err := n.wrap(cmd); err != nil {
 		return err
 	}
-	cmd.Path = ip
-	cmd.Args = append([]string{"ip", "netns", "exec", n.name}, cmd.Args...)
 	cmd.Env = append(cmd.Env, "NEXO_TEMPORAL_ADDRESS="+net.JoinHostPort(n.hostIP, strconv.Itoa(w.c.ports.Frontend)))
 	if n.config != "" {
 		cmd.Env = append(cmd.Env, "NEXO_CONFIG="+n.config)
 	}
 	return nil
 }
+
+// wrap makes cmd run in the namespace: `ip netns exec` execs the program in place, so
+// cmd's pid is the program's (a SIGKILL reaches it, not a wrapper).
+func (n *netns) wrap(cmd *exec.Cmd) error {
+	ip, err := exec.LookPath("ip")
+	if err != nil {
+		return err
+	}
+	cmd.Path = ip
+	cmd.Args = append([]string{"ip", "netns", "exec", n.name}, cmd.Args...)
+	return nil
+}
+
+// Netns is a network namespace of its own for a process started outside a Cluster (an
+// e2e test's sandbox host next to the embedded dev server): a veth pair to the host and,
+// for each forwarded port, a forwarder from HostIP:port to the host's 127.0.0.1:port, so
+// the process reaches loopback services (the Temporal frontend) only through the link.
+// The filesystem is shared. Remove deletes it.
+type Netns struct{ n *netns }
+
+// NewNetns creates a namespace forwarding the host's loopback ports forward (NetnsSupported
+// says whether it can work here).
+func NewNetns(forward ...int) (*Netns, error) {
+	if err := NetnsSupported(); err != nil {
+		return nil, err
+	}
+	n, err := newNetns(forward)
+	if err != nil {
+		return nil, err
+	}
+	return &Netns{n: n}, nil
+}
+
+// HostIP is the host end's address: where the namespace reaches the forwarded ports.
+func (n *Netns) HostIP() string { return n.n.hostIP }
+
+// Wrap makes cmd run in the namespace (its pid stays the program's).
+func (n *Netns) Wrap(cmd *exec.Cmd) error { return n.n.wrap(cmd) }
+
+// Remove deletes the namespace, its veth pair and forwarders.
+func (n *Netns) Remove() { n.n.remove() }
 
 // Isolated reports whether the worker runs in a network namespace of its own.
 func (w *Worker) Isolated() bool { return w.net != nil }
