@@ -121,9 +121,17 @@ func (a *Activities) snapshotWorkspace(ctx context.Context, runID string, spec a
 	ws, archivable := sb.(workspacer)
 	switch {
 	case listable:
-		m, err = a.manifestFromListing(ctx, st, l)
+		var entries []sandbox.WorkspaceEntry
+		m, entries, err = a.manifestFromListing(ctx, st, l)
 		if errors.Is(err, sandbox.ErrListingUnsupported) && archivable {
-			m, err = a.manifestFromArchive(ctx, st, ws) // see the Docker tier's listing
+			// See the Docker tier's listing, and OpenLimiter. The listing's stamps, taken
+			// before the archive's bytes, go with the archive's sums: a file that changed
+			// in between has a stamp that moved (or is inside the racy window) next time.
+			st.files = map[string]snapFile{}
+			m, err = a.manifestFromArchive(ctx, st, ws)
+			if err == nil {
+				st.files = stampsOf(entries, m)
+			}
 		}
 	case archivable:
 		m, err = a.manifestFromArchive(ctx, st, ws)
@@ -168,34 +176,51 @@ func (a *Activities) storeFile(ctx context.Context, st *snapState, data []byte) 
 }
 
 // manifestFromListing lists a host-directory workspace and hashes only what changed.
-func (a *Activities) manifestFromListing(ctx context.Context, st *snapState, l sandbox.Lister) (api.Manifest, error) {
+func (a *Activities) manifestFromListing(ctx context.Context, st *snapState, l sandbox.Lister) (api.Manifest, []sandbox.WorkspaceEntry, error) {
 	entries, err := l.ListWorkspace(ctx)
 	if err != nil {
-		return api.Manifest{}, err
+		return api.Manifest{}, nil, err
+	}
+	racy := st.listed - int64(racyWindow)
+	unchanged := func(e sandbox.WorkspaceEntry) (snapFile, bool) {
+		cur := snapFile{size: e.Size, mod: e.ModUnixNano, ctime: e.ChangeUnixNano, ino: e.Change}
+		prev, ok := st.files[e.Path]
+		if ok && cur.ino != "" && prev.size == cur.size && prev.mod == cur.mod && prev.ctime == cur.ctime &&
+			prev.ino == cur.ino && max(cur.mod, cur.ctime) < racy {
+			cur.sum = prev.sum
+			return cur, true
+		}
+		return cur, false
+	}
+	if lim, ok := l.(sandbox.OpenLimiter); ok {
+		changed := 0
+		for _, e := range entries {
+			if _, same := unchanged(e); e.Type == api.EntryFile && !same {
+				changed++
+			}
+		}
+		if changed > lim.OpenLimit() {
+			return api.Manifest{}, entries, fmt.Errorf("%w: %d files changed, more than the %d read one by one", sandbox.ErrListingUnsupported, changed, lim.OpenLimit())
+		}
 	}
 	m := api.Manifest{Version: api.ManifestVersion, Entries: make([]api.ManifestEntry, 0, len(entries))}
 	files := make(map[string]snapFile, len(entries))
 	var total int64
-	racy := st.listed - int64(racyWindow)
 	for _, e := range entries {
 		me := api.ManifestEntry{Path: e.Path, Type: e.Type, Mode: uint32(e.Mode), ModUnixNano: e.ModUnixNano, Link: e.Link}
 		if e.Type == api.EntryFile {
 			total += e.Size
 			if total > sandbox.MaxWorkspaceArchive {
-				return api.Manifest{}, fmt.Errorf("%w: more than %d bytes of files", sandbox.ErrArchiveTooLarge, sandbox.MaxWorkspaceArchive)
+				return api.Manifest{}, nil, fmt.Errorf("%w: more than %d bytes of files", sandbox.ErrArchiveTooLarge, sandbox.MaxWorkspaceArchive)
 			}
-			cur := snapFile{size: e.Size, mod: e.ModUnixNano, ctime: e.ChangeUnixNano, ino: e.Change}
-			prev, ok := st.files[e.Path]
-			if ok && cur.ino != "" && prev.size == cur.size && prev.mod == cur.mod && prev.ctime == cur.ctime &&
-				prev.ino == cur.ino && max(cur.mod, cur.ctime) < racy {
-				cur.sum = prev.sum
-			} else {
+			cur, same := unchanged(e)
+			if !same {
 				sum, err := a.hashListed(ctx, st, l, e)
 				if errors.Is(err, sandbox.ErrNotFound) || errors.Is(err, sandbox.ErrNotRegular) {
 					continue // removed or replaced while listing: the next snapshot sees it
 				}
 				if err != nil {
-					return api.Manifest{}, err
+					return api.Manifest{}, nil, err
 				}
 				cur.sum = sum
 			}
@@ -205,7 +230,22 @@ func (a *Activities) manifestFromListing(ctx context.Context, st *snapState, l s
 		m.Entries = append(m.Entries, me)
 	}
 	st.files = files
-	return m, nil
+	return m, entries, nil
+}
+
+// stampsOf pairs a listing's stamps with the sums a manifest of the same workspace found.
+func stampsOf(entries []sandbox.WorkspaceEntry, m api.Manifest) map[string]snapFile {
+	sums := make(map[string]api.ManifestEntry, len(m.Entries))
+	for _, me := range m.Entries {
+		sums[me.Path] = me
+	}
+	files := make(map[string]snapFile, len(entries))
+	for _, e := range entries {
+		if me, ok := sums[e.Path]; ok && e.Type == api.EntryFile && me.Type == api.EntryFile && me.Size == e.Size {
+			files[e.Path] = snapFile{size: e.Size, mod: e.ModUnixNano, ctime: e.ChangeUnixNano, ino: e.Change, sum: me.SHA256}
+		}
+	}
+	return files
 }
 
 func (a *Activities) hashListed(ctx context.Context, st *snapState, l sandbox.Lister, e sandbox.WorkspaceEntry) (string, error) {

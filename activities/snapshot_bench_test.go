@@ -58,6 +58,10 @@ func BenchmarkSnapshot(b *testing.B) {
 					}
 				}
 			}
+			// A workspace written long before the call, as in a run: the Docker tier's times
+			// are whole seconds, and a file whose second has not ended before the last
+			// snapshot began is read again (activities/snapshot.go, sandbox/docker/listing.go).
+			time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second + racyWindow)))
 			ref, err := a.snapshotWorkspace(ctx, runID, spec, sb)
 			if err != nil {
 				b.Fatal(err)
@@ -71,9 +75,11 @@ func BenchmarkSnapshot(b *testing.B) {
 				small[0] = byte('a' + i%26)
 				small[1] = byte('a' + i/26%26)
 				small[2] = byte('a' + i/676%26)
+				b.StopTimer() // the write is the tool call's, not the snapshot's (Docker's costs 100 ms)
 				if _, err := sb.Write(ctx, "d00/changed.txt", small); err != nil {
 					b.Fatal(err)
 				}
+				b.StartTimer()
 				if ref, err = a.snapshotWorkspace(ctx, runID, spec, sb); err != nil {
 					b.Fatal(err)
 				}
@@ -93,7 +99,7 @@ func BenchmarkSnapshot(b *testing.B) {
 
 // benchDockerEngine gives the Docker tier to sbs with an image built for the benchmark, or
 // skips when no Docker engine answers (as the Docker tier's own tests do).
-func benchDockerEngine(b *testing.B, sbs *Sandboxes) string {
+func benchDockerEngine(b testing.TB, sbs *Sandboxes) string {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

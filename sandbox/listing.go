@@ -165,3 +165,10 @@ func (v *Virtual) OpenWorkspaceFile(ctx context.Context, rel string) (io.ReadClo
 	}
 	return io.NopCloser(bytes.NewReader(f.data)), nil
 }
+
+// OpenLimiter is a Lister whose files cost a round trip each to open (a container's): past
+// OpenLimit changed files, a snapshot reads the whole workspace archive instead, one
+// stream instead of thousands of calls.
+type OpenLimiter interface {
+	OpenLimit() int
+}

@@ -1,7 +1,6 @@
 package docker
 
 import (
-	"archive/tar"
 	"context"
 	"errors"
 	"fmt"
@@ -13,35 +12,53 @@ import (
 	"strings"
 	"time"
 
-	cerrdefs "github.com/containerd/errdefs"
-
 	"github.com/nexo-temporal/nexo/sandbox"
 )
 
 // Listing a container's workspace for an incremental snapshot (activities/snapshot.go):
 // the archive of the whole workspace costs its every byte each time, 50 MB for one changed
 // file. Instead one command on the container's command server (milliseconds, no exec)
-// lists every entry with find and stat, and only the files whose stamp moved are copied
-// out, each through the archive API.
+// lists every entry with find and stat, and only the files whose stamp moved are read,
+// each with cat on the command server (the archive API costs 60-100 ms a call).
 //
-// The listing is produced inside the sandbox, so its processes could misreport it; that
-// only misreports the run's own workspace to its own snapshot, which the same processes
-// could change anyway. Anything the listing cannot say unambiguously (a name with a
-// newline, a line that does not parse, an image without find or stat, a truncated
+// stat's times in whole seconds are what busybox prints fast (with nanoseconds it takes
+// twice as long); a file is trusted unchanged only when its change time's whole second
+// ended before the previous listing began (ChangeUnixNano is the end of that second), so
+// two writes of one size within a second are never mistaken for one.
+//
+// The listing and the reads run inside the sandbox, so its processes could misreport
+// them; that only misreports the run's own workspace to its own snapshot, which the same
+// processes could change anyway. Anything the listing cannot say unambiguously (a name
+// with a newline, a line that does not parse, an image without find or stat, a truncated
 // output) is sandbox.ErrListingUnsupported, and the caller reads the whole archive.
 
-// listScript prints "N" and stops if any name in the workspace holds a newline (a line a
-// parser could not tell apart), else one line per directory, regular file or symbolic
-// link: raw mode in hex, inode, size, modification and change times (with nanoseconds),
-// the path ("./"-relative, last, so a "|" in it is kept); then "L|<path>|<target>" per
-// symbolic link. Other file types are listed by stat and skipped by the parser.
+// listScript prints one line per entry: raw mode in hex, inode, size, modification and
+// change times (unix seconds), the path ("./"-relative, last, so a "|" in it is kept); and
+// a line "N" for any name that holds a newline (which a line-based listing cannot carry).
+// Other file types are listed by stat and skipped by the parser.
 const listScript = `cd "$1" || exit 3
 nl='
 '
-if [ -n "$(find . -mindepth 1 -name "*$nl*" 2>/dev/null | head -c 1)" ]; then echo N; exit 0; fi
-find . -mindepth 1 -exec stat -c '%f|%i|%s|%y|%z|%n' {} + || exit 4
+find . -mindepth 1 \( -name "*$nl*" -exec echo N \; \) -o -exec stat -c '%f|%i|%s|%Y|%Z|%n' {} + || exit 4
+`
+
+// linkScript prints "L|<path>|<target>" for each symbolic link of the workspace; run only
+// when the listing found one.
+const linkScript = `cd "$1" || exit 3
 find . -mindepth 1 -type l -exec sh -c 'for f; do printf "L|%s|%s\n" "$f" "$(readlink "$f")"; done' sh {} + || exit 5
 `
+
+// catScript prints the regular file $2 of the workspace $1; exit 4: not a regular file,
+// 5: nothing there.
+const catScript = `cd "$1" || exit 3
+[ -L "$2" ] && exit 4
+[ -f "$2" ] || { [ -e "$2" ] && exit 4; exit 5; }
+exec cat -- "$2"
+`
+
+// maxWorkspaceFile bounds one file read for a snapshot (the snapshot's own bound of one
+// file, activities.maxSnapshotFile).
+const maxWorkspaceFile = 256 << 20
 
 // maxWorkspaceListing bounds the listing's output: about 100 bytes a file, so a million files.
 const maxWorkspaceListing = 128 << 20
@@ -57,27 +74,42 @@ func (s *Sandbox) ListWorkspace(ctx context.Context) ([]sandbox.WorkspaceEntry, 
 	if err := s.check(ctx); err != nil {
 		return nil, fmt.Errorf("list workspace of %s: %w", s.name, err)
 	}
-	cmd := "set -- " + shellQuote(s.set.workdir) + "\n" + listScript
-	res, err := s.run(ctx, cmd, listTimeout, maxWorkspaceListing)
+	out, err := s.listCommand(ctx, listScript)
 	if err != nil {
-		return nil, fmt.Errorf("list workspace of %s: %w", s.name, err)
+		return nil, err
 	}
-	if res.ExitCode != 0 || res.TimedOut {
-		return nil, fmt.Errorf("list workspace of %s: %w: the listing command exited %d: %s", s.name,
-			sandbox.ErrListingUnsupported, res.ExitCode, firstLine(res.Stderr))
+	for _, line := range strings.SplitAfter(out, "\n") {
+		if strings.HasPrefix(line, "a") { // raw mode 0xa...: a symbolic link
+			links, err := s.listCommand(ctx, linkScript)
+			if err != nil {
+				return nil, err
+			}
+			out += links
+			break
+		}
 	}
-	entries, err := parseListing(res.Stdout)
+	entries, err := parseListing(out)
 	if err != nil {
 		return nil, fmt.Errorf("list workspace of %s: %w: %v", s.name, sandbox.ErrListingUnsupported, err)
 	}
 	return entries, nil
 }
 
+// listCommand runs a listing script on the workspace and returns its output.
+func (s *Sandbox) listCommand(ctx context.Context, script string) (string, error) {
+	res, err := s.run(ctx, "set -- "+shellQuote(s.set.workdir)+"\n"+script, listTimeout, maxWorkspaceListing)
+	if err != nil {
+		return "", fmt.Errorf("list workspace of %s: %w", s.name, err)
+	}
+	if res.ExitCode != 0 || res.TimedOut {
+		return "", fmt.Errorf("list workspace of %s: %w: the listing command exited %d: %s", s.name,
+			sandbox.ErrListingUnsupported, res.ExitCode, firstLine(res.Stderr))
+	}
+	return res.Stdout, nil
+}
+
 // parseListing reads listScript's output.
 func parseListing(out string) ([]sandbox.WorkspaceEntry, error) {
-	if out == "N\n" {
-		return nil, errors.New("a name in the workspace holds a newline")
-	}
 	if !strings.HasSuffix(out, "\n") && out != "" {
 		return nil, errors.New("the listing does not end with a newline")
 	}
@@ -86,6 +118,9 @@ func parseListing(out string) ([]sandbox.WorkspaceEntry, error) {
 	for _, line := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
 		if line == "" {
 			continue
+		}
+		if line == "N" {
+			return nil, errors.New("a name in the workspace holds a newline")
 		}
 		if rest, ok := strings.CutPrefix(line, "L|./"); ok {
 			p, target, ok := strings.Cut(rest, "|")
@@ -102,8 +137,8 @@ func parseListing(out string) ([]sandbox.WorkspaceEntry, error) {
 		}
 		mode, err1 := strconv.ParseUint(f[0], 16, 32)
 		size, err2 := strconv.ParseInt(f[2], 10, 64)
-		mod, err3 := parseStatTime(f[3])
-		chg, err4 := parseStatTime(f[4])
+		mod, err3 := strconv.ParseInt(f[3], 10, 64)
+		chg, err4 := strconv.ParseInt(f[4], 10, 64)
 		if err := errors.Join(err1, err2, err3, err4); err != nil {
 			return nil, fmt.Errorf("line %q: %v", line, err)
 		}
@@ -111,12 +146,13 @@ func parseListing(out string) ([]sandbox.WorkspaceEntry, error) {
 		if p == "." || strings.HasPrefix(p, "../") || p == ".." {
 			return nil, fmt.Errorf("line %q names no workspace path", line)
 		}
-		e := sandbox.WorkspaceEntry{Path: p, Mode: fs.FileMode(mode & 0o777), ModUnixNano: mod}
+		e := sandbox.WorkspaceEntry{Path: p, Mode: fs.FileMode(mode & 0o777), ModUnixNano: mod * int64(time.Second)}
 		switch mode & 0o170000 {
 		case 0o040000:
 			e.Type = sandbox.EntryDir
 		case 0o100000:
-			e.Type, e.Size, e.Change, e.ChangeUnixNano = sandbox.EntryFile, size, f[1], chg
+			// The end of the change time's second: see above.
+			e.Type, e.Size, e.Change, e.ChangeUnixNano = sandbox.EntryFile, size, f[1], (chg+1)*int64(time.Second)-1
 		case 0o120000:
 			e.Type = sandbox.EntryLink
 		default:
@@ -132,18 +168,9 @@ func parseListing(out string) ([]sandbox.WorkspaceEntry, error) {
 	return entries, nil
 }
 
-// parseStatTime reads stat's %y/%z ("2026-12-03 12:18:10.431519429 +0000").
-func parseStatTime(s string) (int64, error) {
-	t, err := time.Parse("2006-01-02 15:04:05.999999999 -0700", s)
-	if err != nil {
-		return 0, err
-	}
-	return t.UnixNano(), nil
-}
-
-// OpenWorkspaceFile copies rel out of the container (see sandbox.Lister). The archive API
-// does not follow a symbolic link at the path's end, so a file replaced by a link since
-// the listing is ErrNotRegular.
+// OpenWorkspaceFile reads rel out of the container with cat on the command server (see
+// sandbox.Lister): a symbolic link at the path's end is ErrNotRegular, nothing there
+// ErrNotFound; a file over the snapshot's bound of one file is refused.
 func (s *Sandbox) OpenWorkspaceFile(ctx context.Context, rel string) (io.ReadCloser, error) {
 	if err := s.check(ctx); err != nil {
 		return nil, fmt.Errorf("open %s: %w", sandbox.QuotePath(rel), err)
@@ -152,27 +179,24 @@ func (s *Sandbox) OpenWorkspaceFile(ctx context.Context, rel string) (io.ReadClo
 	if clean == "." || clean == ".." || strings.HasPrefix(clean, "../") || path.IsAbs(clean) {
 		return nil, fmt.Errorf("open %s: %w", sandbox.QuotePath(rel), sandbox.ErrEscape)
 	}
-	rc, _, err := s.cli.CopyFromContainer(ctx, s.id, path.Join(s.set.workdir, clean))
+	cmd := "set -- " + shellQuote(s.set.workdir) + " " + shellQuote("./"+clean) + "\n" + catScript
+	res, err := s.run(ctx, cmd, listTimeout, maxWorkspaceFile+1)
 	if err != nil {
-		if cerrdefs.IsNotFound(err) && !strings.Contains(err.Error(), "No such container") {
-			return nil, fmt.Errorf("open %s: %w", sandbox.QuotePath(rel), sandbox.ErrNotFound)
-		}
-		return nil, fmt.Errorf("open %s: %w", sandbox.QuotePath(rel), s.apiError(err))
+		return nil, fmt.Errorf("open %s: %w", sandbox.QuotePath(rel), err)
 	}
-	tr := tar.NewReader(rc)
-	hdr, err := tr.Next()
-	if err != nil {
-		rc.Close()
-		return nil, fmt.Errorf("open %s: read archive: %w", sandbox.QuotePath(rel), err)
-	}
-	if hdr.Typeflag != tar.TypeReg {
-		rc.Close()
+	switch {
+	case res.TimedOut:
+		return nil, fmt.Errorf("open %s: reading it took over %s", sandbox.QuotePath(rel), listTimeout)
+	case res.ExitCode == 4:
 		return nil, fmt.Errorf("open %s: %w", sandbox.QuotePath(rel), sandbox.ErrNotRegular)
+	case res.ExitCode == 5:
+		return nil, fmt.Errorf("open %s: %w", sandbox.QuotePath(rel), sandbox.ErrNotFound)
+	case res.ExitCode != 0:
+		return nil, fmt.Errorf("open %s: cat exited %d: %s", sandbox.QuotePath(rel), res.ExitCode, firstLine(res.Stderr))
+	case len(res.Stdout) > maxWorkspaceFile:
+		return nil, fmt.Errorf("open %s: %w: over %d bytes", sandbox.QuotePath(rel), sandbox.ErrArchiveTooLarge, maxWorkspaceFile)
 	}
-	return struct {
-		io.Reader
-		io.Closer
-	}{tr, rc}, nil
+	return io.NopCloser(strings.NewReader(res.Stdout)), nil
 }
 
 // shellQuote quotes s for sh.
@@ -182,3 +206,8 @@ func firstLine(s string) string {
 	line, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
 	return line
 }
+
+// OpenLimit: past this many changed files a snapshot reads the archive (see
+// sandbox.OpenLimiter): a file read costs a round trip of about 5-10 ms on the command
+// server, the archive of a 50 MB workspace about 500 ms.
+func (s *Sandbox) OpenLimit() int { return 64 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nexo-temporal/nexo/sandbox"
 )
@@ -80,6 +81,7 @@ func TestListWorkspaceMatchesTheArchive(t *testing.T) {
 		t.Fatalf("%s not listed", p)
 		return sandbox.WorkspaceEntry{}
 	}
+	listed := time.Now().UnixNano()
 	before, again := stamp("d/e/a.txt"), stamp("d/e/a.txt")
 	if before != again {
 		t.Fatalf("a file nobody wrote listed %+v, then %+v", before, again)
@@ -87,8 +89,11 @@ func TestListWorkspaceMatchesTheArchive(t *testing.T) {
 	if _, err := sb.Write(ctx, "d/e/a.txt", []byte("two")); err != nil {
 		t.Fatal(err)
 	}
-	if after := stamp("d/e/a.txt"); after.Change == before.Change && after.ChangeUnixNano == before.ChangeUnixNano {
-		t.Fatalf("a written file kept its stamp %+v", after)
+	// Times are whole seconds: a write within the second of the listing may keep the
+	// stamp, and then its change second has not ended before the listing began, so a
+	// snapshot hashes the file again (activities/snapshot.go's racy window).
+	if after := stamp("d/e/a.txt"); after.Change == before.Change && after.ChangeUnixNano == before.ChangeUnixNano && after.ChangeUnixNano < listed {
+		t.Fatalf("a written file kept its stamp %+v, which ended before the listing at %d", after, listed)
 	}
 	f, err := sb.OpenWorkspaceFile(ctx, "x|y z.txt")
 	if err != nil {
@@ -122,18 +127,19 @@ func TestListWorkspaceMatchesTheArchive(t *testing.T) {
 // refused, never half-read.
 func TestParseListingRefusesWhatItCannotRead(t *testing.T) {
 	t.Parallel()
-	good := "81a4|12|3|2026-12-03 12:18:10.431519429 +0000|2026-12-03 12:18:10.431519429 +0000|./a|b\n"
+	good := "81a4|12|3|1796300290|1796300291|./a|b\n"
 	l, err := parseListing(good)
-	if err != nil || len(l) != 1 || l[0].Path != "a|b" || l[0].Size != 3 || l[0].Mode != 0o644 || l[0].Change != "12" {
+	if err != nil || len(l) != 1 || l[0].Path != "a|b" || l[0].Size != 3 || l[0].Mode != 0o644 || l[0].Change != "12" ||
+		l[0].ModUnixNano != 1796300290e9 || l[0].ChangeUnixNano != 1796300292e9-1 {
 		t.Fatalf("parseListing(good) = %+v, %v", l, err)
 	}
 	for name, out := range map[string]string{
-		"newline marker": "N\n",
+		"newline marker": good + "N\n",
 		"truncated":      "[truncated 12 bytes]\n" + good,
 		"no final line":  strings.TrimSuffix(good, "\n"),
 		"twice":          good + good,
-		"bad time":       "81a4|12|3|yesterday|2026-12-03 12:18:10.4 +0000|./a\n",
-		"escaping":       "81a4|12|3|2026-12-03 12:18:10.4 +0000|2026-12-03 12:18:10.4 +0000|./../a\n",
+		"bad time":       "81a4|12|3|yesterday|1796300291|./a\n",
+		"escaping":       "81a4|12|3|1796300290|1796300291|./../a\n",
 		"stray link":     "L|./nowhere|target\n",
 	} {
 		if l, err := parseListing(out); err == nil {
