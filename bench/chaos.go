@@ -369,7 +369,9 @@ func missedReads(rec api.Record) string {
 	var missed []string
 	for _, e := range rec.Events {
 		var d struct{ Name, Content, Error string }
-		if e.Type == "agent_tool_result" && json.Unmarshal(e.Data, &d) == nil && d.Name == "read_file" && d.Content != "kept" {
+		// A retried call's result starts with a note saying so; the file's bytes come last.
+		if e.Type == "agent_tool_result" && json.Unmarshal(e.Data, &d) == nil && d.Name == "read_file" &&
+			d.Content != "kept" && !strings.HasSuffix(d.Content, "\nkept") {
 			missed = append(missed, fmt.Sprintf("read_file notes.md answered %q %s", d.Content, d.Error))
 		}
 	}
