@@ -1,0 +1,92 @@
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nexo-temporal/nexo/api"
+	"github.com/nexo-temporal/nexo/fakellm"
+)
+
+// changeBlobHolding rewrites, in the platform's store, every blob whose bytes contain
+// marker (same length, so only the sha256 check can tell), and returns their names.
+func changeBlobHolding(t *testing.T, p *platform, marker, with string) []string {
+	t.Helper()
+	dir := filepath.Join(p.artifactsDir(), "blobs")
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var changed []string
+	for _, e := range ents {
+		path := filepath.Join(dir, e.Name())
+		b, err := os.ReadFile(path)
+		if err != nil || !bytes.Contains(b, []byte(marker)) {
+			continue
+		}
+		if err := os.WriteFile(path, bytes.ReplaceAll(b, []byte(marker), []byte(with)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		changed = append(changed, e.Name())
+	}
+	if len(changed) == 0 {
+		t.Fatalf("no blob in %s holds %q", dir, marker)
+	}
+	return changed
+}
+
+// TestChangedThreadSegmentFailsTheRunAtOnce: a run suspended on an approval; the bytes
+// of its thread segment in the store change; the worker restarts (so no cache holds the
+// thread) and the call is approved. The model call finds the sha256 mismatch and the run
+// fails within seconds, not after hours of retries, with an error of its own type that
+// names the blob, what it held and the store; the model never sees the changed text.
+func TestChangedThreadSegmentFailsTheRunAtOnce(t *testing.T) {
+	model := fakellm.New(
+		fakellm.Reply{ToolCalls: []fakellm.Call{writeNotes("hello")}},
+		fakellm.Reply{Content: "I wrote notes.md."},
+	)
+	p := newPlatform(t)
+	p.writeConfig(agentConfig(model.Start(t)))
+	p.start()
+	id := strings.TrimSpace(p.ok("agent", "scribe", "Write a note, PRISTINE-TEXT."))
+	p.waitStatus(id, api.StatusSuspended)
+	p.stop()
+	changed := changeBlobHolding(t, p, "PRISTINE-TEXT", "TAMPERED-TEXT")
+	p.start()
+
+	approved := time.Now()
+	p.ok("approve", id)
+	rec := waitStatusRetrying(t, p, id, api.StatusFailed)
+	if took := time.Since(approved); took > 30*time.Second {
+		t.Errorf("the run failed %s after the approval, want within seconds", took)
+	}
+	msg := ""
+	if rec.Error != nil {
+		msg = *rec.Error
+	}
+	if !strings.Contains(msg, "the stored bytes of thread segment ") || !strings.Contains(msg, "do not match their sha256") ||
+		!strings.Contains(msg, filepath.Join(".nexo", "artifacts")) {
+		t.Errorf("record error = %q, want the store_corrupt failure naming the thread segment and the store", msg)
+	}
+	found := false
+	for _, sum := range changed {
+		found = found || strings.Contains(msg, sum[:12])
+	}
+	if !found {
+		t.Errorf("record error = %q names none of the changed blobs %v", msg, changed)
+	}
+	show := p.ok("show", id)
+	if !strings.Contains(show, "the stored bytes of thread segment") {
+		t.Errorf("show does not say why the run failed:\n%s", show)
+	}
+	for _, r := range model.Requests() {
+		if strings.Contains(fmt.Sprint(r.Messages), "TAMPERED-TEXT") {
+			t.Fatal("the model was sent the changed thread")
+		}
+	}
+}
