@@ -2,12 +2,15 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/nexo-temporal/nexo/api"
 	"github.com/nexo-temporal/nexo/fakellm"
@@ -88,5 +91,54 @@ func TestChangedThreadSegmentFailsTheRunAtOnce(t *testing.T) {
 		if strings.Contains(fmt.Sprint(r.Messages), "TAMPERED-TEXT") {
 			t.Fatal("the model was sent the changed thread")
 		}
+	}
+}
+
+// TestChangedOffloadedInputIsNamedAndTheRunCanBeEnded: a suspended run whose input was
+// offloaded (External Storage); the input's bytes in the store change and the worker
+// restarts, so no workflow task or query of the run can load it. `show`, `approve` and
+// `check-replay` lead with the sha256 mismatch (not "is a worker polling?", not "does not
+// replay against this binary"); `cancel` explains that a cancel would never be seen and
+// offers --terminate, which ends the run.
+func TestChangedOffloadedInputIsNamedAndTheRunCanBeEnded(t *testing.T) {
+	p := newPlatform(t)
+	p.extraEnv = append(p.extraEnv, "NEXO_PAYLOADS_OFFLOAD_THRESHOLD=1024")
+	p.start()
+	docID := "PRISTINE-INPUT-" + strings.Repeat("o", 2000)
+	id := strings.TrimSpace(p.ok("run", "DocumentApproval", "--input", `{"doc_id":"`+docID+`"}`))
+	p.waitStatus(id, api.StatusSuspended)
+	p.stop()
+	changeBlobHolding(t, p, "PRISTINE-INPUT", "TAMPERED-INPUT")
+	p.start()
+
+	const lead = "the stored bytes of offloaded payload "
+	for _, args := range [][]string{{"show", id}, {"approve", id}} {
+		r := p.starter(args...)
+		if r.code != 1 || !strings.Contains(r.stderr, lead) || !strings.Contains(r.stderr, "do not match their sha256") ||
+			strings.Contains(r.stderr, "is a worker polling") {
+			t.Errorf("starter %s: exit %d, want 1 leading with %q:\n%s", strings.Join(args, " "), r.code, lead, r.stderr)
+		}
+	}
+	r := p.starter("check-replay")
+	if r.code != 1 || !strings.Contains(r.stdout, "FAIL "+id+" ") || !strings.Contains(r.stdout, lead) ||
+		strings.Contains(r.stdout+r.stderr, "against this binary's workflows") {
+		t.Errorf("check-replay: exit %d, want 1 with the run's FAIL line naming the changed blob:\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	r = p.starter("cancel", id)
+	if r.code != 1 || !strings.Contains(r.stderr, lead) || !strings.Contains(r.stderr, "starter cancel "+id+" --terminate") {
+		t.Errorf("cancel: exit %d, want 1 explaining and offering --terminate:\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if out := p.ok("cancel", id, "--terminate"); !strings.Contains(out, "terminated run "+id) {
+		t.Errorf("cancel --terminate:\n%s", out)
+	}
+	desc, err := p.dial().DescribeWorkflowExecution(context.Background(), id, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := desc.GetWorkflowExecutionInfo().GetStatus(); st != enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED {
+		t.Errorf("after cancel --terminate the run is %s, want terminated", st)
+	}
+	if r := p.starter("cancel", id, "--terminate"); r.code != 1 || !strings.Contains(r.stderr, "is not open") {
+		t.Errorf("cancel --terminate of a closed run: exit %d\n%s", r.code, r.stderr)
 	}
 }
