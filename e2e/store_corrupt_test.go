@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -59,7 +60,29 @@ func TestChangedThreadSegmentFailsTheRunAtOnce(t *testing.T) {
 	id := strings.TrimSpace(p.ok("agent", "scribe", "Write a note, PRISTINE-TEXT."))
 	p.waitStatus(id, api.StatusSuspended)
 	p.stop()
+	if r := p.starter("store", "verify"); r.code != 0 || !strings.Contains(r.stdout, "every object matches its sha256") {
+		t.Fatalf("store verify of an intact store: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
 	changed := changeBlobHolding(t, p, "PRISTINE-TEXT", "TAMPERED-TEXT")
+	r := p.starter("store", "verify")
+	if r.code != 1 || !strings.Contains(r.stderr, "changed or missing") {
+		t.Errorf("store verify of a changed store: exit %d, want 1\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	for _, sum := range changed {
+		if !strings.Contains(r.stdout, "mismatch: the stored bytes of blobs/"+sum+" do not match their sha256") {
+			t.Errorf("store verify does not list the changed blob %s:\n%s", sum, r.stdout)
+		}
+	}
+	var rep struct {
+		Problems []struct{ Kind, Key, SHA256 string }
+	}
+	if r := p.starter("store", "verify", "--json"); r.code != 1 || json.Unmarshal([]byte(r.stdout), &rep) != nil ||
+		len(rep.Problems) != len(changed) || rep.Problems[0].Kind != "mismatch" {
+		t.Errorf("store verify --json: exit %d, %+v, want 1 and the %d changed blobs\n%s", r.code, rep, len(changed), r.stdout)
+	}
+	if r := p.starter("store", "verify", "--grace", "1h"); r.code != 2 || !strings.Contains(r.stderr, "--grace is a flag of store gc") {
+		t.Errorf("store verify --grace: exit %d, want 2\n%s", r.code, r.stderr)
+	}
 	p.start()
 
 	approved := time.Now()
@@ -72,7 +95,7 @@ func TestChangedThreadSegmentFailsTheRunAtOnce(t *testing.T) {
 	if rec.Error != nil {
 		msg = *rec.Error
 	}
-	if !strings.Contains(msg, "the stored bytes of thread segment ") || !strings.Contains(msg, "do not match their sha256") ||
+	if !strings.HasPrefix(msg, "the stored bytes of thread segment ") || !strings.Contains(msg, "do not match their sha256") ||
 		!strings.Contains(msg, filepath.Join(".nexo", "artifacts")) {
 		t.Errorf("record error = %q, want the store_corrupt failure naming the thread segment and the store", msg)
 	}
