@@ -142,6 +142,9 @@ func TestChangedOffloadedInputIsNamedAndTheRunCanBeEnded(t *testing.T) {
 			t.Errorf("starter %s: exit %d, want 1 leading with %q:\n%s", strings.Join(args, " "), r.code, lead, r.stderr)
 		}
 	}
+	if status, b := gateway(t, p).call("GET", "/v1/runs/"+id, nil); status != 409 || !strings.Contains(string(b), lead) {
+		t.Errorf("GET /v1/runs/%s: %d %s, want 409 naming the changed blob", id, status, b)
+	}
 	r := p.starter("check-replay")
 	if r.code != 1 || !strings.Contains(r.stdout, "FAIL "+id+" ") || !strings.Contains(r.stdout, lead) ||
 		strings.Contains(r.stdout+r.stderr, "against this binary's workflows") {
