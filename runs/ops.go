@@ -339,15 +339,12 @@ func (c *Client) Terminate(ctx context.Context, id, reason string) (string, erro
 }
 
 // cannotLoad is the store_corrupt text (StoreCorrupt) of why the run's workflow cannot
-// run, "" when it can or something else stops it: a query replays the run's history, so
-// it fails on a changed offloaded input (or any payload the history holds) as the run's
-// workflow tasks do; the last failed workflow task says the same once one was tried.
+// run, "" when it can or something else stops it. The run's last workflow task says so
+// once one failed on it; a query, which replays the run's history, fails on a changed
+// offloaded input (or any payload the history holds) as a workflow task does. The query
+// gets cannotLoadWait: a worker that cannot load the run answers at once, and when none
+// answers (no worker up) the cancel goes on as before, only that much later.
 func (c *Client) cannotLoad(ctx context.Context, id string) string {
-	if _, err := c.query(ctx, id); err == nil {
-		return ""
-	} else if lead := StoreCorrupt(err); lead != "" {
-		return lead
-	}
 	last := ""
 	it := c.tc.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {
@@ -362,8 +359,17 @@ func (c *Client) cannotLoad(ctx context.Context, id string) string {
 			last = StoreCorruptText(ev.GetWorkflowTaskFailedEventAttributes().GetFailure().GetMessage())
 		}
 	}
-	return last
+	if last != "" {
+		return last
+	}
+	qctx, cancel := context.WithTimeout(ctx, cannotLoadWait)
+	defer cancel()
+	_, err := c.query(qctx, id)
+	return StoreCorrupt(err)
 }
+
+// cannotLoadWait bounds the query cannotLoad asks.
+const cannotLoadWait = 2 * time.Second
 
 // UnknownWorkflowError: a run's workflow type is registered on no worker of its task
 // queue, so its first workflow task fails on every attempt and the run never starts.
