@@ -405,7 +405,12 @@ func (a *Activities) restoreManifest(ctx context.Context, ws workspacer, ref str
 
 // nonRetryableSnapshot marks a snapshot that can never be read as final.
 func nonRetryableSnapshot(err error) error {
-	if errors.Is(err, artifacts.ErrNotFound) || errors.Is(err, artifacts.ErrChecksum) {
+	if errors.Is(err, artifacts.ErrChecksum) {
+		return temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("%s workspace snapshot do not match their sha256: %v (restore the blob from a backup of the store; `starter store verify` lists every changed blob)", api.StoreCorruptLead, err),
+			api.ErrTypeStoreCorrupt, err)
+	}
+	if errors.Is(err, artifacts.ErrNotFound) {
 		return temporal.NewNonRetryableApplicationError(err.Error(), api.ErrTypeBadInput, err)
 	}
 	return err

@@ -97,7 +97,7 @@ func (a *Activities) loadThread(ctx context.Context, head string) ([]api.ChatMes
 		}
 		seg, err := a.segment(ctx, h)
 		if err != nil {
-			return nil, fmt.Errorf("rebuild thread %s: %w", short(head), err)
+			return nil, within(fmt.Sprintf("rebuild thread %s", short(head)), err)
 		}
 		chain = append(chain, seg.Messages)
 		h = seg.Parent
@@ -130,14 +130,42 @@ func (a *Activities) segment(ctx context.Context, sum string) (api.ThreadSegment
 
 // blobError classifies a failed read: a missing or corrupt blob will not appear by
 // retrying (the store is shared and written before the reference is handed out), so it
-// is non-retryable with a message naming the blob and what to check.
+// is non-retryable with a message naming the blob and what to check. Changed bytes are
+// their own type (api.ErrTypeStoreCorrupt), the message leading with what a user must
+// know: the run cannot go on until the blob is restored.
 func blobError(what, sum string, err error) error {
-	if errors.Is(err, artifacts.ErrNotFound) || errors.Is(err, artifacts.ErrChecksum) {
+	switch {
+	case errors.Is(err, artifacts.ErrChecksum):
+		return temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("%s %s %s do not match their sha256: %v (restore the blob from a backup of the store; `starter store verify` lists every changed blob)",
+				api.StoreCorruptLead, what, short(sum), err),
+			api.ErrTypeStoreCorrupt, nil)
+	case errors.Is(err, artifacts.ErrNotFound):
 		return temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("%s %s: %v (every worker, the starter and the gateway must share one artifacts.url)", what, short(sum), err),
 			api.ErrTypeNotFound, nil)
 	}
 	return fmt.Errorf("%s %s: %w", what, short(sum), err)
+}
+
+// within puts op before err's message. An ApplicationError keeps its type and its
+// non-retryable flag: the SDK reads them off the error an activity returns as is (a type
+// switch, not errors.As), so one wrapped by fmt.Errorf becomes a plain retryable failure,
+// which is how a changed thread segment used to retry for hours. A store_corrupt error
+// keeps its lead, op going after it.
+func within(op string, err error) error {
+	var app *temporal.ApplicationError
+	if !errors.As(err, &app) {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	msg := op + ": " + app.Message()
+	if app.Type() == api.ErrTypeStoreCorrupt {
+		msg = app.Message() + " (while " + op + ")"
+	}
+	if app.NonRetryable() {
+		return temporal.NewNonRetryableApplicationError(msg, app.Type(), errors.Unwrap(app))
+	}
+	return temporal.NewApplicationErrorWithCause(msg, app.Type(), errors.Unwrap(app))
 }
 
 // appendThread stores msgs as the segment after base and returns the new reference with

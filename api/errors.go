@@ -5,6 +5,10 @@ package api
 const (
 	// ErrTypeBadInput: a request, payload or signal that cannot be used as given.
 	ErrTypeBadInput = "NexoBadInput"
+	// ErrTypeStoreCorrupt: the stored bytes of a blob (a thread segment, a tool output, an
+	// input payload, a workspace snapshot) do not match the sha256 that names them. Final:
+	// the run fails with it rather than retry (nothing a retry does brings the bytes back).
+	ErrTypeStoreCorrupt = "NexoStoreCorrupt"
 	// ErrTypeNotFound: a named thing (run, file, artifact) does not exist.
 	ErrTypeNotFound = "NexoNotFound"
 	// ErrTypeEscape: a path leads outside its sandbox.
@@ -35,6 +39,11 @@ const (
 	// booking is due, via NextRetryDelay, and finds the same booking).
 	ErrTypeTokenWait = "NexoTokenWait"
 )
+
+// StoreCorruptLead begins the message of every ErrTypeStoreCorrupt error ("the stored
+// bytes of thread segment 1a2b… do not match their sha256: …"), so the CLI, the API and
+// check-replay can lead with it wherever it is wrapped.
+const StoreCorruptLead = "the stored bytes of"
 
 // SessionHandover is the detail of an ErrTypeSessionHandover error.
 type SessionHandover struct {

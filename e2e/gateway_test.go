@@ -304,6 +304,15 @@ func TestGatewayStarterServeWithTokens(t *testing.T) {
 	if !strings.Contains(out.String(), "ops (read, operate), lead (read, approve)") {
 		t.Errorf("starter serve does not say which tokens it accepts:\n%s", out.String())
 	}
+	// A process of the same user (a shell in a local sandbox) cannot read the tokens from
+	// serve's environment: serve took them into memory and is not dumpable.
+	peek, _ := exec.Command("sh", "-c", fmt.Sprintf("tr '\\0' '\\n' < /proc/%d/environ 2>&1", serve.Process.Pid)).CombinedOutput()
+	if strings.Contains(string(peek), opSecret) || strings.Contains(string(peek), appSecret) {
+		t.Errorf("a child process read a gateway token from /proc/<serve pid>/environ:\n%s", peek)
+	}
+	if os.Geteuid() != 0 && !strings.Contains(string(peek), "Permission denied") {
+		t.Errorf("serve's /proc/<pid>/environ is readable by its user's other processes (not dumpable?):\n%s", peek)
+	}
 
 	anon := gwClient{t: t, base: "http://" + addr}
 	ops := gwClient{t: t, base: anon.base, token: opSecret}

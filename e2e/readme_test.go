@@ -361,6 +361,7 @@ var readmeCommandTests = []struct {
 	{marker: "go run ./examples/custom-worker check-replay --config", tests: []string{"TestCustomWorkerExampleAsWritten"}},
 	{marker: "bin/starter show <run-id>", tests: []string{"TestFinishedRunsWithoutAWorker"}},
 	{marker: "bin/starter store gc --dry-run", tests: []string{"TestStoreGCRemovesOnlyWhatNoRunNeeds"}},
+	{marker: "bin/starter store verify --json", tests: []string{"TestChangedThreadSegmentFailsTheRunAtOnce"}},
 	{marker: "bin/starter check-replay --histories workflows/testdata", tests: []string{"TestCheckReplayRecordedHistories"}},
 	{marker: "temporal operator search-attribute create", notRun: "the temporal CLI and a cluster"},
 	{marker: "docker compose -f docker-compose.temporal.yml up -d", notRun: "images from Docker Hub"},

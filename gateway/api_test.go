@@ -178,6 +178,7 @@ func TestErrorsMapToStatuses(t *testing.T) {
 		{&runs.ExistsError{ID: "x", Workflow: "DocumentApproval", Status: api.StatusDone}, 409},
 		{&runs.BadRequestError{Msg: "bad"}, 400},
 		{&runs.NoWorkerError{ID: "x", TaskQueue: "nexo", Err: errors.New("deadline")}, 503},
+		{&runs.NoWorkerError{ID: "x", TaskQueue: "nexo", Err: errors.New(`storage driver "nexo-blob" retrieve failed: the stored bytes of offloaded payload 5e0f do not match their sha256`)}, 409},
 		{fmt.Errorf("wrapped: %w", &runs.StateError{ID: "x", Status: api.StatusRunning, Want: "suspended"}), 409},
 		{errors.New("boom"), 500},
 	}

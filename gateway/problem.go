@@ -14,6 +14,7 @@ import (
 
 	"go.temporal.io/api/serviceerror"
 
+	"github.com/nexo-temporal/nexo/api"
 	"github.com/nexo-temporal/nexo/artifacts"
 	"github.com/nexo-temporal/nexo/runs"
 )
@@ -93,6 +94,10 @@ func statusOf(err error) int {
 		// state of the server (the type is in the request, and the answer lists the
 		// offered ones): 400, as the starter's exit 1 for it.
 		return http.StatusBadRequest
+	case errors.As(err, &nw) && runs.StoreCorrupt(nw.Err) != "":
+		// A worker did answer: the run cannot be loaded (a blob it needs changed), and
+		// trying again later, as a 503 says, changes nothing until the blob is restored.
+		return http.StatusConflict
 	case errors.As(err, &nw), errors.As(err, &una), errors.Is(err, context.DeadlineExceeded):
 		return http.StatusServiceUnavailable
 	}
@@ -108,6 +113,10 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var st *runs.StateError
 	if errors.As(err, &st) {
 		p.RunID, p.RunStatus = st.ID, string(st.Status)
+	}
+	var nw *runs.NoWorkerError
+	if errors.As(err, &nw) && p.Status == http.StatusConflict {
+		p.RunID, p.RunStatus = nw.ID, string(api.StatusRunning) // open, and stuck on its store
 	}
 	var ex *runs.ExistsError
 	if errors.As(err, &ex) {

@@ -27,6 +27,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/nexo-temporal/nexo/api"
 	"github.com/nexo-temporal/nexo/artifacts"
 )
 
@@ -131,11 +132,17 @@ func (d *Driver) retrieve(ctx context.Context, claim converter.StorageDriverClai
 	if errors.Is(err, artifacts.ErrNotFound) {
 		return nil, fmt.Errorf("retrieve offloaded payload sha256 %s: %w (every worker, starter and gateway must share the blob store at artifacts.url)", sum, err)
 	}
+	if errors.Is(err, artifacts.ErrChecksum) {
+		// Led by what is wrong, not by the driver: this text reaches the user through a
+		// failed workflow task or query, whose wrapping names only the storage driver.
+		return nil, fmt.Errorf("%s offloaded payload %s do not match their sha256 (%w: %w; restore the blob from a backup of the store, or end the run with `starter cancel <run> --terminate`)",
+			api.StoreCorruptLead, sum, ErrCorrupt, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("retrieve offloaded payload sha256 %s: %w", sum, err)
 	}
 	if got := artifacts.Sum(data); got != sum {
-		return nil, fmt.Errorf("retrieve offloaded payload sha256 %s: %w (the blob's sha256 is %s)", sum, ErrCorrupt, got)
+		return nil, fmt.Errorf("%s offloaded payload %s do not match their sha256 (they hash to %s): %w", api.StoreCorruptLead, sum, got, ErrCorrupt)
 	}
 	var p commonpb.Payload
 	if err := proto.Unmarshal(data, &p); err != nil {

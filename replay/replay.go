@@ -32,6 +32,7 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/nexo-temporal/nexo/api"
 	"github.com/nexo-temporal/nexo/artifacts"
 	"github.com/nexo-temporal/nexo/payloads"
 	"github.com/nexo-temporal/nexo/workflows"
@@ -95,6 +96,9 @@ func (r Result) String() string {
 var (
 	// ErrDiverged is returned (wrapped) by RunCommand when a run does not replay.
 	ErrDiverged = errors.New("do not replay against this binary's workflows")
+	// ErrStoreCorrupt is returned (wrapped) by RunCommand when runs do not replay only
+	// because a blob their history needs no longer matches its sha256.
+	ErrStoreCorrupt = errors.New("cannot be replayed: " + api.StoreCorruptLead + " a blob their history needs do not match their sha256 (the store changed, not the workflows)")
 	// ErrNoClient is returned when runs are to be fetched from a server but there is no client.
 	ErrNoClient = errors.New("no Temporal client to fetch histories with")
 )
@@ -321,8 +325,25 @@ func replayOne(register func(workflows.Registry), storage converter.ExternalStor
 	if err == nil {
 		return ""
 	}
+	if i := strings.Index(err.Error(), api.StoreCorruptLead); i >= 0 {
+		// Not the workflows: a blob the history needs (an offloaded payload) changed.
+		return storeCorrupt(err.Error()[i:])
+	}
 	return divergence(err)
 }
+
+// storeCorrupt is the line of a run whose replay failed on a changed blob: the text from
+// "the stored bytes of …" on, to the end of its line (no proto dump), marked as the store's
+// fault so nobody goes after the binary.
+func storeCorrupt(s string) string {
+	if j := strings.IndexAny(s, "\"\n"); j >= 0 {
+		s = s[:j]
+	}
+	return strings.TrimSpace(s) + " " + storeCorruptNote
+}
+
+// storeCorruptNote ends the line of a run that failed on a changed blob.
+const storeCorruptNote = "[the store changed, not the workflows: restore the blob, or end the run with `starter cancel <run> --terminate`]"
 
 // failureMessage is the message of the failure the replayer reports a failed workflow task
 // with (printed as a proto, stack trace included).
@@ -402,8 +423,21 @@ func countFailed(results []Result) int {
 
 // failures is an error wrapping ErrDiverged when any result failed, else nil.
 func failures(results []Result) error {
-	if n := countFailed(results); n > 0 {
-		return fmt.Errorf("%d of %d runs %w", n, len(results), ErrDiverged)
+	n := countFailed(results)
+	if n == 0 {
+		return nil
 	}
-	return nil
+	corrupt := 0
+	for _, r := range results {
+		if !r.OK && strings.HasSuffix(r.Error, storeCorruptNote) {
+			corrupt++
+		}
+	}
+	if corrupt == n {
+		return fmt.Errorf("%d of %d runs %w", n, len(results), ErrStoreCorrupt)
+	}
+	if corrupt > 0 {
+		return fmt.Errorf("%d of %d runs %w (%d more %v)", n-corrupt, len(results), ErrDiverged, corrupt, ErrStoreCorrupt)
+	}
+	return fmt.Errorf("%d of %d runs %w", n, len(results), ErrDiverged)
 }

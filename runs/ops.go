@@ -310,11 +310,66 @@ func (c *Client) Cancel(ctx context.Context, id string) (string, error) {
 		}
 		return fmt.Sprintf("run %s never started (no worker offers workflow type %q): terminated it", id, uw.Workflow), nil
 	}
+	if lead := c.cannotLoad(ctx, id); lead != "" {
+		// A cancel is delivered to the workflow's next task, and no task of this run can
+		// run: the request would be accepted and the run stay open for good.
+		return "", &StateError{ID: id, Status: api.StatusRunning, Want: "able to run its workflow",
+			Hint: lead + "; a cancel would never reach its workflow: restore the blob from a backup of the store, or end the run with `starter cancel " + id + " --terminate` (nothing of the run's own cleanup runs then: release its sandbox with `starter sandbox` if it had one)"}
+	}
 	if err := c.tc.CancelWorkflow(ctx, id, ""); err != nil {
 		return "", fmt.Errorf("cancel run %s: %w", id, err)
 	}
 	return "cancel requested for run " + id, nil
 }
+
+// Terminate ends open run id at once, with reason recorded: no code of the run runs (no
+// cleanup, no notification), so it is for a run whose workflow cannot run (cannotLoad).
+func (c *Client) Terminate(ctx context.Context, id, reason string) (string, error) {
+	desc, err := c.describe(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	if st := desc.GetWorkflowExecutionInfo().GetStatus(); st != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return "", &StateError{ID: id, Status: closedStatus(st), Want: "open"}
+	}
+	if err := c.tc.TerminateWorkflow(ctx, id, "", reason); err != nil {
+		return "", fmt.Errorf("terminate run %s: %w", id, err)
+	}
+	return "terminated run " + id + ": " + reason, nil
+}
+
+// cannotLoad is the store_corrupt text (StoreCorrupt) of why the run's workflow cannot
+// run, "" when it can or something else stops it. The run's last workflow task says so
+// once one failed on it; a query, which replays the run's history, fails on a changed
+// offloaded input (or any payload the history holds) as a workflow task does. The query
+// gets cannotLoadWait: a worker that cannot load the run answers at once, and when none
+// answers (no worker up) the cancel goes on as before, only that much later.
+func (c *Client) cannotLoad(ctx context.Context, id string) string {
+	last := ""
+	it := c.tc.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			return ""
+		}
+		switch ev.GetEventType() {
+		case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+			last = ""
+		case enumspb.EVENT_TYPE_WORKFLOW_TASK_FAILED:
+			last = StoreCorruptText(ev.GetWorkflowTaskFailedEventAttributes().GetFailure().GetMessage())
+		}
+	}
+	if last != "" {
+		return last
+	}
+	qctx, cancel := context.WithTimeout(ctx, cannotLoadWait)
+	defer cancel()
+	_, err := c.query(qctx, id)
+	return StoreCorrupt(err)
+}
+
+// cannotLoadWait bounds the query cannotLoad asks.
+const cannotLoadWait = 2 * time.Second
 
 // UnknownWorkflowError: a run's workflow type is registered on no worker of its task
 // queue, so its first workflow task fails on every attempt and the run never starts.

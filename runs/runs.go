@@ -83,10 +83,47 @@ type NoWorkerError struct {
 }
 
 func (e *NoWorkerError) Error() string {
+	if lead := StoreCorrupt(e.Err); lead != "" {
+		// The worker did answer: its workflow task cannot load what the run needs, so no
+		// worker ever will. Asking whether one polls sends the user after the wrong problem.
+		return fmt.Sprintf("run %s: %s; no worker can load the run to answer or run it: restore the blob from a backup of the store, or end the run with `starter cancel %s --terminate`", e.ID, lead, e.ID)
+	}
 	return fmt.Sprintf("run %s: no worker answered the %s query (is a worker polling task queue %q?): %v", e.ID, api.QueryRun, e.TaskQueue, e.Err)
 }
 
 func (e *NoWorkerError) Unwrap() error { return e.Err }
+
+// StoreCorrupt is the part of err's text, or of msg's, from "the stored bytes of …" on
+// (api.StoreCorruptLead: a blob the run needs does not match its sha256), "" when it says
+// nothing of the kind. Every layer between the store and the user (a storage driver, a
+// failed workflow task, a query) puts its words in front; this is what leads.
+func StoreCorrupt(err error) string {
+	if err == nil {
+		return ""
+	}
+	return StoreCorruptText(err.Error())
+}
+
+// StoreCorruptText is StoreCorrupt of a message.
+func StoreCorruptText(msg string) string {
+	i := strings.Index(msg, api.StoreCorruptLead)
+	if i < 0 {
+		return ""
+	}
+	return msg[i:]
+}
+
+// LeadStoreCorrupt rewrites a run's error so that a store_corrupt failure leads, with what
+// it happened in after it ("agent a: model call 2: CompleteChat: the stored bytes of …"
+// becomes "the stored bytes of … (in agent a: model call 2: CompleteChat)"); any other
+// message is returned as is.
+func LeadStoreCorrupt(msg string) string {
+	i := strings.Index(msg, api.StoreCorruptLead)
+	if i <= 0 {
+		return msg
+	}
+	return msg[i:] + " (in " + strings.TrimRight(msg[:i], ": ") + ")"
+}
 
 // Client reads and drives runs.
 type Client struct {
@@ -266,7 +303,13 @@ func (c *Client) Get(ctx context.Context, id string) (api.Record, error) {
 	if err != nil {
 		return api.Record{}, err
 	}
-	return c.getDescribed(ctx, id, desc)
+	rec, err := c.getDescribed(ctx, id, desc)
+	if err == nil && rec.Error != nil {
+		// The CLI, the API and the page all read records here.
+		msg := LeadStoreCorrupt(*rec.Error)
+		rec.Error = &msg
+	}
+	return rec, err
 }
 
 func (c *Client) getDescribed(ctx context.Context, id string, desc *workflowservice.DescribeWorkflowExecutionResponse) (api.Record, error) {

@@ -688,7 +688,10 @@ func storeHint(err error) error {
 
 func cancelCmd() *command {
 	return &command{
-		name: "cancel", args: "<run-id>", summary: "Cancel an open run.",
+		name: "cancel", args: "<run-id> [--terminate]", summary: "Cancel an open run (--terminate: end it at once, for a run whose workflow cannot run).",
+		flags: func(fs *pflag.FlagSet) {
+			fs.Bool("terminate", false, "end the run at once without running its cleanup (a run whose workflow task cannot load its input)")
+		},
 		run: func(ctx context.Context, e *env, fs *pflag.FlagSet, args []string) error {
 			if err := needArgs(args, 1, "a run id"); err != nil {
 				return err
@@ -697,7 +700,13 @@ func cancelCmd() *command {
 			if err != nil {
 				return err
 			}
-			what, err := rc.Cancel(ctx, args[0])
+			cancel := rc.Cancel
+			if terminate, _ := fs.GetBool("terminate"); terminate {
+				cancel = func(ctx context.Context, id string) (string, error) {
+					return rc.Terminate(ctx, id, "starter cancel --terminate by "+osUser(user.Current, os.Getenv))
+				}
+			}
+			what, err := cancel(ctx, args[0])
 			if err != nil {
 				return err
 			}

@@ -15,6 +15,7 @@ import (
 	"github.com/nexo-temporal/nexo/artifacts"
 	"github.com/nexo-temporal/nexo/config"
 	"github.com/nexo-temporal/nexo/connect"
+	"github.com/nexo-temporal/nexo/internal/secrets"
 	"github.com/nexo-temporal/nexo/payloads"
 	"github.com/nexo-temporal/nexo/runs"
 	"github.com/nexo-temporal/nexo/telemetry"
@@ -33,6 +34,42 @@ type env struct {
 	tel    *telemetry.Telemetry // traces, when OTEL_* asks (starter/telemetry.go)
 	// service is the OpenTelemetry service.name of this command ("" means nexo-starter).
 	service string
+	// lookupEnv reads the variables the config names for secrets; nil is os.LookupEnv.
+	// A long-running command (serve) sets it to the secrets it took out of its
+	// environment (takeSecrets).
+	lookupEnv func(string) (string, bool)
+}
+
+// takeSecrets moves every secret the config names (gateway tokens, the Temporal API key,
+// ...) out of this process's environment into memory and makes the process not dumpable,
+// as the worker does (internal/secrets): a command of the same user, such as a shell in a
+// local sandbox, can then read neither /proc/<pid>/environ nor the memory. It may
+// re-execute the starter in place (same pid, same arguments), so it runs before anything
+// is started or printed.
+func (e *env) takeSecrets() error {
+	cfg, err := e.config()
+	if err != nil {
+		return err
+	}
+	s, err := secrets.Take(append(cfg.SecretEnvNames(), connect.ProfileSecretEnvNames...))
+	if err != nil {
+		return err
+	}
+	e.lookupEnv = s.LookupEnv
+	return nil
+}
+
+// getenv is os.Getenv over the secrets takeSecrets took.
+func (e *env) getenv(name string) string {
+	v, _ := e.lookup()(name)
+	return v
+}
+
+func (e *env) lookup() func(string) (string, bool) {
+	if e.lookupEnv != nil {
+		return e.lookupEnv
+	}
+	return os.LookupEnv
 }
 
 func bindCommonFlags(fs *pflag.FlagSet) {
@@ -76,7 +113,7 @@ func (e *env) runs(ctx context.Context) (*runs.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	tc, conn, err := connect.DialSettings(ctx, cfg, store, logger, os.LookupEnv, traced)
+	tc, conn, err := connect.DialSettings(ctx, cfg, store, logger, e.lookup(), traced)
 	if err != nil {
 		return nil, err
 	}

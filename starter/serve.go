@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -24,6 +23,10 @@ func serveCmd() *command {
 			if err := needArgs(args, 0, "no arguments"); err != nil {
 				return err
 			}
+			// First: the gateway's tokens and keys live in memory from here on.
+			if err := e.takeSecrets(); err != nil {
+				return err
+			}
 			cfg, err := e.config()
 			if err != nil {
 				return err
@@ -41,7 +44,7 @@ func serveCmd() *command {
 			if err != nil {
 				return err
 			}
-			gw, err := gateway.FromConfig(cfg, rc, store, os.Getenv, cfg.NewLogger(e.stderr))
+			gw, err := gateway.FromConfig(cfg, rc, store, e.getenv, cfg.NewLogger(e.stderr))
 			if err != nil {
 				return err
 			}

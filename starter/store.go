@@ -3,34 +3,38 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 
+	"github.com/nexo-temporal/nexo/api"
 	"github.com/nexo-temporal/nexo/artifacts"
 	"github.com/nexo-temporal/nexo/runs"
 )
 
 // storeCmd looks after the artifact store (artifacts.url) itself: gc removes what no run
-// needs any more.
+// needs any more; verify rehashes everything in it.
 func storeCmd() *command {
 	return &command{
-		name: "store", args: "gc [--dry-run] [--grace DURATION]",
-		summary: "Collect the artifact store: remove blobs and run artifacts that no open run, no run Temporal still keeps and no stored record (within artifacts.retention) references.",
+		name: "store", args: "gc [--dry-run] [--grace DURATION] | verify",
+		summary: "Look after the artifact store: gc removes blobs and run artifacts that no open run, no run Temporal still keeps and no stored record (within artifacts.retention) references; verify rehashes every blob and run artifact and lists each changed or missing one (exit 1 if any).",
 		flags: func(fs *pflag.FlagSet) {
 			fs.Bool("dry-run", false, "gc: list what would be removed and remove nothing")
 			fs.Duration("grace", artifacts.DefaultGrace, fmt.Sprintf("gc: keep anything written within this long, referenced or not (at least %s)", artifacts.MinGrace))
-			fs.Bool("json", false, "gc: print JSON")
+			fs.Bool("json", false, "gc, verify: print JSON")
 		},
 		run: func(ctx context.Context, e *env, fs *pflag.FlagSet, args []string) error {
 			if len(args) == 0 {
-				return usagef("want a subcommand: gc")
+				return usagef("want a subcommand: gc or verify")
 			}
 			switch args[0] {
 			case "gc":
 				return storeGC(ctx, e, fs, args[1:])
+			case "verify":
+				return storeVerify(ctx, e, fs, args[1:])
 			}
-			return usagef("unknown store subcommand %q (want gc)", args[0])
+			return usagef("unknown store subcommand %q (want gc or verify)", args[0])
 		},
 	}
 }
@@ -124,6 +128,72 @@ func printGC(e *env, url string, retention, grace time.Duration, st runs.MarkSta
 	for _, p := range rep.Problems {
 		fmt.Fprintf(e.stderr, "problem: %s\n", p)
 	}
+}
+
+// verifyProgressEvery: a store of more objects than this gets progress lines on stderr.
+const verifyProgressEvery = 1000
+
+func storeVerify(ctx context.Context, e *env, fs *pflag.FlagSet, args []string) error {
+	if len(args) != 0 {
+		return usagef("verify takes no arguments, got %q", args)
+	}
+	for _, f := range []string{"dry-run", "grace"} {
+		if fs.Changed(f) {
+			return usagef("--%s is a flag of store gc, not of store verify", f)
+		}
+	}
+	asJSON, _ := fs.GetBool("json")
+	cfg, err := e.config()
+	if err != nil {
+		return err
+	}
+	st, err := e.artifactStore(ctx)
+	if err != nil {
+		return err
+	}
+	b, ok := st.(*artifacts.Bucket)
+	if !ok {
+		return fmt.Errorf("store verify: the store at %s cannot be listed", cfg.Artifacts.URL)
+	}
+	rep, err := b.Verify(ctx, artifacts.VerifyOptions{Progress: func(p artifacts.VerifyProgress) {
+		if p.Total >= verifyProgressEvery && (p.Done%verifyProgressEvery == 0 || p.Done == p.Total) {
+			fmt.Fprintf(e.stderr, "verified %d of %d objects (%s)\n", p.Done, p.Total, byteSize(p.Bytes))
+		}
+	}})
+	if err != nil {
+		return fmt.Errorf("store verify: %w", err)
+	}
+	if asJSON {
+		if err := e.printJSON(rep); err != nil {
+			return err
+		}
+	} else {
+		w := e.stdout
+		fmt.Fprintf(w, "store %s\n", cfg.Artifacts.URL)
+		fmt.Fprintf(w, "rehashed %d blobs and %d run artifacts (%s)\n", rep.Blobs, rep.Artifacts, byteSize(rep.Bytes))
+		for _, p := range rep.Problems {
+			line := fmt.Sprintf("missing: %s (sha256 %s) is not in the store", p.Key, p.SHA256)
+			if p.Kind == "mismatch" {
+				line = fmt.Sprintf("mismatch: %s %s do not match their sha256 %s (they hash to %s)", api.StoreCorruptLead, p.Key, p.SHA256, p.Got)
+			}
+			if len(p.NamedBy) > 0 {
+				line += "; named by snapshot manifest " + strings.Join(p.NamedBy, ", ")
+			}
+			if len(p.Runs) > 0 {
+				line += "; runs " + strings.Join(p.Runs, ", ")
+			} else {
+				line += "; no stored record names it (an open run's history may)"
+			}
+			fmt.Fprintln(w, line)
+		}
+	}
+	if n := len(rep.Problems); n > 0 {
+		return fmt.Errorf("store verify: %d object(s) of %s changed or missing (listed above): restore them from a backup of the store; the runs that read them fail with %s", n, cfg.Artifacts.URL, api.ErrTypeStoreCorrupt)
+	}
+	if !asJSON {
+		fmt.Fprintln(e.stdout, "every object matches its sha256")
+	}
+	return nil
 }
 
 // byteSize prints n bytes for a person: 812 B, 3.4 KiB, 12.0 MiB.
