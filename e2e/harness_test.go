@@ -25,6 +25,7 @@ import (
 	"github.com/nexo-temporal/nexo/api"
 	"github.com/nexo-temporal/nexo/artifacts"
 	"github.com/nexo-temporal/nexo/devserver"
+	"github.com/nexo-temporal/nexo/internal/mcptest"
 	"github.com/nexo-temporal/nexo/payloads"
 )
 
@@ -52,7 +53,7 @@ func TestMain(m *testing.M) {
 		}
 	}
 	ensureSandboxImage()
-	code := m.Run()
+	code := mcptest.Main(m) // and the MCP servers it built
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

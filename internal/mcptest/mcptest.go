@@ -154,6 +154,21 @@ type built struct {
 	err  error
 }
 
+// Main runs a package's tests and then removes the executables Binary built for them (they
+// live in the system temp dir, one directory per package built): call it from TestMain as
+// os.Exit(mcptest.Main(m)).
+func Main(m interface{ Run() int }) int {
+	code := m.Run()
+	buildsMu.Lock()
+	defer buildsMu.Unlock()
+	for _, b := range builds {
+		if b.path != "" {
+			_ = os.RemoveAll(filepath.Dir(b.path))
+		}
+	}
+	return code
+}
+
 var (
 	buildsMu sync.Mutex
 	builds   = map[string]*built{}
