@@ -174,6 +174,35 @@ type storeObject struct {
 	mod  time.Time
 }
 
+// listObjects lists the store's blobs (blobs/<sha256>) and run artifacts (<run>/<name>),
+// for gc and verify. Anything else under blobs/ (a driver's temp file of a write in
+// flight) is not a blob and not ours; keys of another shape are not the store's.
+func (s *Bucket) listObjects(ctx context.Context, op string) (blobs, arts []storeObject, err error) {
+	it := s.b.List(nil)
+	for {
+		obj, err := it.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			return blobs, arts, nil
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s %s: list: %w", op, s.url, err)
+		}
+		if obj.IsDir {
+			continue
+		}
+		so := storeObject{key: obj.Key, size: obj.Size, mod: obj.ModTime}
+		if sum, ok := strings.CutPrefix(obj.Key, blobPrefix+"/"); ok {
+			if ValidSum(sum) {
+				blobs = append(blobs, so)
+			}
+			continue
+		}
+		if run, name, ok := strings.Cut(obj.Key, "/"); ok && run != "" && name != "" && !strings.Contains(name, "/") {
+			arts = append(arts, so)
+		}
+	}
+}
+
 // collection is the state of one Collect.
 type collection struct {
 	s       *Bucket
@@ -211,34 +240,14 @@ func (s *Bucket) Collect(ctx context.Context, marks *Marks, o GCOptions) (GCRepo
 	rep := GCReport{DryRun: o.DryRun, Removed: []GCEntry{}, Problems: []string{}}
 	c := &collection{s: s, blobs: map[string]storeObject{}, marked: map[string]bool{}, scanned: map[string]bool{}, report: &rep}
 
-	var runObjs []storeObject
-	it := s.b.List(nil)
-	for {
-		obj, err := it.Next(ctx)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return rep, fmt.Errorf("collect %s: list: %w", s.url, err)
-		}
-		if obj.IsDir {
-			continue
-		}
-		so := storeObject{key: obj.Key, size: obj.Size, mod: obj.ModTime}
-		if sum, ok := strings.CutPrefix(obj.Key, blobPrefix+"/"); ok {
-			// Anything else under blobs/ (a driver's temp file of a write in flight) is
-			// not a blob and not ours to delete.
-			if ValidSum(sum) {
-				c.blobs[sum] = so
-				rep.Blobs++
-				rep.BlobBytes += obj.Size
-			}
-			continue
-		}
-		// <run>/<name>: artifacts of a run. Keys of another shape are not the store's.
-		if run, name, ok := strings.Cut(obj.Key, "/"); ok && run != "" && name != "" && !strings.Contains(name, "/") {
-			runObjs = append(runObjs, so)
-		}
+	blobObjs, runObjs, err := s.listObjects(ctx, "collect")
+	if err != nil {
+		return rep, err
+	}
+	for _, so := range blobObjs {
+		c.blobs[strings.TrimPrefix(so.key, blobPrefix+"/")] = so
+		rep.Blobs++
+		rep.BlobBytes += so.size
 	}
 
 	// Roots first, then the stored records nothing reached from them: a record of a run

@@ -7,7 +7,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -69,31 +68,13 @@ type VerifyReport struct {
 // seen (a write in flight is a temp file, not a blob name).
 func (s *Bucket) Verify(ctx context.Context, o VerifyOptions) (VerifyReport, error) {
 	rep := VerifyReport{Problems: []VerifyProblem{}}
-	var blobs, arts []storeObject
-	sizes := map[string]int64{}
-	it := s.b.List(nil)
-	for {
-		obj, err := it.Next(ctx)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return rep, fmt.Errorf("verify %s: list: %w", s.url, err)
-		}
-		if obj.IsDir {
-			continue
-		}
-		so := storeObject{key: obj.Key, size: obj.Size, mod: obj.ModTime}
-		if sum, ok := strings.CutPrefix(obj.Key, blobPrefix+"/"); ok {
-			if ValidSum(sum) {
-				blobs = append(blobs, so)
-				sizes[sum] = obj.Size
-			}
-			continue
-		}
-		if run, name, ok := strings.Cut(obj.Key, "/"); ok && run != "" && name != "" && !strings.Contains(name, "/") {
-			arts = append(arts, so)
-		}
+	blobs, arts, err := s.listObjects(ctx, "verify")
+	if err != nil {
+		return rep, err
+	}
+	sizes := make(map[string]int64, len(blobs))
+	for _, so := range blobs {
+		sizes[strings.TrimPrefix(so.key, blobPrefix+"/")] = so.size
 	}
 	sort.Slice(blobs, func(i, j int) bool { return blobs[i].key < blobs[j].key })
 	sort.Slice(arts, func(i, j int) bool { return arts[i].key < arts[j].key })

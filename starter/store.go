@@ -63,13 +63,9 @@ func storeGC(ctx context.Context, e *env, fs *pflag.FlagSet, args []string) erro
 	if err != nil {
 		return err
 	}
-	st, err := e.artifactStore(ctx)
+	b, err := e.listableStore(ctx, "gc", cfg.Artifacts.URL)
 	if err != nil {
 		return err
-	}
-	b, ok := st.(*artifacts.Bucket)
-	if !ok {
-		return fmt.Errorf("store gc: the store at %s cannot be listed", cfg.Artifacts.URL)
 	}
 	// The mark reads every history first and the store after: a blob a run writes in
 	// between is younger than the grace period, and one it stores again is freshened.
@@ -147,13 +143,9 @@ func storeVerify(ctx context.Context, e *env, fs *pflag.FlagSet, args []string) 
 	if err != nil {
 		return err
 	}
-	st, err := e.artifactStore(ctx)
+	b, err := e.listableStore(ctx, "verify", cfg.Artifacts.URL)
 	if err != nil {
 		return err
-	}
-	b, ok := st.(*artifacts.Bucket)
-	if !ok {
-		return fmt.Errorf("store verify: the store at %s cannot be listed", cfg.Artifacts.URL)
 	}
 	rep, err := b.Verify(ctx, artifacts.VerifyOptions{Progress: func(p artifacts.VerifyProgress) {
 		if p.Total >= verifyProgressEvery && (p.Done%verifyProgressEvery == 0 || p.Done == p.Total) {
@@ -208,4 +200,17 @@ func byteSize(n int64) string {
 		exp++
 	}
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// listableStore opens the artifact store for a store subcommand that lists it.
+func (e *env) listableStore(ctx context.Context, cmd, url string) (*artifacts.Bucket, error) {
+	st, err := e.artifactStore(ctx)
+	if err != nil {
+		return nil, err
+	}
+	b, ok := st.(*artifacts.Bucket)
+	if !ok {
+		return nil, fmt.Errorf("store %s: the store at %s cannot be listed", cmd, url)
+	}
+	return b, nil
 }
