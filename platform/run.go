@@ -151,9 +151,7 @@ func (p *Platform) Run(ctx context.Context) error {
 	if err := observeWorker(tel, tc, cfg.Temporal.Namespace, sandboxes); err != nil {
 		return err
 	}
-	// The scope label ties containers to this deployment (Temporal address and namespace,
-	// hashed into a short label value), so this worker's reaper never touches another's.
-	scope := fmt.Sprintf("%x", sha256.Sum256([]byte(cfg.Temporal.Address+"|"+cfg.Temporal.Namespace)))[:16]
+	scope := deploymentScope(cfg)
 	// This worker's host id (kept under sandbox.root): its host queue's name and the label
 	// of the containers it creates.
 	hostID, releaseHost, err := activities.HostID(cfg.Sandbox.Root)
@@ -325,4 +323,12 @@ func checkSearchAttribute(ctx context.Context, tc client.Client, namespace strin
 	}
 	return fmt.Errorf("search attribute %s is not registered in namespace %s; create it with: temporal operator search-attribute create --namespace %s %s",
 		strings.Join(missing, ", "), namespace, namespace, strings.Join(create, " "))
+}
+
+// deploymentScope is the label that ties containers to this deployment (Temporal address
+// and namespace, hashed into a short label value): every worker and sandbox host of one
+// deployment computes the same, so their reapers recognise its containers and never
+// touch another's.
+func deploymentScope(cfg config.Config) string {
+	return fmt.Sprintf("%x", sha256.Sum256([]byte(cfg.Temporal.Address+"|"+cfg.Temporal.Namespace)))[:16]
 }

@@ -2,7 +2,6 @@ package platform
 
 import (
 	"context"
-	"crypto/sha256"
 	"fmt"
 	"log/slog"
 
@@ -45,9 +44,7 @@ func (p *Platform) runSandboxHost(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// The same scope label as the workers' (platform.Run), so the containers of one
-	// deployment are recognised by its hosts' reapers and nobody else's.
-	scope := fmt.Sprintf("%x", sha256.Sum256([]byte(cfg.Temporal.Address+"|"+cfg.Temporal.Namespace)))[:16]
+	scope := deploymentScope(cfg)
 	hostID, releaseHost, err := activities.HostID(cfg.Sandbox.Root)
 	if err != nil {
 		return err
