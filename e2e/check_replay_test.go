@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -158,6 +159,30 @@ func TestCheckReplayRecordedHistories(t *testing.T) {
 	}
 	if r := p.starter("check-replay", "--histories", "no-such-dir"); r.code != 1 || !strings.Contains(r.stderr, "no-such-dir") {
 		t.Errorf("check-replay --histories no-such-dir: exit %d\n%s", r.code, r.stderr)
+	}
+	// Bad files (hardening round two, item 5): a device is refused at once instead of running
+	// the replayer out of memory, and a history cut after its first events is not ok.
+	if r := p.starter("check-replay", "--histories", "/dev/zero"); r.code != 1 || !strings.Contains(r.stderr, "/dev/zero: not a regular file or a directory (a character device)") {
+		t.Errorf("check-replay --histories /dev/zero: exit %d\n%s", r.code, r.stderr)
+	}
+	var h struct {
+		Events []json.RawMessage `json:"events"`
+	}
+	data, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &h); err != nil {
+		t.Fatal(err)
+	}
+	h.Events = h.Events[:3]
+	data, _ = json.Marshal(h)
+	truncated := filepath.Join(t.TempDir(), "truncated.json")
+	if err := os.WriteFile(truncated, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := p.starter("check-replay", "--histories", truncated); r.code != 1 || !strings.Contains(r.stdout, "FAIL") || !strings.Contains(r.stdout, "incomplete") {
+		t.Errorf("check-replay of a history cut after 3 events: exit %d, want 1 and a FAIL line saying it is incomplete\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 	if r := p.starter("check-replay", "--histories", ".", "--closed"); r.code != 2 || !strings.Contains(r.stderr, "--histories replays files") {
 		t.Errorf("check-replay --histories with --closed: exit %d\n%s", r.code, r.stderr)

@@ -11,7 +11,7 @@ import (
 )
 
 // A local-tier command cannot read the worker's secrets through its parent's /proc
-// (model key, gateway token, MCP token): the worker keeps them in memory only.
+// (model key, gateway token, MCP token, the OTLP collector's headers): the worker keeps them in memory only.
 func TestLocalShellCannotReadWorkerSecrets(t *testing.T) {
 	args, _ := json.Marshal(map[string]string{"command": `echo ppid=$PPID; tr '\0' '\n' < /proc/$PPID/environ`})
 	model := fakellm.New(
@@ -34,8 +34,11 @@ agents:
     mcp:
       - {name: remote, transport: http, url: "http://127.0.0.1:1/mcp", token_env: NEXO_TEST_MCP_TOKEN}
 `)
-	secrets := []string{"sk-model-key-e2e", "gw-token-e2e-0123456789abcdef", "mcp-token-e2e"}
-	p.extraEnv = []string{"NEXO_TEST_LLM_KEY=" + secrets[0], "NEXO_TEST_GW_TOKEN=" + secrets[1], "NEXO_TEST_MCP_TOKEN=" + secrets[2]}
+	secrets := []string{"sk-model-key-e2e", "gw-token-e2e-0123456789abcdef", "mcp-token-e2e", "otlp-collector-token-e2e"}
+	p.extraEnv = []string{"NEXO_TEST_LLM_KEY=" + secrets[0], "NEXO_TEST_GW_TOKEN=" + secrets[1], "NEXO_TEST_MCP_TOKEN=" + secrets[2],
+		// A collector's token (hardening round two, item 7): not named by the config, but a
+		// credential the worker uses all the same.
+		"OTEL_EXPORTER_OTLP_HEADERS=authorization=Bearer%20" + secrets[3]}
 	p.start()
 
 	id := strings.TrimSpace(p.ok("agent", "snoop", "Look around."))

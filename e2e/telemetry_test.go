@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -18,6 +19,9 @@ import (
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/nexo-temporal/nexo/devserver"
@@ -27,7 +31,10 @@ import (
 // otlpReceiver is an OTLP/HTTP trace receiver inside the test: it decodes every
 // ExportTraceServiceRequest the processes post to /v1/traces and keeps the spans.
 type otlpReceiver struct {
-	URL   string
+	URL string
+	// token is the collector's credential: a request without it in the x-collector-token
+	// header is refused, as a real collector behind auth does.
+	token string
 	mu    sync.Mutex
 	spans []*gotSpan
 }
@@ -45,9 +52,13 @@ func startOTLPReceiver(t *testing.T) *otlpReceiver {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &otlpReceiver{URL: "http://" + ln.Addr().String()}
+	r := &otlpReceiver{URL: "http://" + ln.Addr().String(), token: collectorToken}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/v1/traces", func(w http.ResponseWriter, req *http.Request) {
+		if req.Header.Get("X-Collector-Token") != r.token {
+			http.Error(w, "no collector token", http.StatusUnauthorized)
+			return
+		}
 		body, err := io.ReadAll(req.Body)
 		var in coltracepb.ExportTraceServiceRequest
 		if err == nil {
@@ -68,6 +79,11 @@ func startOTLPReceiver(t *testing.T) *otlpReceiver {
 	return r
 }
 
+// collectorToken is the receivers' credential; the processes get it in
+// OTEL_EXPORTER_OTLP_HEADERS (percent-encoded), which the worker takes out of its
+// environment (TestLocalShellCannotReadWorkerSecrets) and still sends.
+const collectorToken = "otlp collector-secret-e2e"
+
 // startOTLPGRPCReceiver is the OTLP/gRPC counterpart of startOTLPReceiver: the
 // TraceService on 127.0.0.1 in plaintext. Its URL has the http scheme, which is what makes
 // the gRPC exporter dial without TLS (as OTEL_EXPORTER_OTLP_INSECURE=true would).
@@ -77,7 +93,7 @@ func startOTLPGRPCReceiver(t *testing.T) *otlpReceiver {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &otlpReceiver{URL: "http://" + ln.Addr().String()}
+	r := &otlpReceiver{URL: "http://" + ln.Addr().String(), token: collectorToken}
 	srv := grpc.NewServer()
 	coltracepb.RegisterTraceServiceServer(srv, traceService{r: r})
 	go srv.Serve(ln)
@@ -91,7 +107,10 @@ type traceService struct {
 	r *otlpReceiver
 }
 
-func (s traceService) Export(_ context.Context, in *coltracepb.ExportTraceServiceRequest) (*coltracepb.ExportTraceServiceResponse, error) {
+func (s traceService) Export(ctx context.Context, in *coltracepb.ExportTraceServiceRequest) (*coltracepb.ExportTraceServiceResponse, error) {
+	if md, _ := metadata.FromIncomingContext(ctx); len(md.Get("x-collector-token")) != 1 || md.Get("x-collector-token")[0] != s.r.token {
+		return nil, status.Error(codes.Unauthenticated, "no collector token")
+	}
 	s.r.add(in)
 	return &coltracepb.ExportTraceServiceResponse{}, nil
 }
@@ -217,6 +236,7 @@ func tracedPlatformOver(t *testing.T, capture bool, protocol string) (*platform,
 		"  model: fake-model\n  prices: {fake-model: {input_per_mtok: 1000, output_per_mtok: 1000}}\n", 1))
 	p.extraEnv = []string{"NEXO_TEST_LLM_KEY=sk-test-secret",
 		"OTEL_EXPORTER_OTLP_ENDPOINT=" + rcv.URL, "OTEL_BSP_SCHEDULE_DELAY=100",
+		"OTEL_EXPORTER_OTLP_HEADERS=x-collector-token=" + url.PathEscape(collectorToken),
 		"NEXO_METRICS_ADDR=" + metricsAddr, "NEXO_TELEMETRY_CAPTURE_CONTENT=" + strconv.FormatBool(capture)}
 	if protocol != "" {
 		p.extraEnv = append(p.extraEnv, "OTEL_EXPORTER_OTLP_PROTOCOL="+protocol)
@@ -524,7 +544,8 @@ func TestTelemetrySessionPromptTrace(t *testing.T) {
 	model := fakellm.New(fakellm.Reply{Content: "Hello, Mac."})
 	p := newPlatform(t)
 	p.writeConfig(sessionConfig(model.Start(t)))
-	p.extraEnv = []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + rcv.URL, "OTEL_BSP_SCHEDULE_DELAY=100"}
+	p.extraEnv = []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + rcv.URL, "OTEL_BSP_SCHEDULE_DELAY=100",
+		"OTEL_EXPORTER_OTLP_HEADERS=x-collector-token=" + url.PathEscape(collectorToken)}
 	p.start()
 	if out := p.ok("session", "prompt", "assistant", "u42", "Hi, I am Mac."); strings.TrimSpace(out) != "Hello, Mac." {
 		t.Fatalf("reply = %q", out)

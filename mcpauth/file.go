@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -23,6 +24,10 @@ const fileVersion = 1
 
 // lockPoll is how often a waiter tries the lock again.
 const lockPoll = 20 * time.Millisecond
+
+// DefaultLockWait bounds how long a caller whose context has no deadline (`starter mcp
+// status`) waits for another process to release the file's lock.
+const DefaultLockWait = 10 * time.Second
 
 // Entry is the stored credentials of one server and client.
 type Entry struct {
@@ -53,8 +58,14 @@ func Key(url, clientID string) string { return url + " " + clientID }
 // whole, and a refresh (read, ask the authorization server, write) is never interleaved
 // with another: a rotated refresh token is never lost. Writes go to a temporary file in
 // the same folder, mode 0600, renamed over the file.
+//
+// The file holds tokens, so like ssh with a private key, a file that its group or others
+// may read or write is refused, not used: it may already have leaked, and a token another
+// user wrote would be trusted.
 type File struct {
 	Path string
+	// LockWait bounds the wait for the lock when ctx has no deadline; 0 is DefaultLockWait.
+	LockWait time.Duration
 }
 
 // Entries returns every stored entry, by Key.
@@ -100,10 +111,20 @@ func (f File) update(fn func(map[string]Entry) error) error {
 
 func (f File) read() (fileData, error) {
 	d := fileData{Version: fileVersion, Servers: map[string]Entry{}}
-	b, err := os.ReadFile(f.Path)
+	st, err := os.Stat(f.Path)
 	if errors.Is(err, os.ErrNotExist) {
 		return d, nil
 	}
+	if err != nil {
+		return d, fmt.Errorf("read MCP credential file %s: %w", f.Path, err)
+	}
+	if !st.Mode().IsRegular() {
+		return d, fmt.Errorf("read MCP credential file %s: not a regular file (mcp.credentials_file names a file, not a directory)", f.Path)
+	}
+	if perm := st.Mode().Perm(); perm&0o077 != 0 {
+		return d, fmt.Errorf("read MCP credential file %s: its mode %04o lets other users read or change its tokens, so it is not used; run: chmod 600 %s (and log in again if others could read it)", f.Path, perm, f.Path)
+	}
+	b, err := os.ReadFile(f.Path)
 	if err != nil {
 		return d, fmt.Errorf("read MCP credential file %s: %w", f.Path, err)
 	}
@@ -165,6 +186,16 @@ func (f File) locked(ctx context.Context, fn func() error) error {
 		return fmt.Errorf("lock MCP credential file %s: %w", f.Path, err)
 	}
 	defer lf.Close() // closing releases the lock
+	if _, ok := ctx.Deadline(); !ok {
+		wait := f.LockWait
+		if wait <= 0 {
+			wait = DefaultLockWait
+		}
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, wait)
+		defer cancel()
+	}
+	start := time.Now()
 	for {
 		ok, err := tryLock(lf)
 		if err != nil {
@@ -175,9 +206,24 @@ func (f File) locked(ctx context.Context, fn func() error) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("lock MCP credential file %s (another process holds it): %w", f.Path, ctx.Err())
+			return fmt.Errorf("lock MCP credential file %s: %s holds it; gave up after %s: %w", f.Path, holder(lf), time.Since(start).Round(time.Millisecond), ctx.Err())
 		case <-time.After(lockPoll):
 		}
 	}
+	// Say who holds the lock, for whoever waits for it: this process's id and name, and
+	// since when (the lock file holds nothing else).
+	if err := lf.Truncate(0); err == nil {
+		fmt.Fprintf(lf, "pid %d (%s) since %s\n", os.Getpid(), filepath.Base(os.Args[0]), time.Now().UTC().Format(time.RFC3339))
+	}
 	return fn()
+}
+
+// holder is what the lock file says of the process holding it.
+func holder(lf *os.File) string {
+	b := make([]byte, 200)
+	n, _ := lf.ReadAt(b, 0)
+	if line := strings.TrimSpace(strings.SplitN(string(b[:n]), "\n", 2)[0]); strings.HasPrefix(line, "pid ") {
+		return line
+	}
+	return "another process"
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"syscall"
 
 	"github.com/spf13/pflag"
@@ -17,6 +18,7 @@ import (
 	"github.com/nexo-temporal/nexo/connect"
 	"github.com/nexo-temporal/nexo/internal/cli"
 	"github.com/nexo-temporal/nexo/internal/secrets"
+	"github.com/nexo-temporal/nexo/telemetry"
 )
 
 // Main is a worker binary's whole main: it runs Command{Name: the program's name,
@@ -127,7 +129,7 @@ func (c Command) Run(ctx context.Context, argv []string, stdout, stderr io.Write
 	// Before anything starts: from here on the secrets live in memory only, so a command
 	// the local sandbox runs cannot read them from this process's environment (this may
 	// re-execute the worker in place; see internal/secrets).
-	env, err := secrets.Take(append(cfg.SecretEnvNames(), connect.ProfileSecretEnvNames...))
+	env, err := secrets.Take(slices.Concat(cfg.SecretEnvNames(), connect.ProfileSecretEnvNames, telemetry.SecretEnvNames))
 	if err != nil {
 		return err
 	}

@@ -129,7 +129,7 @@ func (p *Platform) Run(ctx context.Context) error {
 			logger.Error("close artifact store", "error", err)
 		}
 	}()
-	tel, stopTelemetry, err := startTelemetry(ctx, cfg, stdout, logger)
+	tel, stopTelemetry, err := startTelemetry(ctx, cfg, p.getenv, stdout, logger)
 	if err != nil {
 		return err
 	}

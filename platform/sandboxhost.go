@@ -28,7 +28,7 @@ func (p *Platform) runSandboxHost(ctx context.Context) error {
 			logger.Error("close artifact store", "error", err)
 		}
 	}()
-	tel, stopTelemetry, err := startTelemetry(ctx, cfg, stdout, logger)
+	tel, stopTelemetry, err := startTelemetry(ctx, cfg, p.getenv, stdout, logger)
 	if err != nil {
 		return err
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"time"
 
 	"go.temporal.io/api/workflowservice/v1"
@@ -22,16 +21,18 @@ import (
 // startTelemetry sets up the worker's traces (OTEL_* environment) and metrics
 // (metrics.addr) and says on stdout what it turned on. stop flushes them; call it after
 // the worker and the client stopped.
-func startTelemetry(ctx context.Context, cfg config.Config, stdout io.Writer, logger *slog.Logger) (*telemetry.Telemetry, func(), error) {
+// getenv answers for the OTEL_* variables, the secret ones (telemetry.SecretEnvNames)
+// from memory.
+func startTelemetry(ctx context.Context, cfg config.Config, getenv func(string) string, stdout io.Writer, logger *slog.Logger) (*telemetry.Telemetry, func(), error) {
 	tel, err := telemetry.New(ctx, telemetry.Options{Service: "nexo-worker", Instance: workerIdentity(), CaptureContent: cfg.Telemetry.CaptureContent,
-		MetricsAddr: cfg.Metrics.Addr, DefaultModel: cfg.LLM.Model, Logger: logger})
+		MetricsAddr: cfg.Metrics.Addr, DefaultModel: cfg.LLM.Model, Logger: logger, Getenv: getenv})
 	if err != nil {
 		return nil, nil, err
 	}
 	if tel.Tracing() {
-		endpoint := os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+		endpoint := getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
 		if endpoint == "" {
-			endpoint = os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT")
+			endpoint = getenv("OTEL_EXPORTER_OTLP_ENDPOINT")
 		}
 		content := "no content"
 		if cfg.Telemetry.CaptureContent {

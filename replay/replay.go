@@ -12,6 +12,7 @@
 package replay
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -78,11 +79,17 @@ type Result struct {
 	OK   bool   `json:"ok"`
 	// Error is the first divergence (or why the history could not be replayed).
 	Error string `json:"error,omitempty"`
+	// Unreadable: the file is no history that can be checked (not a regular file, too
+	// large, not JSON, incomplete), so nothing was replayed; Error says why.
+	Unreadable bool `json:"unreadable,omitempty"`
 }
 
 // String is the line RunCommand prints: `ok <id> <run> <type>` or
 // `FAIL <id> <run> <type>: <first divergence>`, with the file in parentheses for Files.
 func (r Result) String() string {
+	if r.Unreadable {
+		return "FAIL " + r.File + ": " + r.Error
+	}
 	s := fmt.Sprintf("%s %s %s", r.WorkflowID, r.RunID, r.WorkflowType)
 	if r.File != "" {
 		s += " (" + r.File + ")"
@@ -99,6 +106,9 @@ var (
 	// ErrStoreCorrupt is returned (wrapped) by RunCommand when runs do not replay only
 	// because a blob their history needs no longer matches its sha256.
 	ErrStoreCorrupt = errors.New("cannot be replayed: " + api.StoreCorruptLead + " a blob their history needs do not match their sha256 (the store changed, not the workflows)")
+	// ErrUnreadable is returned (wrapped) by RunCommand when history files could not be
+	// checked at all: they say nothing of the workflows either way.
+	ErrUnreadable = errors.New("are no history that can be checked")
 	// ErrNoClient is returned when runs are to be fetched from a server but there is no client.
 	ErrNoClient = errors.New("no Temporal client to fetch histories with")
 )
@@ -196,6 +206,9 @@ func Files(paths []string, register func(workflows.Registry), opts Options) ([]R
 		if err != nil {
 			return nil, fmt.Errorf("replay histories %s: %w", p, err)
 		}
+		if !st.IsDir() && !st.Mode().IsRegular() {
+			return nil, fmt.Errorf("replay histories %s: not a regular file or a directory (%s)", p, fileKind(st.Mode()))
+		}
 		dir := filepath.Dir(p)
 		if st.IsDir() {
 			dir = p
@@ -229,7 +242,7 @@ func Files(paths []string, register func(workflows.Registry), opts Options) ([]R
 		r := Result{File: f}
 		h, err := readHistory(f)
 		if err != nil {
-			r.Error = err.Error()
+			r.Error, r.Unreadable = err.Error(), true
 			out = append(out, r)
 			continue
 		}
@@ -248,20 +261,95 @@ func Files(paths []string, register func(workflows.Registry), opts Options) ([]R
 	return out, nil
 }
 
-func readHistory(path string) (*historypb.History, error) {
+// MaxHistoryFileBytes bounds a history file read by Files (and each offloaded payload
+// beside it): far above what a server keeps for one run (its history size limit is 50 MB
+// by default), so only a file that is not a history meets it.
+const MaxHistoryFileBytes = 256 << 20
+
+// readRegular reads a regular file of at most limit bytes; anything else (a FIFO, a
+// device, a socket) is refused before it is opened, since reading one can block forever or
+// never end.
+func readRegular(path string, limit int64) ([]byte, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file (%s)", path, fileKind(st.Mode()))
+	}
+	if st.Size() > limit {
+		return nil, fmt.Errorf("%s is %d bytes, over the %d-byte limit of a history file", path, st.Size(), limit)
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	h, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("%s grew past the %d-byte limit of a history file while it was read", path, limit)
+	}
+	return data, nil
+}
+
+// fileKind names a non-regular file's type for an error.
+func fileKind(m os.FileMode) string {
+	switch {
+	case m&os.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&os.ModeCharDevice != 0:
+		return "a character device"
+	case m&os.ModeDevice != 0:
+		return "a device"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	case m.IsDir():
+		return "a directory"
+	}
+	return m.Type().String()
+}
+
+func readHistory(path string) (*historypb.History, error) {
+	data, err := readRegular(path, MaxHistoryFileBytes)
+	if err != nil {
+		return nil, err
+	}
+	h, err := client.HistoryFromJSON(bytes.NewReader(data), client.HistoryJSONOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("parse history %s: %w", path, err)
 	}
 	if len(h.GetEvents()) == 0 || h.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes() == nil {
 		return nil, fmt.Errorf("history %s does not start with WorkflowExecutionStarted", path)
 	}
+	if err := complete(h); err != nil {
+		return nil, fmt.Errorf("history %s is incomplete: %w; replaying it would check nothing past its end, so it is not reported ok (record it again, after a workflow task completed)", path, err)
+	}
 	return h, nil
+}
+
+// complete refuses a recorded history that checks nothing, or stops inside a workflow
+// task: a replay only compares the commands of completed workflow tasks, so a file cut
+// after its first events (or mid-task) would replay as ok whatever the workflow does now.
+func complete(h *historypb.History) error {
+	events := h.GetEvents()
+	completed := false
+	for _, e := range events {
+		if e.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED {
+			completed = true
+			break
+		}
+	}
+	if !completed {
+		return fmt.Errorf("its %d events hold no completed workflow task", len(events))
+	}
+	switch last := events[len(events)-1].GetEventType(); last {
+	case enumspb.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED, enumspb.EVENT_TYPE_WORKFLOW_TASK_STARTED:
+		return fmt.Errorf("it ends inside a workflow task (last event %d is %s)", events[len(events)-1].GetEventId(), last)
+	}
+	return nil
 }
 
 // loadBlobs is an in-memory store of every file in dirs (those that exist), each checked
@@ -289,7 +377,7 @@ func loadBlobs(dirs []string) (artifacts.Store, error) {
 			if e.IsDir() {
 				continue
 			}
-			data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+			data, err := readRegular(filepath.Join(dir, e.Name()), MaxHistoryFileBytes)
 			if err != nil {
 				store.Close()
 				return nil, err
@@ -427,11 +515,20 @@ func failures(results []Result) error {
 	if n == 0 {
 		return nil
 	}
-	corrupt := 0
+	corrupt, unreadable := 0, 0
 	for _, r := range results {
 		if !r.OK && strings.HasSuffix(r.Error, storeCorruptNote) {
 			corrupt++
 		}
+		if r.Unreadable {
+			unreadable++
+		}
+	}
+	if unreadable > 0 {
+		if unreadable == n {
+			return fmt.Errorf("%d of %d files %w", unreadable, len(results), ErrUnreadable)
+		}
+		return fmt.Errorf("%d of %d files %w; %d more runs %w", unreadable, len(results), ErrUnreadable, n-unreadable, ErrDiverged)
 	}
 	if corrupt == n {
 		return fmt.Errorf("%d of %d runs %w", n, len(results), ErrStoreCorrupt)

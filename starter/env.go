@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 
 	"github.com/spf13/pflag"
 	"go.temporal.io/sdk/client"
@@ -51,7 +52,7 @@ func (e *env) takeSecrets() error {
 	if err != nil {
 		return err
 	}
-	s, err := secrets.Take(append(cfg.SecretEnvNames(), connect.ProfileSecretEnvNames...))
+	s, err := secrets.Take(slices.Concat(cfg.SecretEnvNames(), connect.ProfileSecretEnvNames, telemetry.SecretEnvNames))
 	if err != nil {
 		return err
 	}

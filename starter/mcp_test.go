@@ -86,6 +86,17 @@ agents:
 		t.Errorf("stored entry = %+v, %v", e, ok)
 	}
 
+	// A file others may read is refused, like ssh's private keys (hardening round two, item 6).
+	if err := os.Chmod(creds, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, code := starter("mcp", "status"); code != 1 || !strings.Contains(errOut, "mode 0644 lets other users read or change its tokens") {
+		t.Errorf("status of a 0644 credential file: exit %d, want 1 and the refusal\n%s", code, errOut)
+	}
+	if err := os.Chmod(creds, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
 	if out, _, code := starter("mcp", "logout", "reader", "docs"); code != 0 || !strings.Contains(out, "logged out of docs") {
 		t.Errorf("logout (exit %d): %s", code, out)
 	}

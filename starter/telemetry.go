@@ -22,7 +22,7 @@ func (e *env) traced(ctx context.Context, service string) (connect.Option, error
 	if err != nil {
 		return nil, err
 	}
-	tel, err := telemetry.New(ctx, telemetry.Options{Service: service, CaptureContent: cfg.Telemetry.CaptureContent})
+	tel, err := telemetry.New(ctx, telemetry.Options{Service: service, CaptureContent: cfg.Telemetry.CaptureContent, Getenv: e.getenv})
 	if err != nil {
 		return nil, fmt.Errorf("set up tracing (OTEL_*): %w", err)
 	}

@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -143,18 +144,68 @@ func tracesOn(getenv func(string) string) bool {
 	return getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
 }
 
+// SecretEnvNames are the OTEL_* variables that carry credentials (a collector's token in
+// its headers). A long-running process takes them out of its environment at start
+// (internal/secrets) and hands them to New through Options.Getenv: the exporters would
+// otherwise read them from the environment a sandboxed command can see.
+var SecretEnvNames = []string{"OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"}
+
+// otlpHeaders parses the exporter's headers from getenv as the OTLP exporter
+// specification writes them (comma-separated key=value, values percent-encoded), the
+// traces-only variable winning over the general one. nil when neither is set.
+func otlpHeaders(getenv func(string) string) (map[string]string, error) {
+	name := "OTEL_EXPORTER_OTLP_TRACES_HEADERS"
+	v := getenv(name)
+	if v == "" {
+		name = "OTEL_EXPORTER_OTLP_HEADERS"
+		v = getenv(name)
+	}
+	if v == "" {
+		return nil, nil
+	}
+	out := map[string]string{}
+	for i, pair := range strings.Split(v, ",") {
+		if strings.TrimSpace(pair) == "" {
+			continue
+		}
+		k, val, ok := strings.Cut(pair, "=")
+		k = strings.TrimSpace(k)
+		if !ok || k == "" || strings.ContainsAny(k, " \t\r\n:") {
+			// Not the pair itself: it may be (part of) a token.
+			return nil, fmt.Errorf("%s: entry %d is not key=value (a header name, '=', its percent-encoded value)", name, i+1)
+		}
+		dec, err := url.PathUnescape(val)
+		if err != nil {
+			return nil, fmt.Errorf("%s: the value of header %s is not percent-encoded correctly", name, k)
+		}
+		out[k] = strings.TrimSpace(dec)
+	}
+	return out, nil
+}
+
 func newExporter(ctx context.Context, getenv func(string) string) (*otlptrace.Exporter, error) {
 	proto := getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
 	if proto == "" {
 		proto = getenv("OTEL_EXPORTER_OTLP_PROTOCOL")
 	}
+	headers, err := otlpHeaders(getenv)
+	if err != nil {
+		return nil, err
+	}
 	var exp *otlptrace.Exporter
-	var err error
 	switch proto {
 	case "", "http/protobuf":
-		exp, err = otlptracehttp.New(ctx)
+		var opts []otlptracehttp.Option
+		if headers != nil {
+			opts = append(opts, otlptracehttp.WithHeaders(headers))
+		}
+		exp, err = otlptracehttp.New(ctx, opts...)
 	case "grpc":
-		exp, err = otlptracegrpc.New(ctx)
+		var opts []otlptracegrpc.Option
+		if headers != nil {
+			opts = append(opts, otlptracegrpc.WithHeaders(headers))
+		}
+		exp, err = otlptracegrpc.New(ctx, opts...)
 	default:
 		return nil, fmt.Errorf("OTEL_EXPORTER_OTLP_PROTOCOL %q: %w (use http/protobuf or grpc)", proto, ErrBadProtocol)
 	}
