@@ -128,6 +128,9 @@ func (s Spec) Validate() error {
 	if s.Sandbox.Type == api.SandboxVirtual && s.Sandbox.Dir != "" {
 		bad("sandbox.dir", "a virtual sandbox has no directory")
 	}
+	if d := s.Sandbox.Dir; d != "" && path.Clean(d) == "/" {
+		bad("sandbox.dir", "%q is the root of the file system: the agent would write anywhere the worker can; give it a folder of its own", d)
+	}
 	if p := s.Sandbox.Pool; p != "" {
 		if err := api.ValidatePoolName(p); err != nil {
 			bad("sandbox.pool", "%v", err)
@@ -217,8 +220,12 @@ func (s Spec) Validate() error {
 		bad("context.max_tokens", "%d is negative", c.MaxTokens)
 	case c.MaxTokens > 0 && c.MaxTokens < api.MinContextTokens:
 		bad("context.max_tokens", "%d is too small to hold a summary and a turn (at least %d)", c.MaxTokens, api.MinContextTokens)
+	case c.MaxTokens > api.MaxContextTokens:
+		bad("context.max_tokens", "%d is above any model's context window (at most %d)", c.MaxTokens, api.MaxContextTokens)
 	case c.KeepRecent < 0:
 		bad("context.keep_recent", "%d is negative", c.KeepRecent)
+	case c.KeepRecent > api.MaxKeepRecent:
+		bad("context.keep_recent", "%d messages is more than a context holds (at most %d)", c.KeepRecent, api.MaxKeepRecent)
 	case c.KeepRecent > 0 && c.MaxTokens == 0:
 		bad("context.keep_recent", "is set but context.max_tokens is not")
 	}

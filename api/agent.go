@@ -69,6 +69,14 @@ type ContextPolicy struct {
 // MinContextTokens is the smallest ContextPolicy.MaxTokens accepted.
 const MinContextTokens = 1000
 
+// MaxContextTokens is the largest ContextPolicy.MaxTokens accepted: above every model's
+// context window, so a larger value is a typo (or 2^63-1), not a policy.
+const MaxContextTokens = 10_000_000
+
+// MaxKeepRecent is the largest ContextPolicy.KeepRecent accepted (messages kept verbatim
+// through a compaction).
+const MaxKeepRecent = 10_000
+
 // DefaultKeepRecent is ContextPolicy.KeepRecent when unset.
 const DefaultKeepRecent = 6
 

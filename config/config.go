@@ -56,6 +56,7 @@
 //	approvals.notify         NEXO_APPROVALS_NOTIFY            none (a list of {url, secret_env}; set it in the file)
 //	telemetry.capture_content NEXO_TELEMETRY_CAPTURE_CONTENT  false (no prompts, completions or tool args on spans)
 //	metrics.addr             NEXO_METRICS_ADDR                "" (no /metrics endpoint)
+//	metrics.public           NEXO_METRICS_PUBLIC              false (metrics.addr on every interface refused)
 //
 // The environment variable of a key is NEXO_ followed by the key in upper case with "."
 // replaced by "_". An empty variable counts as unset.
@@ -147,6 +148,9 @@ func Defaults() Config {
 // Config is everything a worker or starter needs. Every key has a default (see
 // Defaults), so an environment override such as NEXO_TEMPORAL_ADDRESS always reaches it.
 type Config struct {
+	// notes are Load's warnings (Warnings, config/strict.go).
+	notes []string
+
 	Temporal  Temporal  `mapstructure:"temporal"`
 	Dev       Dev       `mapstructure:"dev"`
 	Artifacts Artifacts `mapstructure:"artifacts"`

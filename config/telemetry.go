@@ -20,4 +20,7 @@ type Metrics struct {
 	// SDK's temporal_* worker metrics and the platform's nexo_* ones. Empty (the
 	// default): no endpoint.
 	Addr string `mapstructure:"addr"`
+	// Public allows Addr on every interface (0.0.0.0, ::, or no host): /metrics has no
+	// authentication, so without it only a specific address is accepted.
+	Public bool `mapstructure:"public"`
 }

@@ -302,6 +302,18 @@ func (c Config) Validate() error {
 		}
 	}
 
+	// metrics
+	if m := c.Metrics; m.Addr != "" {
+		host, port, err := net.SplitHostPort(m.Addr)
+		n, perr := strconv.Atoi(port)
+		switch {
+		case err != nil || perr != nil || n < 0 || n > 65535:
+			bad("metrics.addr", m.Addr, "want host:port, such as 127.0.0.1:9464 (port 0 picks a free one)")
+		case !m.Public && (host == "" || net.ParseIP(host) != nil && net.ParseIP(host).IsUnspecified()):
+			bad("metrics.addr", m.Addr, "serves /metrics, which has no authentication, on every interface; give one address, such as 127.0.0.1:9464, or set metrics.public: true")
+		}
+	}
+
 	// log
 	if !slices.Contains(logLevels, strings.ToLower(c.Log.Level)) {
 		bad("log.level", c.Log.Level, "want one of %s", strings.Join(logLevels, ", "))

@@ -53,6 +53,13 @@ func (d Deadline) Action() OnTimeout {
 
 // validateDeadline checks an approval_timeout / on_timeout pair (field names without a
 // prefix).
+// The bounds of an approval_timeout: nobody answers within less than a second, and a
+// deadline past a year is no deadline (leave it out to wait for ever).
+const (
+	MinApprovalTimeout = time.Second
+	MaxApprovalTimeout = 366 * 24 * time.Hour
+)
+
 func validateDeadline(timeout string, on OnTimeout) error {
 	if timeout != "" {
 		v, err := time.ParseDuration(timeout)
@@ -61,6 +68,8 @@ func validateDeadline(timeout string, on OnTimeout) error {
 			return fmt.Errorf("approval_timeout: %w: %q is not a duration (write it as 90s, 30m or 24h)", ErrInvalidPolicy, timeout)
 		case v <= 0:
 			return fmt.Errorf("approval_timeout: %w: %q is not positive", ErrInvalidPolicy, timeout)
+		case v < MinApprovalTimeout || v > MaxApprovalTimeout:
+			return fmt.Errorf("approval_timeout: %w: %q is not between 1s and 8784h (366 days): a human cannot answer sooner, and for longer write no deadline", ErrInvalidPolicy, timeout)
 		}
 	}
 	switch on {

@@ -173,6 +173,17 @@ func (p Policy) Validate() error {
 	if err := validateDeadline(p.ApprovalTimeout, p.OnTimeout); err != nil {
 		errs = append(errs, err)
 	}
+	if p.Mode == ModeAuto {
+		// An auto agent never asks a human, so a deadline on an answer can never apply.
+		if p.ApprovalTimeout != "" {
+			errs = append(errs, fmt.Errorf("approval_timeout: %w: mode auto never asks for approval, so a deadline never applies; remove it or use mode approve", ErrInvalidPolicy))
+		}
+		for i, r := range p.ApproveWhen {
+			if r.ApprovalTimeout != "" {
+				errs = append(errs, fmt.Errorf("approve_when[%d].approval_timeout: %w: mode auto never asks for approval, so a deadline never applies; remove it or use mode approve", i, ErrInvalidPolicy))
+			}
+		}
+	}
 	for i, r := range p.ApproveWhen {
 		if err := r.validate(); err != nil {
 			errs = append(errs, fmt.Errorf("approve_when[%d].%w", i, err))

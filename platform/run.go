@@ -70,6 +70,9 @@ func (p *Platform) Run(ctx context.Context) error {
 	stdout := p.opts.stdout
 	logger := p.logger()
 	dev := p.opts.startDev != nil
+	for _, w := range cfg.Warnings() {
+		fmt.Fprintf(p.opts.stderr, "warning: %s\n", w)
+	}
 
 	// With --dev the gateway listens first, so the embedded Web UI can be pointed at its
 	// codec endpoint, which shows the payloads External Storage offloaded.

@@ -1,0 +1,37 @@
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestWorkerRefusesConfigItUsedToTake (hardening round two, item 8): the worker binary
+// started on each of these configs before; now it exits at once naming the field.
+func TestWorkerRefusesConfigItUsedToTake(t *testing.T) {
+	const llm = "llm: {base_url: http://127.0.0.1:1/v1, model: m}\n"
+	for _, tc := range []struct{ name, file, want string }{
+		{"agents as a map", llm + "agents: {name: a, instructions: x}\n", "agents: is a map; want a list"},
+		{"upper-case keys", "LLM: {base_url: http://127.0.0.1:1/v1, model: m}\n", "LLM: config keys are lower case (want llm)"},
+		{"sandbox.dir /", llm + "agents: [{name: a, sandbox: {type: local, dir: /}}]\n", `agents[a].sandbox.dir: "/" is the root of the file system`},
+		{"approval_timeout on auto", llm + "agents: [{name: a, permissions: {mode: auto, approval_timeout: 1h}}]\n", "mode auto never asks"},
+		{"public metrics", "metrics: {addr: \"0.0.0.0:9464\"}\n", "or set metrics.public: true"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, "nexo.yaml"), []byte(tc.file), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command(bins.worker)
+			cmd.Dir = dir
+			cmd.Env = append(os.Environ(), "NEXO_TEMPORAL_ADDRESS=127.0.0.1:1")
+			out, err := cmd.CombinedOutput()
+			if err == nil || !strings.Contains(string(out), tc.want) {
+				t.Fatalf("worker on %q: %v, want a refusal with %q:\n%s", tc.file, err, tc.want, out)
+			}
+		})
+	}
+}
