@@ -61,10 +61,6 @@ func (d DocumentApprovalDecision) Validate() error {
 	return nil
 }
 
-// changeStrictResume: DocumentApproval ignores a resume input that is not a decision
-// (DocumentApprovalDecision) instead of taking it as a denial.
-const changeStrictResume = "strict-resume-input"
-
 // DocumentApproval fetches a document (checkpoint "fetch", which emits "fetching" each
 // time it really runs), waits for a human unless the payload says it is pre-approved,
 // then publishes it (checkpoint "publish"). A denial ends the run done, unpublished.
@@ -81,7 +77,7 @@ func DocumentApproval(ctx workflow.Context, in DocumentApprovalInput) (DocumentA
 		return DocumentApprovalResult{}, err
 	}
 	approver := ""
-	if !in.Approved && workflow.GetVersion(ctx, changeStrictResume, workflow.DefaultVersion, 1) >= 1 {
+	if !in.Approved && workflow.GetVersion(ctx, ChangeStrictResume, workflow.DefaultVersion, 1) >= 1 {
 		d, err := SuspendFor[DocumentApprovalDecision](ctx, "awaiting approval", "")
 		if err != nil {
 			return DocumentApprovalResult{}, err
@@ -94,7 +90,7 @@ func DocumentApproval(ctx workflow.Context, in DocumentApprovalInput) (DocumentA
 		}
 		approver = d.Approver
 	} else if !in.Approved {
-		// Runs that suspended before changeStrictResume: any input that is not
+		// Runs that suspended before ChangeStrictResume: any input that is not
 		// {"approved": true} denies, as it did then.
 		input, err := Suspend(ctx, "awaiting approval", "")
 		if err != nil {
