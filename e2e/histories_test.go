@@ -110,7 +110,7 @@ var historyScenarios = []struct {
 	{"DocumentApproval and BuildDashboard, strict resume input", "strictresume_", []string{
 		"document_approval_approved.json", "document_approval_denied.json", "build_dashboard.json",
 	}, recordExamples},
-	// The worker registry (workflows/registry.go): a worker's announcement, open.
+	// The worker registry (workflows/registry): a worker's announcement, open.
 	{"worker registry", "", []string{"registry_one_worker.json"}, recordRegistry},
 	// A run canceled during a tool call closes canceled (version 1 of "cancel-outcome").
 	{"agent canceled in a tool call", "", []string{"agent_canceled_in_tool_call.json"}, recordAgentCanceledInTool},

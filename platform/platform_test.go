@@ -38,7 +38,7 @@ func TestTemporalServerOnlyInDev(t *testing.T) {
 		}
 		return out
 	}
-	for _, pkg := range []string{"./platform", "./workflows", "./api"} {
+	for _, pkg := range []string{"./platform", "./workflows/...", "./api", "./examples/demo"} {
 		if s := server(deps(pkg)); len(s) > 0 {
 			t.Errorf("%s links the Temporal server (%d packages, such as %s)", pkg, len(s), s[0])
 		}
