@@ -7,8 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash/fnv"
-	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -131,9 +129,6 @@ func (a *Activities) Register(r Registry) {
 		api.ActivityReleaseSandbox:   a.ReleaseSandbox,
 		api.ActivityParkSandbox:      a.ParkSandbox,
 		api.ActivityRestoreSandbox:   a.RestoreSandbox,
-		api.ActivityFetchDocument:    a.FetchDocument,
-		api.ActivityPublishDocument:  a.PublishDocument,
-		api.ActivityFetchMetric:      a.FetchMetric,
 		api.ActivityResolveAgent:     a.ResolveAgent,
 		api.ActivityCompleteChat:     a.CompleteChat,
 		api.ActivityCompactThread:    a.CompactThread,
@@ -227,37 +222,6 @@ func (a *Activities) StageFiles(ctx context.Context, req api.StageFilesRequest) 
 // ReleaseSandbox closes the run's sandbox and removes it when the run owns it.
 func (a *Activities) ReleaseSandbox(ctx context.Context, req api.ReleaseSandboxRequest) error {
 	return a.sandboxes.Release(ctx, req.RunID, req.Sandbox)
-}
-
-// FetchDocument is the example "fetch" step: it returns the document with the given id.
-func (a *Activities) FetchDocument(_ context.Context, docID string) (api.Document, error) {
-	if docID == "" {
-		return api.Document{}, temporal.NewNonRetryableApplicationError("fetch document: doc_id is empty", api.ErrTypeBadInput, nil)
-	}
-	return api.Document{ID: docID, Title: "Document " + docID, Body: "The body of document " + docID + "."}, nil
-}
-
-// PublishDocument is the example "publish" step: it returns where the document went.
-func (a *Activities) PublishDocument(_ context.Context, doc api.Document) (string, error) {
-	if doc.ID == "" {
-		return "", temporal.NewNonRetryableApplicationError("publish document: document has no id", api.ErrTypeBadInput, nil)
-	}
-	return "published/" + doc.ID, nil
-}
-
-// KnownMetrics are the figures FetchMetric can fetch.
-var KnownMetrics = []string{"sales", "signups", "traffic"}
-
-// FetchMetric is the example dashboard step: a figure derived from the metric's name. An
-// unknown metric is a non-retryable error.
-func (a *Activities) FetchMetric(_ context.Context, name string) (api.Metric, error) {
-	if !slices.Contains(KnownMetrics, name) {
-		return api.Metric{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("fetch metric: unknown metric %.80q (known: %v)", name, KnownMetrics), api.ErrTypeNotFound, nil)
-	}
-	h := fnv.New32a()
-	h.Write([]byte(name))
-	return api.Metric{Name: name, Value: float64(h.Sum32() % 10000)}, nil
 }
 
 // classify turns errors that retrying cannot fix into non-retryable application errors.

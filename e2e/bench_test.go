@@ -19,6 +19,7 @@ import (
 	"github.com/nexo-temporal/nexo/api"
 	"github.com/nexo-temporal/nexo/artifacts"
 	"github.com/nexo-temporal/nexo/devserver"
+	"github.com/nexo-temporal/nexo/examples/demo"
 	"github.com/nexo-temporal/nexo/payloads"
 	"github.com/nexo-temporal/nexo/runs"
 	"github.com/nexo-temporal/nexo/workflows"
@@ -63,7 +64,7 @@ func BenchmarkApprovalFlow(b *testing.B) {
 
 	nexoFlow := func() time.Duration {
 		t0 := time.Now()
-		id, err := rc.Start(ctx, runs.StartRequest{Workflow: workflows.DocumentApprovalName, Payload: json.RawMessage(`{"doc_id":"b"}`)})
+		id, err := rc.Start(ctx, runs.StartRequest{Workflow: demo.DocumentApprovalName, Payload: json.RawMessage(`{"doc_id":"b"}`)})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -190,7 +191,9 @@ func benchPlatform(b *testing.B, deps activities.Deps, register func(worker.Work
 	acts.SetHost(api.SandboxHost{Queue: hostQueue, Host: "bench"})
 	w := worker.New(tc, benchTaskQueue, worker.Options{MaxHeartbeatThrottleInterval: activities.HeartbeatThrottle})
 	workflows.RegisterAll(w)
+	demo.Register(w)
 	acts.Register(w)
+	w.RegisterActivity(demo.Activities{})
 	if register != nil {
 		register(w)
 	}

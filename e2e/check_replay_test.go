@@ -13,6 +13,7 @@ import (
 
 	"github.com/nexo-temporal/nexo/api"
 	"github.com/nexo-temporal/nexo/artifacts"
+	"github.com/nexo-temporal/nexo/examples/demo"
 	"github.com/nexo-temporal/nexo/fakellm"
 	"github.com/nexo-temporal/nexo/payloads"
 	"github.com/nexo-temporal/nexo/replay"
@@ -191,12 +192,12 @@ func TestCheckReplayRecordedHistories(t *testing.T) {
 
 // publishFirst is an incompatible DocumentApproval: it publishes before it fetches, so a
 // run recorded by the shipped one diverges at its first activity.
-func publishFirst(ctx workflow.Context, in workflows.DocumentApprovalInput) (workflows.DocumentApprovalResult, error) {
+func publishFirst(ctx workflow.Context, in demo.DocumentApprovalInput) (demo.DocumentApprovalResult, error) {
 	published, err := workflows.Checkpoint[string](ctx, "publish", api.ActivityPublishDocument, api.Document{ID: in.DocID})
 	if err != nil {
-		return workflows.DocumentApprovalResult{}, err
+		return demo.DocumentApprovalResult{}, err
 	}
-	return workflows.DocumentApprovalResult{Done: true, Published: published}, nil
+	return demo.DocumentApprovalResult{Done: true, Published: published}, nil
 }
 
 // registryExcept registers into r everything but the workflow type skip.
@@ -213,6 +214,7 @@ func (e registryExcept) RegisterWorkflowWithOptions(w any, o workflow.RegisterOp
 
 // withPublishFirst is the shipped registry with DocumentApproval replaced by publishFirst.
 func withPublishFirst(r workflows.Registry) {
-	workflows.RegisterAll(registryExcept{r, workflows.DocumentApprovalName})
-	workflows.Register(r, workflows.DocumentApprovalName, publishFirst, workflows.Options{})
+	workflows.RegisterAll(r)
+	demo.Register(registryExcept{r, demo.DocumentApprovalName})
+	workflows.Register(r, demo.DocumentApprovalName, publishFirst, workflows.Options{})
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/nexo-temporal/nexo/api"
 	"github.com/nexo-temporal/nexo/fakellm"
 	"github.com/nexo-temporal/nexo/workflows"
+	"github.com/nexo-temporal/nexo/workflows/registry"
 )
 
 // TestRunInputFieldsAreChecked: a field of --input the workflow's input does not take is
@@ -67,14 +68,14 @@ func TestRunInputFieldsAreChecked(t *testing.T) {
 	w := worker.New(tc, queue, worker.Options{})
 	rec := workflows.RecordTypes(w)
 	workflows.Register(rec, "Invoice", invoice, workflows.Options{})
-	rec.RegisterWorkflowWithOptions(workflows.RegistryWorkflow, workflow.RegisterOptions{Name: api.WorkflowRegistry})
+	rec.RegisterWorkflowWithOptions(registry.Workflow, workflow.RegisterOptions{Name: api.WorkflowRegistry})
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(w.Stop)
 	a := api.WorkerAnnouncement{Identity: "invoices-worker", Workflows: rec.Types(), Inputs: rec.Inputs(), At: time.Now()}
 	if _, err := tc.SignalWithStartWorkflow(context.Background(), api.RegistryID(queue), api.SignalRegister, a,
-		client.StartWorkflowOptions{ID: api.RegistryID(queue), TaskQueue: queue}, api.WorkflowRegistry, workflows.RegistryState{}); err != nil {
+		client.StartWorkflowOptions{ID: api.RegistryID(queue), TaskQueue: queue}, api.WorkflowRegistry, registry.State{}); err != nil {
 		t.Fatal(err)
 	}
 	pollUntil(t, 20*time.Second, "the invoices registry answers", func(context.Context) error {

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/nexo-temporal/nexo/api"
+	"github.com/nexo-temporal/nexo/examples/demo"
 	"github.com/nexo-temporal/nexo/fakellm"
 	"github.com/nexo-temporal/nexo/internal/mcptest"
 	"github.com/nexo-temporal/nexo/workflows"
@@ -109,7 +110,7 @@ var historyScenarios = []struct {
 	{"DocumentApproval and BuildDashboard, strict resume input", "strictresume_", []string{
 		"document_approval_approved.json", "document_approval_denied.json", "build_dashboard.json",
 	}, recordExamples},
-	// The worker registry (workflows/registry.go): a worker's announcement, open.
+	// The worker registry (workflows/registry): a worker's announcement, open.
 	{"worker registry", "", []string{"registry_one_worker.json"}, recordRegistry},
 	// A run canceled during a tool call closes canceled (version 1 of "cancel-outcome").
 	{"agent canceled in a tool call", "", []string{"agent_canceled_in_tool_call.json"}, recordAgentCanceledInTool},
@@ -349,6 +350,7 @@ func (r *recorder) save(c client.Client, name, id, runID string) {
 	}
 	rp := worker.NewWorkflowReplayer()
 	workflows.RegisterAll(rp)
+	demo.Register(rp)
 	if err := rp.ReplayWorkflowHistory(nil, &h); err != nil {
 		r.t.Fatalf("history of %s (run %q) does not replay, not writing %s: %v", id, runID, name, err)
 	}
@@ -892,7 +894,7 @@ func recordDocumentApprovalBySignal(t *testing.T, r *recorder) {
 		t.Fatal(err)
 	}
 	rec := p.waitStatus(id, api.StatusDone)
-	var res workflows.DocumentApprovalResult
+	var res demo.DocumentApprovalResult
 	if err := json.Unmarshal(rec.Result, &res); err != nil || res.Approver != "cli" || res.Published == "" {
 		t.Fatalf("result %s (%v), want published and approved by cli", rec.Result, err)
 	}

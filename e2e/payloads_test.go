@@ -26,6 +26,7 @@ import (
 
 	"github.com/nexo-temporal/nexo/api"
 	"github.com/nexo-temporal/nexo/artifacts"
+	"github.com/nexo-temporal/nexo/examples/demo"
 	"github.com/nexo-temporal/nexo/payloads"
 	"github.com/nexo-temporal/nexo/workflows"
 )
@@ -53,7 +54,7 @@ func TestPayloadOverTemporalsLimit(t *testing.T) {
 	}
 	defer raw.Close()
 	_, err = raw.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "refused", TaskQueue: api.DefaultTaskQueue},
-		workflows.DocumentApprovalName, workflows.DocumentApprovalInput{DocID: docID, Approved: true})
+		demo.DocumentApprovalName, demo.DocumentApprovalInput{DocID: docID, Approved: true})
 	if err == nil {
 		t.Fatal("a 3 MB input was accepted without External Storage; this test proves nothing against this server")
 	}
@@ -65,7 +66,7 @@ func TestPayloadOverTemporalsLimit(t *testing.T) {
 		t.Fatalf("run --wait: exit %d\nstdout: %.500s\nstderr: %.500s\nworker:\n%s", r.code, r.stdout, r.stderr, p.output())
 	}
 	rec := p.record(id)
-	var res workflows.DocumentApprovalResult
+	var res demo.DocumentApprovalResult
 	if err := json.Unmarshal(rec.Result, &res); err != nil || res.Published != "published/"+docID {
 		t.Fatalf("result: %v, published %d bytes, want published/<the 3 MB id>", err, len(res.Published))
 	}
@@ -112,6 +113,7 @@ func TestPayloadOverTemporalsLimit(t *testing.T) {
 			t.Fatal(err)
 		}
 		workflows.RegisterAll(rp)
+		demo.Register(rp)
 		// The replayer resolves references in the history it is given.
 		return rp.ReplayWorkflowHistory(nil, proto.Clone(hist).(*historypb.History))
 	}
@@ -128,7 +130,7 @@ func TestPayloadOverTemporalsLimit(t *testing.T) {
 		t.Fatalf("the run's input is inline in history: %v", started.GetMetadata())
 	}
 	got := codecDownload(t, p, started)
-	var in workflows.DocumentApprovalInput
+	var in demo.DocumentApprovalInput
 	if err := json.Unmarshal(got.GetData(), &in); err != nil || in.DocID != docID {
 		t.Errorf("codec download: %v, doc_id of %d bytes, want the 3 MB id", err, len(in.DocID))
 	}
@@ -202,7 +204,7 @@ func TestLargeSignalOffloaded(t *testing.T) {
 	}
 	p.ok("resume", id, "--input", "@"+input)
 	rec := p.waitStatus(id, api.StatusDone)
-	var res workflows.DocumentApprovalResult
+	var res demo.DocumentApprovalResult
 	if err := json.Unmarshal(rec.Result, &res); err != nil || res.Approver != approver {
 		t.Fatalf("result: %v, approver of %d bytes, want the 1 MB one", err, len(res.Approver))
 	}
@@ -233,7 +235,7 @@ func TestQueuedRunShowsOffloadedInput(t *testing.T) {
 	const id = "queued-big"
 	p.ok("run", "DocumentApproval", "--id", id, "--start-delay", "1h", "--input", "@"+input)
 	rec := p.record(id)
-	var in workflows.DocumentApprovalInput
+	var in demo.DocumentApprovalInput
 	if rec.Status != api.StatusQueued || json.Unmarshal(rec.Payload, &in) != nil || in.DocID != docID {
 		t.Fatalf("show of a queued run: status %s, payload of %d bytes; want queued with the 300 KB input", rec.Status, len(rec.Payload))
 	}
@@ -314,7 +316,7 @@ func TestRecordOffloadedHistory(t *testing.T) {
 	p := newPlatform(t)
 	p.extraEnv = append(p.extraEnv, "NEXO_PAYLOADS_OFFLOAD_THRESHOLD=1024")
 	p.start()
-	in, _ := json.Marshal(workflows.DocumentApprovalInput{DocID: strings.Repeat("o", 2000), Approved: true})
+	in, _ := json.Marshal(demo.DocumentApprovalInput{DocID: strings.Repeat("o", 2000), Approved: true})
 	const id = "offloaded"
 	p.ok("run", "DocumentApproval", "--id", id, "--input", string(in), "--wait")
 	hist := rawHistory(t, p.dial(), id)

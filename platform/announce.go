@@ -10,7 +10,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/nexo-temporal/nexo/api"
-	"github.com/nexo-temporal/nexo/workflows"
+	"github.com/nexo-temporal/nexo/workflows/registry"
 )
 
 // workerIdentity is the identity the worker polls with and announces itself under: the
@@ -34,7 +34,7 @@ func announce(ctx context.Context, tc client.Client, taskQueue string, a api.Wor
 	defer cancel()
 	_, err := tc.SignalWithStartWorkflow(actx, api.RegistryID(taskQueue), api.SignalRegister, a,
 		client.StartWorkflowOptions{ID: api.RegistryID(taskQueue), TaskQueue: taskQueue},
-		api.WorkflowRegistry, workflows.RegistryState{})
+		api.WorkflowRegistry, registry.State{})
 	if err != nil {
 		return fmt.Errorf("announce worker %s to the registry of task queue %s: %w", a.Identity, taskQueue, err)
 	}

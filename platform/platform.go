@@ -81,6 +81,21 @@ func Workflow[In, Out any](name string, fn func(ctx workflow.Context, in In) (Ou
 	}
 }
 
+// Workflows registers the workflows register registers, a package's own register function
+// such as demo.Register (examples/demo, the Quickstart's DocumentApproval and
+// BuildDashboard, which the shipped worker adds this way). The function decides how each is
+// registered (workflows.Register for runs with a record); their activities come with
+// Activity.
+func Workflows(register func(workflows.Registry)) Option {
+	return func(o *options) {
+		if register == nil {
+			o.errs = append(o.errs, errors.New("platform.Workflows: nil register function"))
+			return
+		}
+		o.workflows = append(o.workflows, register)
+	}
+}
+
 // Activity registers a user's activity next to the shipped ones: a function (type name:
 // opts' Name, else the function's name, as the SDK does) or a struct pointer, whose
 // exported methods are each an activity (opts' Name, if any, prefixes their names). Every
@@ -174,7 +189,8 @@ func New(cfg config.Config, opts ...Option) (*Platform, error) {
 	return p, nil
 }
 
-// RegisterWorkflows registers the shipped workflows and the user's on r: a worker, or a
+// RegisterWorkflows registers the platform's workflows (workflows.RegisterAll: AgentRun,
+// Session, the registry, the token limiter) and those the options add on r: a worker, or a
 // worker.WorkflowReplayer, so a replay check sees exactly the workflows this platform runs.
 func (p *Platform) RegisterWorkflows(r workflows.Registry) {
 	workflows.RegisterAll(r)
@@ -191,7 +207,7 @@ func (p *Platform) checkWorkflowNames() error {
 	var errs []error
 	for _, n := range names.order {
 		if c := names.seen[n]; c > 1 {
-			errs = append(errs, fmt.Errorf("workflow type %s is registered %d times (the platform ships DocumentApproval, BuildDashboard, AgentRun, Session and the registry; choose another name)", n, c))
+			errs = append(errs, fmt.Errorf("workflow type %s is registered %d times (the platform registers AgentRun, Session, %s and %s, the options the rest; choose another name)", n, c, api.WorkflowRegistry, api.WorkflowTokenLimiter))
 		}
 	}
 	return errors.Join(errs...)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nexo-temporal/nexo/api"
 	"github.com/nexo-temporal/nexo/config"
+	"github.com/nexo-temporal/nexo/examples/demo"
 	"github.com/nexo-temporal/nexo/workflows"
 )
 
@@ -37,7 +38,7 @@ func TestTemporalServerOnlyInDev(t *testing.T) {
 		}
 		return out
 	}
-	for _, pkg := range []string{"./platform", "./workflows", "./api"} {
+	for _, pkg := range []string{"./platform", "./workflows/...", "./api", "./examples/demo"} {
 		if s := server(deps(pkg)); len(s) > 0 {
 			t.Errorf("%s links the Temporal server (%d packages, such as %s)", pkg, len(s), s[0])
 		}
@@ -76,9 +77,40 @@ func TestRegisterWorkflowsAddsTheUsersToTheShipped(t *testing.T) {
 	}
 	var r fakeRegistry
 	p.RegisterWorkflows(&r)
-	for _, want := range []string{"Greet", workflows.DocumentApprovalName, workflows.BuildDashboardName, api.WorkflowAgentRun, api.WorkflowSession, api.WorkflowRegistry} {
+	for _, want := range []string{"Greet", api.WorkflowAgentRun, api.WorkflowSession, api.WorkflowRegistry, api.WorkflowTokenLimiter} {
 		if !slices.Contains(r.workflows, want) {
 			t.Errorf("RegisterWorkflows registered %v, missing %s", r.workflows, want)
+		}
+	}
+	// The demos are the shipped worker's, not every platform's.
+	for _, unwanted := range []string{demo.DocumentApprovalName, demo.BuildDashboardName} {
+		if slices.Contains(r.workflows, unwanted) {
+			t.Errorf("a platform without platform.Workflows(demo.Register) registered %s", unwanted)
+		}
+	}
+}
+
+// TestWorkflowsAddsTheDemos: platform.Workflows(demo.Register) and
+// platform.Activity(demo.Activities{}) give a platform the Quickstart's demos under the
+// names the demos call, as the shipped worker has them.
+func TestWorkflowsAddsTheDemos(t *testing.T) {
+	p, err := New(config.Config{}, Workflows(demo.Register), Activity(demo.Activities{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r fakeRegistry
+	p.RegisterWorkflows(&r)
+	for _, want := range []string{demo.DocumentApprovalName, demo.BuildDashboardName, api.WorkflowAgentRun} {
+		if !slices.Contains(r.workflows, want) {
+			t.Errorf("RegisterWorkflows registered %v, missing %s", r.workflows, want)
+		}
+	}
+	if err := p.registerActivities(&r); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{api.ActivityFetchDocument, api.ActivityPublishDocument, api.ActivityFetchMetric} {
+		if !slices.Contains(r.activities, want) {
+			t.Errorf("registered activities %v, missing %s", r.activities, want)
 		}
 	}
 }
@@ -111,7 +143,9 @@ func TestNewRefusesBadOptions(t *testing.T) {
 		opt  Option
 		want string
 	}{
-		{"shipped name", Workflow(workflows.DocumentApprovalName, greet), "workflow type DocumentApproval is registered 2 times"},
+		{"shipped name", Workflow(api.WorkflowAgentRun, greet), "workflow type AgentRun is registered 2 times"},
+		{"demos twice", func(o *options) { Workflows(demo.Register)(o); Workflows(demo.Register)(o) }, "workflow type DocumentApproval is registered 2 times"},
+		{"nil register function", Workflows(nil), "platform.Workflows: nil register function"},
 		{"empty name", Workflow(" ", greet), "workflow type name is empty"},
 		{"two options", Workflow("Greet", greet, workflows.Options{}, workflows.Options{}), "2 workflows.Options given"},
 		{"not an activity", Activity(42), "int is neither a function nor a struct"},

@@ -9,7 +9,7 @@ import (
 
 	"github.com/nexo-temporal/nexo/activities"
 	"github.com/nexo-temporal/nexo/api"
-	"github.com/nexo-temporal/nexo/workflows"
+	"github.com/nexo-temporal/nexo/workflows/tokenlimiter"
 )
 
 // tokenLimiter is the worker's activities.TokenLimiter: each endpoint's limiter is a
@@ -27,7 +27,7 @@ func (l tokenLimiter) Reserve(ctx context.Context, endpoint string, req api.Toke
 	id := api.TokenLimiterID(l.taskQueue, endpoint)
 	start := l.tc.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
 		ID: id, TaskQueue: l.taskQueue, WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-	}, api.WorkflowTokenLimiter, workflows.TokenLimiterState{TokensPerMinute: req.TokensPerMinute})
+	}, api.WorkflowTokenLimiter, tokenlimiter.State{TokensPerMinute: req.TokensPerMinute})
 	h, err := l.tc.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: start,
 		UpdateOptions: client.UpdateWorkflowOptions{UpdateName: api.UpdateTokenReserve, Args: []any{req},

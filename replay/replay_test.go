@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/nexo-temporal/nexo/api"
+	"github.com/nexo-temporal/nexo/examples/demo"
 	"github.com/nexo-temporal/nexo/replay"
 	"github.com/nexo-temporal/nexo/workflows"
 )
@@ -19,12 +20,12 @@ var testdata = filepath.Join("..", "workflows", "testdata")
 
 // publishFirst is an incompatible DocumentApproval: it publishes before it fetches, so
 // every recorded DocumentApproval diverges at its first activity.
-func publishFirst(ctx workflow.Context, in workflows.DocumentApprovalInput) (workflows.DocumentApprovalResult, error) {
+func publishFirst(ctx workflow.Context, in demo.DocumentApprovalInput) (demo.DocumentApprovalResult, error) {
 	published, err := workflows.Checkpoint[string](ctx, "publish", api.ActivityPublishDocument, api.Document{ID: in.DocID})
 	if err != nil {
-		return workflows.DocumentApprovalResult{}, err
+		return demo.DocumentApprovalResult{}, err
 	}
-	return workflows.DocumentApprovalResult{Done: true, Published: published}, nil
+	return demo.DocumentApprovalResult{Done: true, Published: published}, nil
 }
 
 // except registers into r everything but the workflow type skip.
@@ -41,12 +42,19 @@ func (e except) RegisterWorkflowWithOptions(w any, o workflow.RegisterOptions) {
 
 // withPublishFirst is the shipped registry with DocumentApproval replaced by publishFirst.
 func withPublishFirst(r workflows.Registry) {
-	workflows.RegisterAll(except{r, workflows.DocumentApprovalName})
-	workflows.Register(r, workflows.DocumentApprovalName, publishFirst, workflows.Options{})
+	shipped(except{r, demo.DocumentApprovalName})
+	workflows.Register(r, demo.DocumentApprovalName, publishFirst, workflows.Options{})
+}
+
+// shipped registers what the shipped worker registers: the platform's workflows and the
+// demos (whose histories testdata holds too).
+func shipped(r workflows.Registry) {
+	workflows.RegisterAll(r)
+	demo.Register(r)
 }
 
 func TestFilesReplayTheCommittedHistories(t *testing.T) {
-	results, err := replay.Files([]string{testdata}, workflows.RegisterAll, replay.Options{})
+	results, err := replay.Files([]string{testdata}, shipped, replay.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +76,7 @@ func TestFilesReportTheFirstDivergence(t *testing.T) {
 	}
 	failed := 0
 	for _, r := range results {
-		if r.WorkflowType != workflows.DocumentApprovalName {
+		if r.WorkflowType != demo.DocumentApprovalName {
 			if !r.OK {
 				t.Errorf("unchanged workflow fails: %s", r)
 			}
@@ -110,7 +118,7 @@ func TestRunCommandJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(out.String()), &rep); err != nil {
 		t.Fatalf("output is not JSON: %v\n%s", err, out.String())
 	}
-	if len(rep.Results) != 1 || rep.Results[0].OK || rep.Results[0].WorkflowType != workflows.DocumentApprovalName ||
+	if len(rep.Results) != 1 || rep.Results[0].OK || rep.Results[0].WorkflowType != demo.DocumentApprovalName ||
 		rep.Results[0].RunID == "" || !strings.Contains(rep.Results[0].Error, api.ActivityPublishDocument) {
 		t.Errorf("report = %+v, want one failed DocumentApproval naming %s", rep, api.ActivityPublishDocument)
 	}

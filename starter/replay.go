@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/nexo-temporal/nexo/examples/demo"
 	"github.com/nexo-temporal/nexo/payloads"
 	"github.com/nexo-temporal/nexo/replay"
 	"github.com/nexo-temporal/nexo/workflows"
@@ -13,7 +14,7 @@ import (
 
 // checkReplayCmd is the deploy gate: the histories of the server's open runs (or recorded
 // ones) replayed against the workflows compiled into this starter, which are the ones the
-// worker of the same build registers (workflows.RegisterAll).
+// worker of the same build registers (shippedWorkflows).
 func checkReplayCmd() *command {
 	return &command{
 		name: "check-replay", args: "[--histories PATH...]",
@@ -34,7 +35,14 @@ func checkReplayCmd() *command {
 				opts = append(opts, replay.WithTaskQueue(cfg.Temporal.TaskQueue),
 					replay.WithStorage(payloads.ExternalStorage(e.store, cfg.Payloads.OffloadThreshold)))
 			}
-			return replay.RunFlags(ctx, fs, args, e.tc, workflows.RegisterAll, e.stdout, opts...)
+			return replay.RunFlags(ctx, fs, args, e.tc, shippedWorkflows, e.stdout, opts...)
 		},
 	}
+}
+
+// shippedWorkflows registers what the shipped worker registers (worker/main.go): the
+// platform's workflows and the Quickstart's demos.
+func shippedWorkflows(r workflows.Registry) {
+	workflows.RegisterAll(r)
+	demo.Register(r)
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/nexo-temporal/nexo/api"
 	"github.com/nexo-temporal/nexo/artifacts"
+	"github.com/nexo-temporal/nexo/examples/demo"
 	"github.com/nexo-temporal/nexo/payloads"
 	"github.com/nexo-temporal/nexo/workflows"
 )
@@ -46,6 +47,7 @@ func TestReplayExportsNoSpan(t *testing.T) {
 				t.Fatal(err)
 			}
 			workflows.RegisterAll(r)
+			demo.Register(r)
 			if err := r.ReplayWorkflowHistoryFromJSONFile(nil, filepath.Join("..", "workflows", "testdata", name)); err != nil {
 				t.Fatalf("replay with the telemetry interceptors: %v", err)
 			}

@@ -582,10 +582,6 @@ func stampKey(p string) string {
 	return path.Clean(strings.TrimPrefix(p, "/workspace/"))
 }
 
-// changeApprovalDeadline: a call that needs approval under a policy or rule with an
-// approval_timeout starts a durable timer while it waits.
-const changeApprovalDeadline = "approval-deadline"
-
 // decidedByTimeout is the "by" of a decision the deadline made.
 const decidedByTimeout = "timeout"
 
@@ -613,7 +609,7 @@ func (rt *runtime) awaitApproval(ctx workflow.Context, call api.ToolCall, pc per
 	// Only a spec with an approval_timeout gets the timer (specs recorded before
 	// deadlines have none, so their histories never ask the version).
 	timeout := dl.Duration()
-	if timeout > 0 && workflow.GetVersion(ctx, changeApprovalDeadline, workflow.DefaultVersion, 1) < 1 {
+	if timeout > 0 && workflow.GetVersion(ctx, ChangeApprovalDeadline, workflow.DefaultVersion, 1) < 1 {
 		timeout = 0
 	}
 	if timeout > 0 {

@@ -321,7 +321,7 @@ func TestReadBeforeWriteStampTravels(t *testing.T) {
 // payload limit fails the run with a message that says so, and is never sent.
 func TestModelCallTooLargeFailsClearly(t *testing.T) {
 	env := newEnv(t)
-	env.OnGetVersion(changeThreadByRef, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+	env.OnGetVersion(ChangeThreadByRef, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
 	spec := approveSpec()
 	spec.Instructions = strings.Repeat("x", maxModelCallInput)
 	f := &agentFakes{spec: spec, script: []api.ChatMessage{text("done")}}

@@ -14,12 +14,6 @@ import (
 	"github.com/nexo-temporal/nexo/api"
 )
 
-// changeAgentUnavailable: a worker that lacks the run's agent no longer fails the run.
-// The workflow records which worker could not (event agent_unavailable, once per worker)
-// and asks again after a backoff, so another worker of the task queue takes it; only when
-// none has offered the agent for AgentUnavailableFor does the run fail, naming the agent.
-const changeAgentUnavailable = "agent-unavailable"
-
 // AgentUnavailableFor bounds how long a run waits for a worker that has its agent (a
 // rolling deploy replaces workers within minutes; a name no worker will ever know must not
 // hang the run).
@@ -40,7 +34,7 @@ const EventAgentUnavailable = "agent_unavailable"
 func resolveAgent(ctx workflow.Context, name string) (agents.Spec, error) {
 	return Step(ctx, "agent", func(ctx workflow.Context) (agents.Spec, error) {
 		var spec agents.Spec
-		if workflow.GetVersion(ctx, changeAgentUnavailable, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		if workflow.GetVersion(ctx, ChangeAgentUnavailable, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 			err := workflow.ExecuteActivity(ctx, api.ActivityResolveAgent, name).Get(ctx, &spec)
 			return spec, err
 		}

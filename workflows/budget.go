@@ -11,12 +11,6 @@ import (
 	"github.com/nexo-temporal/nexo/api"
 )
 
-// changeBudget: an agent whose recorded spec has a budget checks it before each model
-// call and, once it is spent, suspends for a human (a pending decision of capability
-// budget) instead of calling on. Specs recorded before budgets have none, so their runs
-// never ask the version.
-const changeBudget = "agent-budget"
-
 // budgetState is what a run knows of its budgets beyond its usage (rt.rec.Usage): the
 // version once asked, and what humans raised each bound by.
 type budgetState struct {
@@ -80,7 +74,7 @@ func (rt *runtime) budgetGate(ctx workflow.Context, spec agents.Spec, style loop
 		return "", nil
 	}
 	if rt.budget.v == nil {
-		v := workflow.GetVersion(ctx, changeBudget, workflow.DefaultVersion, 1)
+		v := workflow.GetVersion(ctx, ChangeBudget, workflow.DefaultVersion, 1)
 		rt.budget.v = &v
 	}
 	if *rt.budget.v < 1 {

@@ -1,5 +1,5 @@
 // Package workflows is the deterministic side of Nexo on Temporal: the run runtime (the run
-// record, checkpoints, suspend/resume, events, artifacts), the example workflows, and the
+// record, checkpoints, suspend/resume, events, artifacts), the platform's workflows, and the
 // Register helpers a worker uses.
 //
 // Everything here runs inside Temporal workflow code, so it follows the determinism rules:

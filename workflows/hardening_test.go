@@ -3,7 +3,6 @@ package workflows
 import (
 	"context"
 	"errors"
-	"strings"
 	"testing"
 	"time"
 
@@ -42,9 +41,10 @@ func TestCancelAgentInAToolEndsCanceled(t *testing.T) {
 	}
 }
 
-// TestEveryActivityHasAHeartbeatTimeout: each activity the shipped workflows schedule has
+// TestEveryActivityHasAHeartbeatTimeout: each activity AgentRun schedules has
 // a heartbeat timeout, so one in flight on a killed worker is retried within seconds
-// instead of waiting out its start-to-close timeout (FetchMetric waited 5 minutes).
+// instead of waiting out its start-to-close timeout (FetchMetric waited 5 minutes). The
+// demo workflows have theirs in examples/demo.
 func TestEveryActivityHasAHeartbeatTimeout(t *testing.T) {
 	run := func(t *testing.T, setup func(env *testsuite.TestWorkflowEnvironment), workflow string, in any) {
 		env := newEnv(t)
@@ -64,43 +64,12 @@ func TestEveryActivityHasAHeartbeatTimeout(t *testing.T) {
 			t.Fatal("no activity ran")
 		}
 	}
-	t.Run("DocumentApproval", func(t *testing.T) {
-		run(t, func(env *testsuite.TestWorkflowEnvironment) { (&fakeActs{}).register(env) },
-			DocumentApprovalName, DocumentApprovalInput{DocID: "1", Approved: true})
-	})
-	t.Run("BuildDashboard", func(t *testing.T) {
-		run(t, func(env *testsuite.TestWorkflowEnvironment) { (&fakeActs{}).register(env) },
-			BuildDashboardName, BuildDashboardInput{Title: "Q4"})
-	})
 	t.Run("AgentRun", func(t *testing.T) {
 		f := &agentFakes{spec: agents.Spec{Name: "scribe", Permissions: permissions.Policy{Mode: permissions.ModeAuto}, Produces: []string{"notes.md"}},
 			script:  []api.ChatMessage{toolReply(call("write_file", `{"path":"notes.md","content":"hi"}`)), text("done")},
 			outputs: []string{"notes.md"}}
 		run(t, f.register, api.WorkflowAgentRun, api.AgentRunInput{Agent: "scribe", Prompt: "write notes.md"})
 	})
-}
-
-// TestFailureMessageIsBounded: a run that fails with an error quoting a huge input (an
-// unknown metric named with 3 MB) fails with a bounded message: a failure message is
-// never offloaded, and an oversized one would wedge the closing workflow task.
-func TestFailureMessageIsBounded(t *testing.T) {
-	env := newEnv(t)
-	(&fakeActs{}).register(env)
-	huge := strings.Repeat("m", 3<<20)
-	env.RegisterActivityWithOptions(func(_ context.Context, name string) (api.Metric, error) {
-		return api.Metric{}, temporal.NewNonRetryableApplicationError("unknown metric "+name, api.ErrTypeNotFound, nil)
-	}, activity.RegisterOptions{Name: api.ActivityFetchMetric})
-	env.ExecuteWorkflow(BuildDashboardName, payload(t, BuildDashboardInput{Metrics: []string{huge}}))
-	err := env.GetWorkflowError()
-	if err == nil {
-		t.Fatal("the run did not fail")
-	}
-	if size := len(err.Error()); size > api.MaxFailureMessage+1024 {
-		t.Errorf("the run fails with a message of %d bytes, want at most about %d", size, api.MaxFailureMessage)
-	}
-	if rec := queryRecord(t, env); rec.Status != api.StatusFailed || rec.Error == nil || len(*rec.Error) > api.MaxFailureMessage+100 {
-		t.Errorf("record: status %s, error of %d bytes", rec.Status, len(deref(rec.Error)))
-	}
 }
 
 func deref(s *string) string {

@@ -40,17 +40,13 @@ import (
 // Runs recorded before this (workflow.DefaultVersion) keep the worker sessions of
 // hostroute.go, docker only.
 
-// changeHostQueue: sandbox activities go to the host queue the run claimed, the run
-// snapshots its workspace, and moves when its host is lost.
-const changeHostQueue = "host-queue"
-
 // defaultHostTimeout is the ScheduleToStart timeout of host-queue activities when the
 // claiming worker named none.
 const defaultHostTimeout = 30 * time.Second
 
 // hostState is the run's host routing state.
 type hostState struct {
-	v *workflow.Version // the run's version of changeHostQueue, once asked
+	v *workflow.Version // the run's version of ChangeHostQueue, once asked
 	// cur is the host the run's sandbox lives on (nil until the first claim).
 	cur *api.SandboxHost
 	// carried is the host a continued session brought along, adopted at its first use.
@@ -62,7 +58,7 @@ type hostState struct {
 	// (tool_concurrency), and they must land on one host, claimed once.
 	mu workflow.Mutex
 
-	// snapV is the run's version of changeSnapshots, once asked.
+	// snapV is the run's version of ChangeSnapshots, once asked.
 	snapV *workflow.Version
 	// snap is the run's last workspace snapshot and snapCall the call that took it
 	// ("" for one taken at a suspend or a stage).
@@ -73,19 +69,13 @@ type hostState struct {
 	lostNote string
 }
 
-// changeSnapshots: every call that can change the workspace (write_file, shell, staged
-// files, the snapshot at a suspend) stores an incremental content-addressed snapshot, the
-// run keeps its last one, and a move or a sandbox made anew restores it; the interval
-// snapshot (park_every) is no longer taken. Runs recorded before keep the archive.
-const changeSnapshots = "workspace-snapshots"
-
 // snapshotsOn reports whether the run takes a snapshot after every change.
 func (rt *runtime) snapshotsOn(ctx workflow.Context) bool {
 	if !rt.hostQueued(ctx) {
 		return false
 	}
 	if rt.host.snapV == nil {
-		v := workflow.GetVersion(ctx, changeSnapshots, workflow.DefaultVersion, 1)
+		v := workflow.GetVersion(ctx, ChangeSnapshots, workflow.DefaultVersion, 1)
 		rt.host.snapV = &v
 	}
 	return *rt.host.snapV >= 1
@@ -185,7 +175,7 @@ func (rt *runtime) lockHost(ctx workflow.Context) (func(), error) {
 // hostQueued reports whether the run routes its sandbox activities by host queue.
 func (rt *runtime) hostQueued(ctx workflow.Context) bool {
 	if rt.host.v == nil {
-		v := workflow.GetVersion(ctx, changeHostQueue, workflow.DefaultVersion, 1)
+		v := workflow.GetVersion(ctx, ChangeHostQueue, workflow.DefaultVersion, 1)
 		rt.host.v = &v
 	}
 	return *rt.host.v >= 1

@@ -23,7 +23,7 @@ func TestDockerRunParksAndRestoresThroughSessions(t *testing.T) {
 	env := newEnv(t)
 	env.SetWorkerOptions(worker.Options{EnableSessionWorker: true})
 	// Runs recorded before host queues (hostq.go) keep this path.
-	env.OnGetVersion(changeHostQueue, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+	env.OnGetVersion(ChangeHostQueue, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
 	spec := agents.Spec{Name: "boxed", Permissions: permissions.Policy{Mode: permissions.ModeApprove},
 		Sandbox: api.SandboxSpec{Type: api.SandboxDocker, IdleTimeout: api.Duration(time.Minute)}}
 	f := &agentFakes{spec: spec, script: []api.ChatMessage{

@@ -11,11 +11,6 @@ import (
 	"github.com/nexo-temporal/nexo/api"
 )
 
-// changeApprovalNotify: approval events start a NotifyApproval activity per receiver of the
-// agent's recorded spec (approvals.notify). Runs whose spec names no receiver, which is
-// every run recorded before this change, schedule nothing and never ask for the version.
-const changeApprovalNotify = "approval-notify"
-
 // NotifyRetryFor is how long one notification is retried (5xx, 408, 429, a receiver that
 // cannot be reached) before it is given up.
 const NotifyRetryFor = 6 * time.Hour
@@ -71,7 +66,7 @@ func (rt *runtime) notifyApproval(ctx workflow.Context, eventType string) {
 	default:
 		return
 	}
-	if workflow.GetVersion(ctx, changeApprovalNotify, workflow.DefaultVersion, 1) < 1 {
+	if workflow.GetVersion(ctx, ChangeApprovalNotify, workflow.DefaultVersion, 1) < 1 {
 		return
 	}
 	ev := rt.rec.Events[len(rt.rec.Events)-1]
@@ -108,12 +103,6 @@ func (rt *runtime) notifyApproval(ctx workflow.Context, eventType string) {
 	}
 }
 
-// changeNotifyBeforeClose: a run that closes while approval notifications are still under
-// way waits up to NotifyCloseGrace for them before closing (before, they were abandoned at
-// once, so the notification of the last decision of a run that then finished quickly was
-// often never sent). Asked only when a notification is pending at the close.
-const changeNotifyBeforeClose = "notify-before-close"
-
 // NotifyCloseGrace bounds how long a closing run waits for its pending notifications; one
 // still retrying then (a receiver that is down) is abandoned, as before.
 const NotifyCloseGrace = 30 * time.Second
@@ -129,7 +118,7 @@ func (rt *runtime) awaitNotifications(ctx workflow.Context) {
 		}
 	}
 	n.pending = open
-	if len(open) == 0 || workflow.GetVersion(ctx, changeNotifyBeforeClose, workflow.DefaultVersion, 1) < 1 {
+	if len(open) == 0 || workflow.GetVersion(ctx, ChangeNotifyBeforeClose, workflow.DefaultVersion, 1) < 1 {
 		return
 	}
 	tctx, cancel := workflow.WithCancel(ctx)

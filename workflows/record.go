@@ -10,12 +10,6 @@ import (
 	"github.com/nexo-temporal/nexo/api"
 )
 
-// changeRecordAtClose: a run that closes (done, failed, canceled) stores its final record
-// in the blob store and upserts its reference into the memo (api.MemoRecord), so clients
-// read a closed run with no worker. Runs that closed before it replay without these
-// commands; clients read them by replaying the query.
-const changeRecordAtClose = "record-at-close"
-
 // storeRecordOptions: storing the record is one blob write; a few attempts, then the run
 // closes without it (clients fall back to the query).
 var storeRecordOptions = workflow.LocalActivityOptions{
@@ -33,7 +27,7 @@ var storeRecordOptions = workflow.LocalActivityOptions{
 // marker with the activity's result, the reference. (A worker that does not register
 // StoreRecord fails it at once; the run closes without a stored record.)
 func (rt *runtime) persist(ctx workflow.Context) {
-	if workflow.GetVersion(ctx, changeRecordAtClose, workflow.DefaultVersion, 1) < 1 {
+	if workflow.GetVersion(ctx, ChangeRecordAtClose, workflow.DefaultVersion, 1) < 1 {
 		return
 	}
 	rec, _ := rt.query()

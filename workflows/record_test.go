@@ -39,26 +39,26 @@ func queryEvents(t *testing.T, env *testsuite.TestWorkflowEnvironment, after int
 func TestRecordStoredAndReferencedAtClose(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		input   DocumentApprovalInput
+		input   gateInput
 		decide  func(env *testsuite.TestWorkflowEnvironment)
 		want    api.Status
 		lastEvt string
 	}{
-		{"done", DocumentApprovalInput{DocID: "7"}, func(env *testsuite.TestWorkflowEnvironment) {
+		{"done", gateInput{ID: "7"}, func(env *testsuite.TestWorkflowEnvironment) {
 			env.SignalWorkflow(api.SignalResume, api.ResumeSignal{Input: map[string]any{"approved": true}})
 		}, api.StatusDone, "done"},
-		{"canceled", DocumentApprovalInput{DocID: "8"}, func(env *testsuite.TestWorkflowEnvironment) {
+		{"canceled", gateInput{ID: "8"}, func(env *testsuite.TestWorkflowEnvironment) {
 			env.CancelWorkflow()
 		}, api.StatusCanceled, "canceled"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := newEnv(t)
-			(&fakeActs{}).register(env)
+			registerGate(env)
 			var stored []api.Record
 			registerStoreRecord(env, &stored)
 			env.OnUpsertMemo(map[string]any{api.MemoRecord: storedRef}).Return().Once()
 			env.RegisterDelayedCallback(func() { tc.decide(env) }, time.Hour)
-			env.ExecuteWorkflow(DocumentApprovalName, payload(t, tc.input))
+			env.ExecuteWorkflow(gateName, payload(t, tc.input))
 			if !env.IsWorkflowCompleted() {
 				t.Fatal("workflow did not complete")
 			}
@@ -85,7 +85,7 @@ func TestRecordStoredAndReferencedAtClose(t *testing.T) {
 
 func TestRecordStoreFailureKeepsOutcome(t *testing.T) {
 	env := newEnv(t)
-	(&fakeActs{}).register(env)
+	registerGate(env)
 	var attempts int32
 	env.RegisterActivityWithOptions(func(context.Context, api.Record) (api.RecordRef, error) {
 		attempts++
@@ -94,7 +94,7 @@ func TestRecordStoreFailureKeepsOutcome(t *testing.T) {
 	env.RegisterDelayedCallback(func() {
 		env.SignalWorkflow(api.SignalResume, api.ResumeSignal{Input: map[string]any{"approved": true}})
 	}, time.Hour)
-	env.ExecuteWorkflow(DocumentApprovalName, payload(t, DocumentApprovalInput{DocID: "7"}))
+	env.ExecuteWorkflow(gateName, payload(t, gateInput{ID: "7"}))
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatalf("a failed record store changed the outcome: %v", err)
 	}
@@ -108,7 +108,7 @@ func TestRecordStoreFailureKeepsOutcome(t *testing.T) {
 
 func TestEventsQueryPages(t *testing.T) {
 	env := newEnv(t)
-	(&fakeActs{}).register(env)
+	registerGate(env)
 	var stored []api.Record
 	registerStoreRecord(env, &stored)
 	var all []api.Event
@@ -139,7 +139,7 @@ func TestEventsQueryPages(t *testing.T) {
 		past = queryEvents(t, env, rec.Events[len(rec.Events)-1].Seq+5, 0)
 		env.SignalWorkflow(api.SignalResume, api.ResumeSignal{Input: map[string]any{"approved": true}})
 	}, time.Hour)
-	env.ExecuteWorkflow(DocumentApprovalName, payload(t, DocumentApprovalInput{DocID: "7"}))
+	env.ExecuteWorkflow(gateName, payload(t, gateInput{ID: "7"}))
 	if env.GetWorkflowError() != nil {
 		t.Fatal(env.GetWorkflowError())
 	}

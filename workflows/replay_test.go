@@ -1,17 +1,16 @@
-package workflows
+package workflows_test
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"testing"
 
-	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/nexo-temporal/nexo/artifacts"
+	"github.com/nexo-temporal/nexo/examples/demo"
 	"github.com/nexo-temporal/nexo/payloads"
+	"github.com/nexo-temporal/nexo/workflows"
 )
 
 // TestReplayRecordedHistories replays histories recorded from real runs (see
@@ -22,8 +21,8 @@ import (
 // Some fixtures are open histories (an agent run waiting for an approval, a session
 // waiting for a prompt or inside a turn's approval): they replay up to where the run
 // waits, so the upgraded code must reach that wait with the same commands before it can
-// finish the run. RegisterAll registers every workflow type the fixtures hold (the
-// examples, AgentRun, Session).
+// finish the run. registerShipped registers every workflow type the fixtures hold: the
+// platform's (workflows.RegisterAll) and the demos the shipped worker adds (examples/demo).
 //
 // The replayer has the workers' External Storage: a payload offloaded when a fixture was
 // recorded is only a reference in it, read back from testdata/blobs/<sha256> (committed
@@ -31,7 +30,10 @@ import (
 //
 // Every file of testdata is replayed (a glob, never a hand list): a fixture committed under
 // another name than *.json fails here rather than being skipped, and every workflow type
-// RegisterAll registers must have at least one fixture.
+// registerShipped registers must have at least one fixture.
+//
+// It is an external test (package workflows_test) so that it can register the demos,
+// whose package imports this one.
 func TestReplayRecordedHistories(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join("testdata", "*.json"))
 	if err != nil || len(files) == 0 {
@@ -46,23 +48,23 @@ func TestReplayRecordedHistories(t *testing.T) {
 			t.Errorf("testdata/%s is not a *.json history, so it would never be replayed", e.Name())
 		}
 	}
-	storage := payloads.ExternalStorage(fixtureBlobs(t), 0)
+	storage := payloads.ExternalStorage(workflows.FixtureBlobs(t), 0)
 	covered := map[string]bool{}
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
-			covered[fixtureType(t, f)] = true
+			covered[workflows.FixtureType(t, f)] = true
 			r, err := worker.NewWorkflowReplayerWithOptions(worker.WorkflowReplayerOptions{ExternalStorage: storage})
 			if err != nil {
 				t.Fatal(err)
 			}
-			RegisterAll(r)
+			registerShipped(r)
 			if err := r.ReplayWorkflowHistoryFromJSONFile(nil, f); err != nil {
 				t.Errorf("replay %s: %v", f, err)
 			}
 		})
 	}
 	var registered typeNames // every type, the registry's own included
-	RegisterAll(&registered)
+	registerShipped(&registered)
 	for _, typ := range registered {
 		if !covered[typ] {
 			t.Errorf("workflow type %s has no recorded history in testdata; record one (e2e/histories_test.go)", typ)
@@ -70,52 +72,16 @@ func TestReplayRecordedHistories(t *testing.T) {
 	}
 }
 
+// registerShipped registers what the shipped worker registers: the platform's workflows
+// and the demos.
+func registerShipped(r workflows.Registry) {
+	workflows.RegisterAll(r)
+	demo.Register(r)
+}
+
 // typeNames is a Registry that only learns the names of the types registered.
 type typeNames []string
 
 func (n *typeNames) RegisterWorkflowWithOptions(_ any, o workflow.RegisterOptions) {
 	*n = append(*n, o.Name)
-}
-
-// fixtureType is the workflow type of the history in file f.
-func fixtureType(t *testing.T, f string) string {
-	t.Helper()
-	r, err := os.Open(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	h, err := client.HistoryFromJSON(r, client.HistoryJSONOptions{})
-	if err != nil {
-		t.Fatalf("parse %s: %v", f, err)
-	}
-	return h.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes().GetWorkflowType().GetName()
-}
-
-// fixtureBlobs is a store holding every file of testdata/blobs, each named by its sha256.
-func fixtureBlobs(t *testing.T) artifacts.Blobs {
-	t.Helper()
-	store, err := artifacts.Open("mem://")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
-	files, err := filepath.Glob(filepath.Join("testdata", "blobs", "*"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sum, err := store.PutBlob(context.Background(), data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if sum != filepath.Base(f) {
-			t.Fatalf("fixture blob %s has sha256 %s; a blob's file is named by its sum", f, sum)
-		}
-	}
-	return store
 }

@@ -127,12 +127,12 @@ type runtime struct {
 	skillFiles map[string]api.MaterializeSkillsRequest
 	probed     map[string]bool
 
-	// threadV is the run's version of changeThreadByRef, once asked (thread.go).
+	// threadV is the run's version of ChangeThreadByRef, once asked (thread.go).
 	threadV *workflow.Version
 
 	// agent is the agent whose loop runs now (set by agentLoop): the value of the
 	// NexoApprovalAgent search attribute while one of its calls waits. approvalAttr is the
-	// value last upserted ("" none), inboxV the run's version of changeInbox, once asked.
+	// value last upserted ("" none), inboxV the run's version of ChangeInbox, once asked.
 	agent        string
 	approvalAttr string
 	inboxV       *workflow.Version
@@ -285,11 +285,6 @@ func (rt *runtime) setStatus(ctx workflow.Context, s api.Status) {
 	rt.syncApprovalAttr(ctx)
 }
 
-// changeInbox: the run keeps NexoApprovalAgent current while a tool call waits for a
-// decision (an upsert when the call starts waiting and when it is decided). Runs that
-// asked before it have no such commands.
-const changeInbox = "inbox-approval-attr"
-
 var approvalAgentKey = temporal.NewSearchAttributeKeyKeyword(api.SearchAttributeApprovalAgent)
 
 // syncApprovalAttr upserts NexoApprovalAgent when what the record waits for changed: the
@@ -308,7 +303,7 @@ func (rt *runtime) syncApprovalAttr(ctx workflow.Context) {
 		return
 	}
 	if rt.inboxV == nil {
-		v := workflow.GetVersion(ctx, changeInbox, workflow.DefaultVersion, 1)
+		v := workflow.GetVersion(ctx, ChangeInbox, workflow.DefaultVersion, 1)
 		rt.inboxV = &v
 	}
 	if *rt.inboxV < 1 {
@@ -350,10 +345,6 @@ func (rt *runtime) finish(ctx workflow.Context, result json.RawMessage) {
 	rt.persist(ctx)
 }
 
-// changeCancelOutcome: a canceled run returns a CanceledError whatever its step made of the
-// cancellation (runs canceled before it could close failed).
-const changeCancelOutcome = "cancel-outcome"
-
 // fail records err as the run's outcome and returns it for the workflow to return.
 func (rt *runtime) fail(ctx workflow.Context, err error) error {
 	msg := errorMessage(err)
@@ -369,7 +360,7 @@ func (rt *runtime) fail(ctx workflow.Context, err error) error {
 		// Temporal closes a run canceled only when it returns a CanceledError (errors.As
 		// through wrappers); a step that flattened its cancellation to text (a tool call's,
 		// before errors kept their type, and any user code that does) would close it failed.
-		if !errors.As(err, &canceled) && workflow.GetVersion(dctx, changeCancelOutcome, workflow.DefaultVersion, 1) >= 1 {
+		if !errors.As(err, &canceled) && workflow.GetVersion(dctx, ChangeCancelOutcome, workflow.DefaultVersion, 1) >= 1 {
 			return temporal.NewCanceledError(msg)
 		}
 		return err

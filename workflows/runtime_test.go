@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,56 +16,35 @@ import (
 	"github.com/nexo-temporal/nexo/api"
 )
 
-// fakeActs are the example activities with counters, registered by their api names.
-type fakeActs struct {
-	mu                 sync.Mutex // the test suite runs a checkpoint group's activities at once
-	fetches, publishes int
-	metricFails        map[string]int // name → failures left
-	metricCalls        map[string]int
+// gateName is a workflow of the shape the runtime tests need, as a user would write it: a
+// checkpoint "fetch", a human gate (Suspend), then a checkpoint "publish" once approved.
+const gateName = "Gate"
+
+type gateInput struct {
+	ID string `json:"id"`
 }
 
-func (f *fakeActs) register(env *testsuite.TestWorkflowEnvironment) {
-	if f.metricCalls == nil {
-		f.metricCalls = map[string]int{}
+func gate(ctx workflow.Context, in gateInput) (string, error) {
+	if _, err := Checkpoint[string](ctx, "fetch", "Fetch", in.ID); err != nil {
+		return "", err
 	}
-	env.RegisterActivityWithOptions(func(_ context.Context, id string) (api.Document, error) {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		f.fetches++
-		return api.Document{ID: id, Title: "T" + id}, nil
-	}, activity.RegisterOptions{Name: api.ActivityFetchDocument})
-	env.RegisterActivityWithOptions(func(_ context.Context, d api.Document) (string, error) {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		f.publishes++
-		return "published/" + d.ID, nil
-	}, activity.RegisterOptions{Name: api.ActivityPublishDocument})
-	completed := make(chan struct{}, 16)
-	env.RegisterActivityWithOptions(func(_ context.Context, name string) (api.Metric, error) {
-		f.mu.Lock()
-		f.metricCalls[name]++
-		failing := f.metricFails[name] > 0
-		f.mu.Unlock()
-		if failing {
-			// Fail only after another step completed, so "completed steps stay" is what
-			// the test sees rather than a race with the cancellation of the others.
-			select {
-			case <-completed:
-				time.Sleep(20 * time.Millisecond)
-			case <-time.After(5 * time.Second):
-			}
-			f.mu.Lock()
-			f.metricFails[name]--
-			f.mu.Unlock()
-			return api.Metric{}, temporal.NewNonRetryableApplicationError(name+" backend down", "Boom", nil)
-		}
-		defer func() { completed <- struct{}{} }()
-		return api.Metric{Name: name, Value: float64(len(name))}, nil
-	}, activity.RegisterOptions{Name: api.ActivityFetchMetric})
-	env.RegisterActivityWithOptions(func(_ context.Context, req api.WriteArtifactRequest) (api.Artifact, error) {
-		c := string(req.Content)
-		return api.Artifact{Name: req.Name, Size: int64(len(req.Content)), Content: &c}, nil
-	}, activity.RegisterOptions{Name: api.ActivityWriteArtifact})
+	input, err := Suspend(ctx, "awaiting approval", "")
+	if err != nil {
+		return "", err
+	}
+	if ok, _ := input["approved"].(bool); !ok {
+		return "", nil
+	}
+	return Checkpoint[string](ctx, "publish", "Publish", in.ID)
+}
+
+// registerGate registers Gate and its two activities.
+func registerGate(env *testsuite.TestWorkflowEnvironment) {
+	Register(env, gateName, gate, Options{})
+	env.RegisterActivityWithOptions(func(_ context.Context, id string) (string, error) { return "doc " + id, nil },
+		activity.RegisterOptions{Name: "Fetch"})
+	env.RegisterActivityWithOptions(func(_ context.Context, id string) (string, error) { return "published/" + id, nil },
+		activity.RegisterOptions{Name: "Publish"})
 }
 
 func newEnv(t *testing.T) *testsuite.TestWorkflowEnvironment {
@@ -108,86 +86,6 @@ func payload(t *testing.T, v any) json.RawMessage {
 		t.Fatal(err)
 	}
 	return b
-}
-
-func TestDocumentApprovalSuspendsThenApproveCompletes(t *testing.T) {
-	env := newEnv(t)
-	acts := &fakeActs{}
-	acts.register(env)
-
-	var suspended api.Record
-	env.RegisterDelayedCallback(func() {
-		suspended = queryRecord(t, env)
-		env.SignalWorkflow(api.SignalResume, api.ResumeSignal{Input: map[string]any{"approved": true, "approver": "ada"}})
-	}, time.Hour)
-	env.ExecuteWorkflow(DocumentApprovalName, payload(t, DocumentApprovalInput{DocID: "7"}))
-
-	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
-		t.Fatalf("workflow completed=%v err=%v", env.IsWorkflowCompleted(), env.GetWorkflowError())
-	}
-	if suspended.Status != api.StatusSuspended {
-		t.Errorf("status while waiting = %q, want suspended", suspended.Status)
-	}
-	si, ok := suspended.Suspend()
-	if !ok || si.Reason != "awaiting approval" {
-		t.Errorf("__suspend__ = %+v (present %v), want reason %q", si, ok, "awaiting approval")
-	}
-	if _, ok := suspended.State["fetch"]; !ok {
-		t.Errorf("checkpoint fetch not stored while suspended: %v", suspended.State)
-	}
-
-	rec := queryRecord(t, env)
-	if rec.Status != api.StatusDone {
-		t.Errorf("final status = %q, want done", rec.Status)
-	}
-	for _, k := range api.ReservedStateKeys {
-		if _, ok := rec.State[k]; ok {
-			t.Errorf("reserved key %s still in state after done", k)
-		}
-	}
-	for _, k := range []string{"fetch", "publish"} {
-		if _, ok := rec.State[k]; !ok {
-			t.Errorf("checkpoint %s missing from state after done", k)
-		}
-	}
-	if acts.fetches != 1 || countEvents(rec, "fetching") != 1 {
-		t.Errorf("fetch ran %d times, %d fetching events; want 1 and 1", acts.fetches, countEvents(rec, "fetching"))
-	}
-	var res DocumentApprovalResult
-	if err := env.GetWorkflowResult(&res); err != nil {
-		t.Fatal(err)
-	}
-	if !res.Done || res.Published != "published/7" || res.Approver != "ada" {
-		t.Errorf("result = %+v", res)
-	}
-	if string(rec.Payload) != `{"doc_id":"7","approved":false}` {
-		t.Errorf("payload = %s", rec.Payload)
-	}
-	for i, e := range rec.Events {
-		if e.Seq != int64(i+1) {
-			t.Errorf("event %d has seq %d", i, e.Seq)
-		}
-	}
-}
-
-func TestDocumentApprovalDenied(t *testing.T) {
-	env := newEnv(t)
-	acts := &fakeActs{}
-	acts.register(env)
-	env.RegisterDelayedCallback(func() {
-		env.SignalWorkflow(api.SignalResume, api.ResumeSignal{Input: map[string]any{"approved": false, "reason": "typos"}})
-	}, time.Minute)
-	env.ExecuteWorkflow(DocumentApprovalName, payload(t, DocumentApprovalInput{DocID: "8"}))
-	if env.GetWorkflowError() != nil {
-		t.Fatal(env.GetWorkflowError())
-	}
-	rec := queryRecord(t, env)
-	if acts.publishes != 0 {
-		t.Errorf("published %d times after a denial", acts.publishes)
-	}
-	if countEvents(rec, "rejected") != 1 || rec.Status != api.StatusDone {
-		t.Errorf("status %s, rejected events %d", rec.Status, countEvents(rec, "rejected"))
-	}
 }
 
 func TestCheckpointRunsOnce(t *testing.T) {
@@ -252,80 +150,8 @@ func TestReservedCheckpointNameFailsRun(t *testing.T) {
 	}
 }
 
-func TestCheckpointAllPartialFailureThenRerun(t *testing.T) {
-	env := newEnv(t)
-	acts := &fakeActs{metricFails: map[string]int{"traffic": 1}}
-	acts.register(env)
-	env.ExecuteWorkflow(BuildDashboardName, json.RawMessage(`{"title":"Q1"}`))
-	err := env.GetWorkflowError()
-	if err == nil || !strings.Contains(err.Error(), "traffic backend down") {
-		t.Fatalf("err = %v, want the traffic failure", err)
-	}
-	rec := queryRecord(t, env)
-	if rec.Status != api.StatusFailed {
-		t.Errorf("status = %s, want failed", rec.Status)
-	}
-	if _, ok := rec.State["sales"]; !ok {
-		t.Errorf("completed step sales not kept: %v", rec.State)
-	}
-	if _, ok := rec.State["traffic"]; ok {
-		t.Errorf("failed step traffic stored")
-	}
-	if !strings.Contains(*rec.Error, "checkpoint traffic") {
-		t.Errorf("error %q does not name the step", *rec.Error)
-	}
-
-	// Re-run seeded with the failed run's state: only traffic runs.
-	env2 := newEnv(t)
-	acts2 := &fakeActs{}
-	acts2.register(env2)
-	env2.ExecuteWorkflow(BuildDashboardName, json.RawMessage(`{"title":"Q1"}`), &api.RunOptions{Seed: rec.State, RerunOf: rec.ID})
-	if env2.GetWorkflowError() != nil {
-		t.Fatal(env2.GetWorkflowError())
-	}
-	if acts2.metricCalls["sales"] != 0 || acts2.metricCalls["traffic"] != 1 {
-		t.Errorf("re-run calls = %v, want only traffic once", acts2.metricCalls)
-	}
-	rec2 := queryRecord(t, env2)
-	if rec2.Status != api.StatusDone || countEvents(rec2, "checkpoint") != 1 || countEvents(rec2, "rerun") != 1 {
-		t.Errorf("re-run status %s, checkpoint events %d, rerun events %d", rec2.Status, countEvents(rec2, "checkpoint"), countEvents(rec2, "rerun"))
-	}
-	if len(rec2.Artifacts) != 1 || rec2.Artifacts[0].Name != "dashboard.html" {
-		t.Fatalf("artifacts = %+v", rec2.Artifacts)
-	}
-	if c := *rec2.Artifacts[0].Content; !strings.Contains(c, "<td>traffic</td>") || !strings.Contains(c, "<title>Q1</title>") {
-		t.Errorf("dashboard = %q", c)
-	}
-}
-
-func TestCheckpointAllEventsCarryNameOnly(t *testing.T) {
-	env := newEnv(t)
-	(&fakeActs{}).register(env)
-	env.ExecuteWorkflow(BuildDashboardName, nil)
-	if env.GetWorkflowError() != nil {
-		t.Fatal(env.GetWorkflowError())
-	}
-	rec := queryRecord(t, env)
-	n := 0
-	for _, e := range rec.Events {
-		if e.Type == "checkpoint" {
-			n++
-			var d map[string]any
-			_ = json.Unmarshal(e.Data, &d)
-			if len(d) != 1 || (d["name"] != "sales" && d["name"] != "traffic") {
-				t.Errorf("checkpoint event data = %s, want only the name", e.Data)
-			}
-		}
-	}
-	if n != 2 {
-		t.Errorf("checkpoint events = %d, want 2", n)
-	}
-}
-
 func TestIllFittingSignalsAreRecordedAndIgnored(t *testing.T) {
 	env := newEnv(t)
-	acts := &fakeActs{}
-	acts.register(env)
 	wf := func(ctx workflow.Context, _ struct{}) (map[string]any, error) {
 		// Let an early signal arrive while the run is not suspended.
 		if err := workflow.Sleep(ctx, time.Minute); err != nil {
@@ -377,7 +203,7 @@ func TestIllFittingSignalsAreRecordedAndIgnored(t *testing.T) {
 
 func TestScheduledResumeUsesATimer(t *testing.T) {
 	env := newEnv(t)
-	(&fakeActs{}).register(env)
+	registerGate(env)
 	var start time.Time
 	var mid api.Record
 	env.RegisterDelayedCallback(func() {
@@ -386,7 +212,7 @@ func TestScheduledResumeUsesATimer(t *testing.T) {
 		env.SignalWorkflow(api.SignalResume, api.ResumeSignal{Input: map[string]any{"approved": true}, At: &at})
 	}, time.Minute)
 	env.RegisterDelayedCallback(func() { mid = queryRecord(t, env) }, time.Hour)
-	env.ExecuteWorkflow(DocumentApprovalName, json.RawMessage(`{"doc_id":"9"}`))
+	env.ExecuteWorkflow(gateName, json.RawMessage(`{"id":"9"}`))
 	if env.GetWorkflowError() != nil {
 		t.Fatal(env.GetWorkflowError())
 	}
@@ -440,9 +266,9 @@ func TestArtifactEncodingAndNames(t *testing.T) {
 
 func TestCancelWhileSuspended(t *testing.T) {
 	env := newEnv(t)
-	(&fakeActs{}).register(env)
+	registerGate(env)
 	env.RegisterDelayedCallback(func() { env.CancelWorkflow() }, time.Hour)
-	env.ExecuteWorkflow(DocumentApprovalName, json.RawMessage(`{"doc_id":"1"}`))
+	env.ExecuteWorkflow(gateName, json.RawMessage(`{"id":"1"}`))
 	var canceled *temporal.CanceledError
 	if err := env.GetWorkflowError(); !errors.As(err, &canceled) {
 		t.Fatalf("err = %v, want canceled", err)
@@ -471,47 +297,5 @@ func TestSanitize(t *testing.T) {
 				t.Errorf("got %s", got)
 			}
 		})
-	}
-}
-
-// TestDocumentApprovalIgnoresMisfitResumeInput: a raw nexo.resume whose input is not a
-// decision (a misspelled field, a wrong type, no "approved") is recorded as ignored and
-// the run keeps waiting; the real decision that follows is the one taken.
-func TestDocumentApprovalIgnoresMisfitResumeInput(t *testing.T) {
-	env := newEnv(t)
-	acts := &fakeActs{}
-	acts.register(env)
-	misfits := []map[string]any{
-		{"aproved": true},
-		{"approved": "true"},
-		{"approved": 1},
-		{},
-	}
-	for i, in := range misfits {
-		env.RegisterDelayedCallback(func() {
-			env.SignalWorkflow(api.SignalResume, api.ResumeSignal{Input: in})
-		}, time.Duration(i+1)*time.Minute)
-	}
-	var waiting api.Record
-	env.RegisterDelayedCallback(func() {
-		waiting = queryRecord(t, env)
-		env.SignalWorkflow(api.SignalResume, api.ResumeSignal{Input: map[string]any{"approved": true, "approver": "ada"}})
-	}, time.Hour)
-	env.ExecuteWorkflow(DocumentApprovalName, payload(t, DocumentApprovalInput{DocID: "7"}))
-	if err := env.GetWorkflowError(); err != nil {
-		t.Fatal(err)
-	}
-	if waiting.Status != api.StatusSuspended {
-		t.Errorf("status after %d misfit signals = %s, want still suspended", len(misfits), waiting.Status)
-	}
-	if n := countEvents(waiting, "signal_ignored"); n != len(misfits) {
-		t.Errorf("signal_ignored events = %d, want %d: %+v", n, len(misfits), waiting.Events)
-	}
-	var res DocumentApprovalResult
-	if err := env.GetWorkflowResult(&res); err != nil {
-		t.Fatal(err)
-	}
-	if res.Published != "published/7" || res.Approver != "ada" || acts.publishes != 1 {
-		t.Errorf("result = %+v after %d publishes, want published by ada", res, acts.publishes)
 	}
 }

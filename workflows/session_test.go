@@ -284,7 +284,7 @@ func TestSessionContinueAsNewKeepsThreadAndOffsets(t *testing.T) {
 // Sessions recorded before threads were stored stream through nexo.stream signals.
 func TestSessionStreamedTextIsNotDuplicated(t *testing.T) {
 	env := newEnv(t)
-	env.OnGetVersion(changeThreadByRef, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+	env.OnGetVersion(ChangeThreadByRef, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
 	env.RegisterActivityWithOptions(func(context.Context, string) (agents.Spec, error) { return sessionSpec, nil },
 		activity.RegisterOptions{Name: api.ActivityResolveAgent})
 	env.RegisterActivityWithOptions(fullThread(func(ctx context.Context, req api.CompleteChatRequest) (api.CompleteChatResult, error) {

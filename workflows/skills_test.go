@@ -154,7 +154,7 @@ func TestDockerSkillsCopiedAgainAfterPark(t *testing.T) {
 	env := newEnv(t)
 	env.SetWorkerOptions(worker.Options{EnableSessionWorker: true})
 	// Runs recorded before host queues (hostq.go) keep worker sessions.
-	env.OnGetVersion(changeHostQueue, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+	env.OnGetVersion(ChangeHostQueue, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
 	spec := agents.Spec{Name: "boxed", Instructions: "Boxed.", Skills: []string{"kit"}, Permissions: permissions.Policy{Mode: permissions.ModeApprove},
 		Requires: api.Requirements{Commands: map[string]string{"sh": "*"}},
 		Sandbox:  api.SandboxSpec{Type: api.SandboxDocker, IdleTimeout: api.Duration(time.Minute)}}

@@ -9,17 +9,11 @@ import (
 	"github.com/nexo-temporal/nexo/api"
 )
 
-// changeThreadByRef guards the switch from threads carried by value in every model call
-// to threads stored in the blob store and named by reference (ARCHITECTURE §10). Runs
-// and session runs recorded before it (DefaultVersion) keep the by-value shape to their
-// end; a session continues as new on the new shape.
-const changeThreadByRef = "thread-by-reference"
-
-// threadVersion is the run's version of changeThreadByRef, asked once: the first call
+// threadVersion is the run's version of ChangeThreadByRef, asked once: the first call
 // records the marker (or, replaying a run from before the change, finds none).
 func (rt *runtime) threadVersion(ctx workflow.Context) workflow.Version {
 	if rt.threadV == nil {
-		v := workflow.GetVersion(ctx, changeThreadByRef, workflow.DefaultVersion, 1)
+		v := workflow.GetVersion(ctx, ChangeThreadByRef, workflow.DefaultVersion, 1)
 		rt.threadV = &v
 	}
 	return *rt.threadV
@@ -30,7 +24,7 @@ func (rt *runtime) threadVersion(ctx workflow.Context) workflow.Version {
 const recentMessages = 40
 
 // conversation is an agent's thread as the workflow holds it. By value (runs recorded
-// before changeThreadByRef) it is every message, sent whole in every model call. By
+// before ChangeThreadByRef) it is every message, sent whole in every model call. By
 // reference it is the stored thread's head, the messages not stored yet (the last step's
 // tool results, a new prompt), and the newest messages for viewers: a model call carries
 // the head and what is new, and large tool outputs are previews with a reference.

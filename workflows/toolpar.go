@@ -10,12 +10,6 @@ import (
 	"github.com/nexo-temporal/nexo/permissions"
 )
 
-// changeParallelTools: an agent with tool_concurrency > 1 runs the tool calls of one model
-// reply concurrently. Asked only for such an agent's reply with two calls or more, so
-// every history recorded before (tool_concurrency did not exist) replays the one-by-one
-// loop it recorded.
-const changeParallelTools = "parallel-tools"
-
 // runToolCallsConcurrently runs the tool calls of one model reply concurrently when the
 // agent's tool_concurrency allows it, and appends their results to conv in the model's
 // order once all are done. It reports false, having done nothing, when the calls are to
@@ -39,7 +33,7 @@ func (rt *runtime) runToolCallsConcurrently(ctx workflow.Context, spec agents.Sp
 	if spec.ToolConcurrency <= 1 || len(calls) < 2 {
 		return false, nil
 	}
-	if workflow.GetVersion(ctx, changeParallelTools, workflow.DefaultVersion, 1) < 1 {
+	if workflow.GetVersion(ctx, ChangeParallelTools, workflow.DefaultVersion, 1) < 1 {
 		return false, nil
 	}
 	storeOver := 0

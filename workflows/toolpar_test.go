@@ -226,7 +226,7 @@ func TestParallelToolsOneIsSequential(t *testing.T) {
 	for _, n := range []int{0, 1} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			env := newEnv(t)
-			env.OnGetVersion(changeParallelTools, workflow.DefaultVersion, 1).Panic("parallel-tools asked with tool_concurrency " + fmt.Sprint(n))
+			env.OnGetVersion(ChangeParallelTools, workflow.DefaultVersion, 1).Panic("parallel-tools asked with tool_concurrency " + fmt.Sprint(n))
 			f := &parFakes{spec: agents.Spec{Name: "reader", ToolConcurrency: n},
 				script: []api.CompleteChatResult{reads("a", "b", "c"), answer("done")}, meet: 1}
 			f.register(env)

@@ -7,15 +7,6 @@ import (
 	"github.com/nexo-temporal/nexo/api"
 )
 
-// changeThinkingEvents: a model reply with reasoning output records it, as a session's
-// thinking update or a run's agent_thinking event. Asked only for a reply that carries
-// reasoning, which no result recorded before had, so older histories never ask.
-const changeThinkingEvents = "thinking-events"
-
-// changePlanTool: the update_plan tool records the plan (a plan update or agent_plan
-// event) and answers with a short acknowledgement, in the workflow, with no activity.
-const changePlanTool = "plan-tool"
-
 // emitThinking records the reasoning of model call callTag, when it has any: a session's
 // `thinking` update ({"content", "call"}), a run's `agent_thinking` event ({"content",
 // "turn"}); reasoning stored by reference adds "bytes" and "content_ref", and content is
@@ -25,7 +16,7 @@ func (rt *runtime) emitThinking(ctx workflow.Context, out api.CompleteChatResult
 	if out.Reasoning == "" {
 		return
 	}
-	if workflow.GetVersion(ctx, changeThinkingEvents, workflow.DefaultVersion, 1) < 1 {
+	if workflow.GetVersion(ctx, ChangeThinkingEvents, workflow.DefaultVersion, 1) < 1 {
 		return
 	}
 	data := map[string]any{"content": out.Reasoning}
@@ -45,7 +36,7 @@ func (rt *runtime) emitThinking(ctx workflow.Context, out api.CompleteChatResult
 // session's `plan` update, a run's `agent_plan`, both {"steps": [...], "call_id"}) and
 // acknowledged. A malformed plan is an error result the model reads.
 func (rt *runtime) updatePlan(ctx workflow.Context, call api.ToolCall) api.RunToolResult {
-	if workflow.GetVersion(ctx, changePlanTool, workflow.DefaultVersion, 1) < 1 {
+	if workflow.GetVersion(ctx, ChangePlanTool, workflow.DefaultVersion, 1) < 1 {
 		// Not reachable from a recorded history (update_plan was never offered before);
 		// what the tool said then: no such tool.
 		return errorResult("unknown tool %q", call.Name)

@@ -1,7 +1,6 @@
-package workflows
+package registry
 
 import (
-	"encoding/json"
 	"errors"
 	"reflect"
 	"testing"
@@ -14,6 +13,14 @@ import (
 
 	"github.com/nexo-temporal/nexo/api"
 )
+
+func newEnv(t *testing.T) *testsuite.TestWorkflowEnvironment {
+	t.Helper()
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	env.RegisterWorkflowWithOptions(Workflow, workflow.RegisterOptions{Name: api.WorkflowRegistry})
+	return env
+}
 
 func announce(env *testsuite.TestWorkflowEnvironment, at time.Duration, identity string, workflows, agents []string) {
 	env.RegisterDelayedCallback(func() {
@@ -77,7 +84,7 @@ func TestRegistryUnionAndExpiry(t *testing.T) {
 		}, c.at)
 	}
 	env.RegisterDelayedCallback(env.CancelWorkflow, 50*time.Hour)
-	env.ExecuteWorkflow(api.WorkflowRegistry, RegistryState{})
+	env.ExecuteWorkflow(api.WorkflowRegistry, State{})
 	var canceled *temporal.CanceledError
 	if err := env.GetWorkflowError(); !errors.As(err, &canceled) {
 		t.Fatalf("workflow error = %v, want the cancellation", err)
@@ -90,7 +97,7 @@ func TestRegistryContinuesAsNewWithItsEntries(t *testing.T) {
 	env := newEnv(t)
 	announce(env, time.Minute, "a", []string{"DocumentApproval"}, nil)
 	announce(env, 2*time.Minute, "b", []string{"AgentRun"}, []string{"scribe"})
-	env.ExecuteWorkflow(api.WorkflowRegistry, RegistryState{ContinueAfter: 2})
+	env.ExecuteWorkflow(api.WorkflowRegistry, State{ContinueAfter: 2})
 	var cae *workflow.ContinueAsNewError
 	if err := env.GetWorkflowError(); !errors.As(err, &cae) {
 		t.Fatalf("workflow error = %v, want continue-as-new", err)
@@ -98,7 +105,7 @@ func TestRegistryContinuesAsNewWithItsEntries(t *testing.T) {
 	if cae.WorkflowType.Name != api.WorkflowRegistry {
 		t.Errorf("continued as %s, want %s", cae.WorkflowType.Name, api.WorkflowRegistry)
 	}
-	var st RegistryState
+	var st State
 	if err := converter.GetDefaultDataConverter().FromPayloads(cae.Input, &st); err != nil {
 		t.Fatal(err)
 	}
@@ -107,111 +114,6 @@ func TestRegistryContinuesAsNewWithItsEntries(t *testing.T) {
 	}
 	if b := st.Workers["b"]; !reflect.DeepEqual(b.Workflows, []string{"AgentRun"}) || !reflect.DeepEqual(b.Agents, []string{"scribe"}) || b.SeenAt.IsZero() {
 		t.Errorf("carried worker b = %+v", b)
-	}
-}
-
-// TestTypeRecorderRecordsWhatIsRegistered: the types a worker announces are the ones it
-// registered, not a list kept apart; the registry itself is not a type runs can have.
-func TestTypeRecorderRecordsWhatIsRegistered(t *testing.T) {
-	var s testsuite.WorkflowTestSuite
-	env := s.NewTestWorkflowEnvironment()
-	rec := RecordTypes(env)
-	RegisterAll(rec)
-	rec.RegisterWorkflowWithOptions(customFlow, workflow.RegisterOptions{}) // named by the SDK after the function
-	want := []string{"AgentRun", "BuildDashboard", "DocumentApproval", "Session", "customFlow"}
-	if got := rec.Types(); !reflect.DeepEqual(got, want) {
-		t.Errorf("Types() = %v, want %v", got, want)
-	}
-	env.ExecuteWorkflow("customFlow")
-	if err := env.GetWorkflowError(); err != nil {
-		t.Errorf("customFlow under the SDK's own name: %v", err)
-	}
-}
-
-func customFlow(workflow.Context) error { return nil }
-
-type inputBase struct {
-	Tenant string `json:"tenant"`
-}
-
-type inputDecodesItself struct{ raw string }
-
-func (d *inputDecodesItself) UnmarshalJSON(b []byte) error { d.raw = string(b); return nil }
-
-// TestInputFields: the field names are the ones encoding/json decodes, so the starter
-// refuses exactly the fields a run would silently drop.
-func TestInputFields(t *testing.T) {
-	type embeddedPtr struct {
-		*inputBase
-		Note string
-	}
-	type full struct {
-		inputBase                   // promoted, although unexported
-		DocID     string            `json:"doc_id"`
-		Approved  bool              `json:"approved,omitempty"`
-		Plain     int               // no tag: the Go name
-		Skipped   string            `json:"-"`
-		Dash      string            `json:"-,"` // the name "-"
-		Named     inputBase         `json:"named"`
-		hidden    string            //nolint:unused // unexported: never decoded
-		Extra     map[string]string `json:",omitempty"`
-	}
-	_ = full{}.hidden
-	tests := []struct {
-		name string
-		typ  reflect.Type
-		want []string
-		ok   bool
-	}{
-		{"struct with tags, embedding and skips", reflect.TypeFor[full](), []string{"-", "Extra", "Plain", "approved", "doc_id", "named", "tenant"}, true},
-		{"pointer to struct", reflect.TypeFor[*DocumentApprovalInput](), []string{"approved", "doc_id"}, true},
-		{"embedded pointer", reflect.TypeFor[embeddedPtr](), []string{"Note", "tenant"}, true},
-		{"empty struct: every field is unknown", reflect.TypeFor[struct{}](), []string{}, true},
-		{"map: unchecked", reflect.TypeFor[map[string]any](), nil, false},
-		{"any: unchecked", reflect.TypeFor[any](), nil, false},
-		{"raw JSON: unchecked", reflect.TypeFor[json.RawMessage](), nil, false},
-		{"decodes itself: unchecked", reflect.TypeFor[inputDecodesItself](), nil, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, ok := InputFields(tt.typ)
-			if ok != tt.ok || !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("InputFields(%v) = %q, %v; want %q, %v", tt.typ, got, ok, tt.want, tt.ok)
-			}
-		})
-	}
-}
-
-// TestTypeRecorderRecordsInputs: Register tells the recorder each workflow's input type,
-// for the shipped workflows and a user's own alike; a map input is left unchecked.
-func TestTypeRecorderRecordsInputs(t *testing.T) {
-	var s testsuite.WorkflowTestSuite
-	env := s.NewTestWorkflowEnvironment()
-	rec := RecordTypes(env)
-	RegisterAll(rec)
-	type invoiceInput struct {
-		InvoiceID string  `json:"invoice_id"`
-		Amount    float64 `json:"amount"`
-	}
-	Register(rec, "Invoice", func(workflow.Context, invoiceInput) (string, error) { return "", nil }, Options{})
-	Register(rec, "Loose", func(workflow.Context, map[string]any) (string, error) { return "", nil }, Options{})
-	got := rec.Inputs()
-	want := map[string][]string{
-		"DocumentApproval": {"approved", "doc_id"},
-		"BuildDashboard":   {"metrics", "title"},
-		"AgentRun":         {"agent", "fork", "max_turns", "prompt"},
-		"Invoice":          {"amount", "invoice_id"},
-	}
-	for typ, fields := range want {
-		if !reflect.DeepEqual(got[typ], fields) {
-			t.Errorf("Inputs()[%s] = %q, want %q", typ, got[typ], fields)
-		}
-	}
-	if _, ok := got["Loose"]; ok {
-		t.Errorf("Inputs() checks Loose, whose input is a map: %q", got["Loose"])
-	}
-	if _, ok := got["Session"]; !ok {
-		t.Errorf("Inputs() has no Session fields: %v", got)
 	}
 }
 
@@ -234,5 +136,5 @@ func TestRegistryMergesInputs(t *testing.T) {
 		}
 	}, 3*time.Minute)
 	env.RegisterDelayedCallback(env.CancelWorkflow, 4*time.Minute)
-	env.ExecuteWorkflow(api.WorkflowRegistry, RegistryState{})
+	env.ExecuteWorkflow(api.WorkflowRegistry, State{})
 }

@@ -1,4 +1,16 @@
-package workflows
+// Package demo holds the demo workflows of the README's Quickstart, DocumentApproval (a
+// checkpoint, a human gate, a second checkpoint) and BuildDashboard (checkpoints in
+// parallel, an artifact rendered from a template), and the activities they call. They
+// show the authoring API (package workflows) at work; they are not part of the platform.
+//
+// The shipped worker registers them (platform.Workflows(demo.Register) and
+// platform.Activity(demo.Activities{})), so `starter run DocumentApproval` works out of
+// the box; a user's own worker built on platform.New runs only what it registers, so it
+// has them only when it adds the same two options.
+//
+// It is a library package, not a main: a binary that wants the demos links this package
+// and nothing else a main would bring.
+package demo
 
 import (
 	_ "embed"
@@ -9,25 +21,20 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/nexo-temporal/nexo/api"
+	"github.com/nexo-temporal/nexo/workflows"
 )
 
-// Example workflow type names.
+// The demo workflow type names.
 const (
 	DocumentApprovalName = "DocumentApproval"
 	BuildDashboardName   = "BuildDashboard"
 )
 
-// RegisterAll registers every workflow this project ships on a worker, and the task
-// queue's registry (RegistryWorkflow) and the endpoints' token limiters
-// (TokenLimiterWorkflow), which are not runs and so are registered plainly, without the
-// run runtime. Register through a TypeRecorder to learn the types registered.
-func RegisterAll(r Registry) {
-	Register(r, DocumentApprovalName, DocumentApproval, Options{})
-	Register(r, BuildDashboardName, BuildDashboard, Options{})
-	Register(r, api.WorkflowAgentRun, AgentRun, Options{})
-	Register(r, api.WorkflowSession, Session, Options{})
-	r.RegisterWorkflowWithOptions(RegistryWorkflow, workflow.RegisterOptions{Name: api.WorkflowRegistry})
-	r.RegisterWorkflowWithOptions(TokenLimiterWorkflow, workflow.RegisterOptions{Name: api.WorkflowTokenLimiter})
+// Register registers DocumentApproval and BuildDashboard through the run runtime
+// (workflows.Register). Their activities are Activities'.
+func Register(r workflows.Registry) {
+	workflows.Register(r, DocumentApprovalName, DocumentApproval, workflows.Options{})
+	workflows.Register(r, BuildDashboardName, BuildDashboard, workflows.Options{})
 }
 
 // DocumentApprovalInput is the payload of DocumentApproval.
@@ -61,16 +68,12 @@ func (d DocumentApprovalDecision) Validate() error {
 	return nil
 }
 
-// changeStrictResume: DocumentApproval ignores a resume input that is not a decision
-// (DocumentApprovalDecision) instead of taking it as a denial.
-const changeStrictResume = "strict-resume-input"
-
 // DocumentApproval fetches a document (checkpoint "fetch", which emits "fetching" each
 // time it really runs), waits for a human unless the payload says it is pre-approved,
 // then publishes it (checkpoint "publish"). A denial ends the run done, unpublished.
 func DocumentApproval(ctx workflow.Context, in DocumentApprovalInput) (DocumentApprovalResult, error) {
-	doc, err := Step(ctx, "fetch", func(ctx workflow.Context) (api.Document, error) {
-		if err := Emit(ctx, "fetching", map[string]string{"doc_id": in.DocID}); err != nil {
+	doc, err := workflows.Step(ctx, "fetch", func(ctx workflow.Context) (api.Document, error) {
+		if err := workflows.Emit(ctx, "fetching", map[string]string{"doc_id": in.DocID}); err != nil {
 			return api.Document{}, err
 		}
 		var d api.Document
@@ -81,35 +84,35 @@ func DocumentApproval(ctx workflow.Context, in DocumentApprovalInput) (DocumentA
 		return DocumentApprovalResult{}, err
 	}
 	approver := ""
-	if !in.Approved && workflow.GetVersion(ctx, changeStrictResume, workflow.DefaultVersion, 1) >= 1 {
-		d, err := SuspendFor[DocumentApprovalDecision](ctx, "awaiting approval", "")
+	if !in.Approved && workflow.GetVersion(ctx, workflows.ChangeStrictResume, workflow.DefaultVersion, 1) >= 1 {
+		d, err := workflows.SuspendFor[DocumentApprovalDecision](ctx, "awaiting approval", "")
 		if err != nil {
 			return DocumentApprovalResult{}, err
 		}
 		if !*d.Approved {
-			if err := Emit(ctx, "rejected", map[string]string{"doc_id": in.DocID, "reason": d.Reason}); err != nil {
+			if err := workflows.Emit(ctx, "rejected", map[string]string{"doc_id": in.DocID, "reason": d.Reason}); err != nil {
 				return DocumentApprovalResult{}, err
 			}
 			return DocumentApprovalResult{Done: true}, nil
 		}
 		approver = d.Approver
 	} else if !in.Approved {
-		// Runs that suspended before changeStrictResume: any input that is not
+		// Runs that suspended before workflows.ChangeStrictResume: any input that is not
 		// {"approved": true} denies, as it did then.
-		input, err := Suspend(ctx, "awaiting approval", "")
+		input, err := workflows.Suspend(ctx, "awaiting approval", "")
 		if err != nil {
 			return DocumentApprovalResult{}, err
 		}
 		if ok, _ := input["approved"].(bool); !ok {
 			reason, _ := input["reason"].(string)
-			if err := Emit(ctx, "rejected", map[string]string{"doc_id": in.DocID, "reason": reason}); err != nil {
+			if err := workflows.Emit(ctx, "rejected", map[string]string{"doc_id": in.DocID, "reason": reason}); err != nil {
 				return DocumentApprovalResult{}, err
 			}
 			return DocumentApprovalResult{Done: true}, nil
 		}
 		approver, _ = input["approver"].(string)
 	}
-	published, err := Checkpoint[string](ctx, "publish", api.ActivityPublishDocument, doc)
+	published, err := workflows.Checkpoint[string](ctx, "publish", api.ActivityPublishDocument, doc)
 	if err != nil {
 		return DocumentApprovalResult{}, err
 	}
@@ -137,11 +140,11 @@ func BuildDashboard(ctx workflow.Context, in BuildDashboardInput) (map[string]an
 	if len(in.Metrics) == 0 {
 		in.Metrics = []string{"sales", "traffic"}
 	}
-	steps := make(map[string]StepFunc, len(in.Metrics))
+	steps := make(map[string]workflows.StepFunc, len(in.Metrics))
 	for _, m := range in.Metrics {
-		steps[m] = Call(api.ActivityFetchMetric, m)
+		steps[m] = workflows.Call(api.ActivityFetchMetric, m)
 	}
-	stored, err := CheckpointAll(ctx, steps)
+	stored, err := workflows.CheckpointAll(ctx, steps)
 	if err != nil {
 		return nil, err
 	}
@@ -155,7 +158,7 @@ func BuildDashboard(ctx workflow.Context, in BuildDashboardInput) (map[string]an
 		metrics = append(metrics, m)
 		values[name] = m.Value
 	}
-	art, err := Artifact(ctx, "dashboard.html", ArtifactSource{
+	art, err := workflows.Artifact(ctx, "dashboard.html", workflows.ArtifactSource{
 		Template: dashboardTemplate,
 		Data:     map[string]any{"Title": in.Title, "Metrics": metrics},
 	})

@@ -1,4 +1,4 @@
-package workflows
+package tokenlimiter
 
 import (
 	"errors"
@@ -35,7 +35,7 @@ type limiterStep struct {
 // runLimiter runs the limiter (tpm 1000: a budget of 900 per minute) through steps, then
 // cancels it; it returns the carried state when the limiter continued as new.
 // start is how long after limiterEpoch the execution begins (the steps' at counts from it).
-func runLimiter(t *testing.T, st TokenLimiterState, start time.Duration, steps []limiterStep) *TokenLimiterState {
+func runLimiter(t *testing.T, st State, start time.Duration, steps []limiterStep) *State {
 	t.Helper()
 	env := newEnv(t)
 	env.SetStartTime(limiterEpoch.Add(start))
@@ -84,7 +84,7 @@ func runLimiter(t *testing.T, st TokenLimiterState, start time.Duration, steps [
 		if cae.WorkflowType.Name != api.WorkflowTokenLimiter {
 			t.Errorf("continued as %s, want %s", cae.WorkflowType.Name, api.WorkflowTokenLimiter)
 		}
-		var carried TokenLimiterState
+		var carried State
 		if err := converter.GetDefaultDataConverter().FromPayloads(cae.Input, &carried); err != nil {
 			t.Fatal(err)
 		}
@@ -101,7 +101,7 @@ func runLimiter(t *testing.T, st TokenLimiterState, start time.Duration, steps [
 // holds 90% of tokens_per_minute, and the first that would pass it is booked for when
 // enough of the window has left it, never earlier.
 func TestTokenLimiterBooksWithinTheWindow(t *testing.T) {
-	runLimiter(t, TokenLimiterState{}, 0, []limiterStep{
+	runLimiter(t, State{}, 0, []limiterStep{
 		{at: time.Second, key: "a", tokens: 400},
 		{at: 2 * time.Second, key: "b", tokens: 400},
 		// 800 booked: 100 more fit now, 200 do not, until a leaves at 61 s.
@@ -117,7 +117,7 @@ func TestTokenLimiterBooksWithinTheWindow(t *testing.T) {
 // TestTokenLimiterSlidesWithTime: a booking counts for one window only; after it, the
 // whole budget is free again.
 func TestTokenLimiterSlidesWithTime(t *testing.T) {
-	runLimiter(t, TokenLimiterState{}, 0, []limiterStep{
+	runLimiter(t, State{}, 0, []limiterStep{
 		{at: time.Second, key: "a", tokens: 900},
 		{at: 30 * time.Second, key: "b", tokens: 900, wait: 31 * time.Second},
 		{at: 2 * time.Minute, key: "c", tokens: 900, wait: time.Second},     // b (61 s) is in the window until 121 s
@@ -128,7 +128,7 @@ func TestTokenLimiterSlidesWithTime(t *testing.T) {
 // TestTokenLimiterCapsALargeRequest: a request larger than a window's budget is booked
 // capped to the budget, alone in its window, instead of never being granted.
 func TestTokenLimiterCapsALargeRequest(t *testing.T) {
-	runLimiter(t, TokenLimiterState{}, 0, []limiterStep{
+	runLimiter(t, State{}, 0, []limiterStep{
 		{at: time.Second, key: "a", tokens: 100},
 		{at: 2 * time.Second, key: "big", tokens: 5000, granted: 900, wait: 59 * time.Second},
 		{at: 3 * time.Second, key: "after", tokens: 10, wait: 118 * time.Second},
@@ -138,7 +138,7 @@ func TestTokenLimiterCapsALargeRequest(t *testing.T) {
 // TestTokenLimiterSameKeyKeepsItsBooking: a retried attempt of a call (the same key)
 // gets the booking it has, not a second one.
 func TestTokenLimiterSameKeyKeepsItsBooking(t *testing.T) {
-	runLimiter(t, TokenLimiterState{}, 0, []limiterStep{
+	runLimiter(t, State{}, 0, []limiterStep{
 		{at: time.Second, key: "a", tokens: 800},
 		{at: 2 * time.Second, key: "b", tokens: 500, wait: 59 * time.Second},
 		{at: 10 * time.Second, key: "b", tokens: 500, wait: 51 * time.Second},
@@ -151,7 +151,7 @@ func TestTokenLimiterSameKeyKeepsItsBooking(t *testing.T) {
 // TestTokenLimiterSettleGivesBack: a call's settle replaces its estimate with what the
 // provider counted, so the tokens it did not use are free for the next reservation.
 func TestTokenLimiterSettleGivesBack(t *testing.T) {
-	runLimiter(t, TokenLimiterState{}, 0, []limiterStep{
+	runLimiter(t, State{}, 0, []limiterStep{
 		{at: time.Second, key: "a", tokens: 800},
 		{at: 2 * time.Second, key: "b", tokens: 500, wait: 59 * time.Second},
 		{at: 3 * time.Second, key: "a", tokens: 150, settle: true},
@@ -171,7 +171,7 @@ func TestTokenLimiterSettleGivesBack(t *testing.T) {
 // with its key; once a settle gave back enough, its booking moves to now. A booking never
 // moves later.
 func TestTokenLimiterMovesAWaitingBookingEarlier(t *testing.T) {
-	runLimiter(t, TokenLimiterState{}, 0, []limiterStep{
+	runLimiter(t, State{}, 0, []limiterStep{
 		{at: time.Second, key: "a", tokens: 800},
 		{at: 2 * time.Second, key: "b", tokens: 500, wait: 59 * time.Second},
 		{at: 3 * time.Second, key: "c", tokens: 500, wait: 118 * time.Second},
@@ -186,7 +186,7 @@ func TestTokenLimiterMovesAWaitingBookingEarlier(t *testing.T) {
 // TestTokenLimiterRefusesBadReservations: the validator refuses a reservation with no
 // key, no tokens or no limit, before it reaches the history.
 func TestTokenLimiterRefusesBadReservations(t *testing.T) {
-	runLimiter(t, TokenLimiterState{}, 0, []limiterStep{
+	runLimiter(t, State{}, 0, []limiterStep{
 		{at: time.Second, key: "", tokens: 10, rejected: "key is empty"},
 		{at: 2 * time.Second, key: "a", tokens: 0, rejected: "want a positive estimate"},
 		{at: 3 * time.Second, key: "b", tokens: -5, rejected: "want a positive estimate"},
@@ -205,7 +205,7 @@ func TestTokenLimiterRefusesBadReservations(t *testing.T) {
 		}, api.TokenReserveRequest{Key: "k", Tokens: 5})
 	}, time.Second)
 	env.RegisterDelayedCallback(env.CancelWorkflow, time.Minute)
-	env.ExecuteWorkflow(api.WorkflowTokenLimiter, TokenLimiterState{})
+	env.ExecuteWorkflow(api.WorkflowTokenLimiter, State{})
 }
 
 // TestTokenLimiterContinuesAsNewWithItsWindow: after its limit of operations the limiter
@@ -213,7 +213,7 @@ func TestTokenLimiterRefusesBadReservations(t *testing.T) {
 // future ones, without those whose window has passed; a settle delivered with the last
 // operation is not lost.
 func TestTokenLimiterContinuesAsNewWithItsWindow(t *testing.T) {
-	st := runLimiter(t, TokenLimiterState{ContinueAfter: 5}, 0, []limiterStep{
+	st := runLimiter(t, State{ContinueAfter: 5}, 0, []limiterStep{
 		{at: time.Second, key: "old", tokens: 100},
 		{at: 2 * time.Minute, key: "a", tokens: 700},
 		{at: 2*time.Minute + time.Second, key: "b", tokens: 400, wait: 59 * time.Second},
@@ -243,22 +243,9 @@ func TestTokenLimiterContinuesAsNewWithItsWindow(t *testing.T) {
 	})
 }
 
-// TestTypeRecorderLeavesOutTheTokenLimiter: the token limiter is registered on every
-// worker but is not a type runs can be started of.
-func TestTypeRecorderLeavesOutTheTokenLimiter(t *testing.T) {
-	var s testsuite.WorkflowTestSuite
-	rec := RecordTypes(s.NewTestWorkflowEnvironment())
-	RegisterAll(rec)
-	for _, typ := range rec.Types() {
-		if typ == api.WorkflowTokenLimiter || typ == api.WorkflowRegistry {
-			t.Errorf("Types() = %v lists %s", rec.Types(), typ)
-		}
-	}
-}
-
 // naiveEarliestFit is earliestFit by its definition: every candidate checked against every
 // window that contains it, each summed afresh. The test holds earliestFit to it.
-func naiveEarliestFit(bookings []TokenBooking, tokens, budget int, now time.Time) time.Time {
+func naiveEarliestFit(bookings []Booking, tokens, budget int, now time.Time) time.Time {
 	sum := func(at time.Time) int {
 		s := tokens
 		for _, b := range bookings {
@@ -292,10 +279,10 @@ next:
 
 // randomBookings are n bookings over the last window and the next two, on whole
 // seconds (so that bookings meet window edges exactly, where off-by-one errors live).
-func randomBookings(r *rand.Rand, n, budget int, now time.Time) []TokenBooking {
-	out := make([]TokenBooking, n)
+func randomBookings(r *rand.Rand, n, budget int, now time.Time) []Booking {
+	out := make([]Booking, n)
 	for i := range out {
-		out[i] = TokenBooking{Key: fmt.Sprint(i), At: now.Add(time.Duration(r.IntN(180)-60) * time.Second),
+		out[i] = Booking{Key: fmt.Sprint(i), At: now.Add(time.Duration(r.IntN(180)-60) * time.Second),
 			Tokens: 1 + r.IntN(budget/4)}
 	}
 	return out
@@ -328,4 +315,12 @@ func BenchmarkEarliestFit(b *testing.B) {
 			}
 		})
 	}
+}
+
+func newEnv(t *testing.T) *testsuite.TestWorkflowEnvironment {
+	t.Helper()
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	env.RegisterWorkflowWithOptions(Workflow, workflow.RegisterOptions{Name: api.WorkflowTokenLimiter})
+	return env
 }

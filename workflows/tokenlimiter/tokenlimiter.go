@@ -1,4 +1,10 @@
-package workflows
+// Package tokenlimiter is the token budget of a model endpoint shared by every run on a task
+// queue: one long-lived workflow (not a Nexo run) per endpoint that model calls book their
+// estimated tokens with before they call, so the fleet together stays under the endpoint's
+// tokens-per-minute limit.
+//
+// Its workflow type name is api.WorkflowTokenLimiter, registered by workflows.RegisterAll.
+package tokenlimiter
 
 import (
 	"errors"
@@ -12,20 +18,20 @@ import (
 	"github.com/nexo-temporal/nexo/api"
 )
 
-// TokenLimiterState is what an endpoint's token limiter holds, and carries across
+// State is what an endpoint's token limiter holds, and carries across
 // continue-as-new: the bookings of the last window and those booked in the future.
-type TokenLimiterState struct {
+type State struct {
 	// TokensPerMinute is the endpoint's limit, the latest a reservation named.
 	TokensPerMinute int `json:"tokens_per_minute"`
 	// Bookings, in the order they were made.
-	Bookings []TokenBooking `json:"bookings,omitempty"`
+	Bookings []Booking `json:"bookings,omitempty"`
 	// ContinueAfter is the number of reservations and settles after which the limiter
 	// continues as new (0: tokenLimiterContinueAfter). Tests lower it.
 	ContinueAfter int `json:"continue_after,omitempty"`
 }
 
-// TokenBooking is one model call's share of the budget: Tokens at At.
-type TokenBooking struct {
+// Booking is one model call's share of the budget: Tokens at At.
+type Booking struct {
 	Key    string    `json:"key"`
 	At     time.Time `json:"at"`
 	Tokens int       `json:"tokens"`
@@ -40,7 +46,7 @@ const tokenLimiterContinueAfter = 2000
 // it is refused (the call retries), rather than growing the input past Temporal's limits.
 const tokenLimiterMaxBookings = 5000
 
-// TokenLimiterWorkflow is the token budget of one endpoint for one task queue (workflow id
+// Workflow is the token budget of one endpoint for one task queue (workflow id
 // api.TokenLimiterID). It is not a Nexo run: no run record, no NexoStatus, no events.
 //
 // A model call books its estimated tokens with the Update api.UpdateTokenReserve, which
@@ -51,7 +57,7 @@ const tokenLimiterMaxBookings = 5000
 // the call settles (signal api.SignalTokenSettle) with the tokens the provider counted,
 // replacing the estimate: what was over-estimated is free for the bookings made after.
 // A booking leaves the state once its window has passed.
-func TokenLimiterWorkflow(ctx workflow.Context, st TokenLimiterState) error {
+func Workflow(ctx workflow.Context, st State) error {
 	limit := st.ContinueAfter
 	if limit <= 0 {
 		limit = tokenLimiterContinueAfter
@@ -127,12 +133,12 @@ func tokenBudget(tokensPerMinute int) int {
 }
 
 // reserveTokens books req in st at the earliest instant ≥ now it fits (see
-// TokenLimiterWorkflow), or returns the booking req.Key already has: a retried attempt
+// Workflow), or returns the booking req.Key already has: a retried attempt
 // keeps its booking. A booking still in the future moves earlier when it fits earlier
 // now (settles gave tokens back since it was made): a waiting call asks again now and
 // then, and is never told a later time than it was.
-func reserveTokens(st *TokenLimiterState, req api.TokenReserveRequest, now time.Time) api.TokenGrant {
-	grant := func(b TokenBooking) api.TokenGrant {
+func reserveTokens(st *State, req api.TokenReserveRequest, now time.Time) api.TokenGrant {
+	grant := func(b Booking) api.TokenGrant {
 		return api.TokenGrant{At: b.At, WaitMS: max(0, b.At.Sub(now).Milliseconds()), Tokens: b.Tokens}
 	}
 	budget := tokenBudget(st.TokensPerMinute)
@@ -150,7 +156,7 @@ func reserveTokens(st *TokenLimiterState, req api.TokenReserveRequest, now time.
 		return grant(b)
 	}
 	tokens := min(req.Tokens, budget)
-	b := TokenBooking{Key: req.Key, At: earliestFit(st.Bookings, tokens, budget, now), Tokens: tokens}
+	b := Booking{Key: req.Key, At: earliestFit(st.Bookings, tokens, budget, now), Tokens: tokens}
 	st.Bookings = append(st.Bookings, b)
 	return grant(b)
 }
@@ -163,7 +169,7 @@ func reserveTokens(st *TokenLimiterState, req api.TokenReserveRequest, now time.
 // sum of the window ending at each of them computed once (prefix sums), so a
 // reservation costs O(n log n) plus the bookings each candidate's window holds, not the
 // cube of the bookings: it runs inside the limiter's workflow task.
-func earliestFit(bookings []TokenBooking, tokens, budget int, now time.Time) time.Time {
+func earliestFit(bookings []Booking, tokens, budget int, now time.Time) time.Time {
 	at := make([]time.Time, len(bookings))
 	for i, b := range bookings {
 		at[i] = b.At
@@ -229,7 +235,7 @@ next:
 
 // settleTokens puts the provider's count in place of a booking's estimate; a booking
 // already gone (its window passed) is left alone.
-func settleTokens(bookings []TokenBooking, s api.TokenSettleRequest) {
+func settleTokens(bookings []Booking, s api.TokenSettleRequest) {
 	if s.Tokens <= 0 {
 		return
 	}
@@ -243,8 +249,8 @@ func settleTokens(bookings []TokenBooking, s api.TokenSettleRequest) {
 
 // pruneBookings drops the bookings whose window has passed: no window containing now or
 // a later instant holds them.
-func pruneBookings(bookings []TokenBooking, now time.Time) []TokenBooking {
-	return slices.DeleteFunc(bookings, func(b TokenBooking) bool {
+func pruneBookings(bookings []Booking, now time.Time) []Booking {
+	return slices.DeleteFunc(bookings, func(b Booking) bool {
 		return !b.At.Add(api.TokenWindow).After(now)
 	})
 }
