@@ -153,10 +153,7 @@ func pollUntil(t testing.TB, timeout time.Duration, what string, check func(cont
 
 func TestDevServer(t *testing.T) {
 	dbPath := filepath.Join(t.TempDir(), "not", "yet", "there", "dev.db") // parents are created
-	port, err := devserver.FreePort("127.0.0.1")
-	if err != nil {
-		t.Fatalf("FreePort: %v", err)
-	}
+	port := freePort(t)
 	opts := devserver.Options{FrontendPort: port, DBPath: dbPath}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -287,10 +284,7 @@ func TestDevServer(t *testing.T) {
 
 // TestDevServerWebUI checks the UI serves its page, and that Stop releases its port.
 func TestDevServerWebUI(t *testing.T) {
-	uiPort, err := devserver.FreePort("127.0.0.1")
-	if err != nil {
-		t.Fatalf("FreePort: %v", err)
-	}
+	uiPort := freePort(t)
 	srv := startDevServer(t, devserver.Options{UIPort: uiPort}) // in memory, frontend port picked
 	defer srv.Stop()
 	if got, want := srv.UIAddress(), fmt.Sprintf("http://127.0.0.1:%d", uiPort); got != want {

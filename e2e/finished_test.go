@@ -23,6 +23,7 @@ import (
 // worker in the process) until the test ends, and returns its client.
 func serveGateway(t *testing.T, p *platform) gwClient {
 	t.Helper()
+	p.releasePorts()
 	cmd := exec.Command(bins.starter, "serve", "--addr", "127.0.0.1:"+strconv.Itoa(p.gateway))
 	cmd.Dir, cmd.Env = p.dir, p.env()
 	stdout, err := cmd.StdoutPipe()
@@ -69,6 +70,7 @@ func TestFinishedRunsWithoutAWorker(t *testing.T) {
 	)
 	p := newPlatform(t)
 	p.plain = true
+	p.releasePorts()
 	srv := startDevServer(t, devserver.Options{FrontendPort: p.frontend})
 	t.Cleanup(func() { _ = srv.Stop() })
 	p.writeConfig(historyAgentConfig(model.Start(t)))

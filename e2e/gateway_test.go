@@ -21,7 +21,6 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/nexo-temporal/nexo/api"
-	"github.com/nexo-temporal/nexo/devserver"
 	"github.com/nexo-temporal/nexo/fakellm"
 )
 
@@ -279,10 +278,7 @@ func TestGatewayStarterServeWithTokens(t *testing.T) {
 	p.extraEnv = append(p.extraEnv, "NEXO_TEST_OPS_TOKEN="+opSecret, "NEXO_TEST_LEAD_TOKEN="+appSecret)
 	p.start()
 
-	port, err := devserver.FreePort("127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	port := freePort(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	ctx, cancel := context.WithCancel(context.Background())
 	serve := exec.CommandContext(ctx, bins.starter, "serve", "--addr", addr)

@@ -24,7 +24,6 @@ import (
 
 	"github.com/nexo-temporal/nexo/api"
 	"github.com/nexo-temporal/nexo/artifacts"
-	"github.com/nexo-temporal/nexo/devserver"
 	"github.com/nexo-temporal/nexo/internal/mcptest"
 	"github.com/nexo-temporal/nexo/payloads"
 )
@@ -81,26 +80,26 @@ type platform struct {
 	// wrap, when set, changes the worker's command before it starts (to run it in a
 	// network namespace of its own, cluster.Netns.Wrap).
 	wrap func(*exec.Cmd) error
+	// held are the ports above, held by this process until the worker starts.
+	held []*heldPort
 }
 
 // newPlatform picks free ports and a fresh directory; start() runs the worker.
 func newPlatform(t testing.TB) *platform {
 	t.Helper()
-	fp, err := devserver.FreePort("127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	up, err := devserver.FreePort("127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gp, err := devserver.FreePort("127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &platform{t: t, dir: t.TempDir(), frontend: fp, ui: up, gateway: gp}
+	held := []*heldPort{holdPort(t), holdPort(t), holdPort(t)}
+	p := &platform{t: t, dir: t.TempDir(), frontend: held[0].Port, ui: held[1].Port, gateway: held[2].Port, held: held}
 	t.Cleanup(p.stop)
 	return p
+}
+
+// releasePorts lets the platform's ports go for the process about to bind them (ports_test.go).
+func (p *platform) releasePorts() {
+	for _, h := range p.held {
+		if err := h.release(); err != nil {
+			p.t.Fatal(err)
+		}
+	}
 }
 
 func (p *platform) env() []string {
@@ -149,6 +148,7 @@ func (p *platform) start() {
 		p.t.Fatal(err)
 	}
 	cmd.Stderr = lockedWriter{&p.mu, &p.out}
+	p.releasePorts()
 	if err := cmd.Start(); err != nil {
 		p.t.Fatal(err)
 	}

@@ -46,6 +46,7 @@ func newFleet(t *testing.T, cfg string, n int) *fleet {
 	t.Helper()
 	first := newPlatform(t)
 	first.plain = true
+	first.releasePorts()
 	srv := startDevServer(t, devserver.Options{FrontendPort: first.frontend})
 	t.Cleanup(func() { _ = srv.Stop() })
 	f := &fleet{t: t, server: first}

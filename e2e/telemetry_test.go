@@ -20,7 +20,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/nexo-temporal/nexo/devserver"
 	"github.com/nexo-temporal/nexo/fakellm"
 )
 
@@ -202,10 +201,7 @@ func tracedPlatformOver(t *testing.T, capture bool, protocol string) (*platform,
 	default:
 		t.Fatalf("tracedPlatformOver: protocol %q, want \"\" or grpc", protocol)
 	}
-	mp, err := devserver.FreePort("127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	mp := freePort(t)
 	metricsAddr := fmt.Sprintf("127.0.0.1:%d", mp)
 	model := fakellm.New(
 		fakellm.Reply{ToolCalls: []fakellm.Call{writeNotes("SECRET-NOTE-CONTENT")}},
