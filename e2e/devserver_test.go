@@ -152,6 +152,7 @@ func pollUntil(t testing.TB, timeout time.Duration, what string, check func(cont
 }
 
 func TestDevServer(t *testing.T) {
+	t.Parallel()
 	dbPath := filepath.Join(t.TempDir(), "not", "yet", "there", "dev.db") // parents are created
 	port := freePort(t)
 	opts := devserver.Options{FrontendPort: port, DBPath: dbPath}
@@ -284,6 +285,7 @@ func TestDevServer(t *testing.T) {
 
 // TestDevServerWebUI checks the UI serves its page, and that Stop releases its port.
 func TestDevServerWebUI(t *testing.T) {
+	t.Parallel()
 	uiPort := freePort(t)
 	srv := startDevServer(t, devserver.Options{UIPort: uiPort}) // in memory, frontend port picked
 	defer srv.Stop()
@@ -333,6 +335,7 @@ func httpGetContains(ctx context.Context, url, want string) error {
 // Temporal Web UI; opening it there (the UI asks the frontend for history pages larger
 // than the server serves) logs no warning in the worker terminal.
 func TestWebUIHistoryIsQuiet(t *testing.T) {
+	t.Parallel()
 	p := newPlatform(t)
 	p.start()
 	r := p.starter("run", "DocumentApproval", "--input", `{"doc_id":"42"}`, "--wait")

@@ -63,6 +63,7 @@ func serveGateway(t *testing.T, p *platform) gwClient {
 // so it stored nothing) says its record is incomplete, and rerun refuses it instead of
 // seeding nothing.
 func TestFinishedRunsWithoutAWorker(t *testing.T) {
+	t.Parallel()
 	model := fakellm.New(
 		fakellm.Reply{ToolCalls: []fakellm.Call{readCall("brief.md")}},
 		fakellm.Reply{Content: "Writing it.", ToolCalls: []fakellm.Call{writeCall("notes.md", "Launch is on Monday.\n")}},

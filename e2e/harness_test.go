@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -33,7 +34,36 @@ var bins struct {
 	dir, worker, starter string
 }
 
+// defaultParallel is how many tests of this package run at once unless -parallel (or
+// NEXO_E2E_PARALLEL) says otherwise. Go's default is GOMAXPROCS, 2 on the machines this
+// runs on, but an end-to-end test spends most of its time waiting (on a worker's start, a
+// timer, a heartbeat timeout), not computing. Tests that kill workers of a shared cluster,
+// use the Docker engine or a browser, record fixtures or measure stay serial (no t.Parallel).
+const defaultParallel = 4
+
+// setParallel applies defaultParallel (or NEXO_E2E_PARALLEL) when -parallel was not given.
+func setParallel() error {
+	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if given {
+		return nil
+	}
+	n := defaultParallel
+	if v := os.Getenv("NEXO_E2E_PARALLEL"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 1 {
+			return fmt.Errorf("NEXO_E2E_PARALLEL=%q: want a whole number of tests, 1 or more", v)
+		}
+	}
+	return flag.Set("test.parallel", strconv.Itoa(n))
+}
+
 func TestMain(m *testing.M) {
+	if err := setParallel(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
 	dir, err := os.MkdirTemp("", "nexo-e2e-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

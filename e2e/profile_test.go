@@ -17,6 +17,7 @@ import (
 // TEMPORAL_CONFIG_FILE and TEMPORAL_PROFILE pick, as the `temporal` CLI would; when nothing
 // answers, its error says where the address came from.
 func TestStarterReadsTemporalProfile(t *testing.T) {
+	t.Parallel()
 	srv := startDevServer(t, devserver.Options{})
 	t.Cleanup(func() { _ = srv.Stop() })
 	dir := t.TempDir()

@@ -39,6 +39,7 @@ func userMessages(req fakellm.Request) []string {
 }
 
 func TestSessionRemembersAcrossProcesses(t *testing.T) {
+	t.Parallel()
 	model := fakellm.New(
 		fakellm.Reply{Content: "Nice to meet you, Mac."},
 		fakellm.Reply{Content: "Your name is Mac."},
@@ -100,6 +101,7 @@ func TestSessionRemembersAcrossProcesses(t *testing.T) {
 }
 
 func TestSessionContinueAsNewAndWatch(t *testing.T) {
+	t.Parallel()
 	model := fakellm.New(
 		fakellm.Reply{Content: "one done"},
 		fakellm.Reply{Content: "two done"},
@@ -172,6 +174,7 @@ func TestSessionContinueAsNewAndWatch(t *testing.T) {
 }
 
 func TestSessionConcurrentPromptsAreSerialised(t *testing.T) {
+	t.Parallel()
 	// alpha's reply is held at the fake model until beta's prompt has reached the session,
 	// so beta surely arrives while alpha is being answered (no sleep decides it).
 	model := fakellm.New(
@@ -237,6 +240,7 @@ func TestSessionConcurrentPromptsAreSerialised(t *testing.T) {
 // --wait` on the session returns when the turn ends with its reply, and `session watch`
 // on the idle session shows the last turn (or the last N updates) before following.
 func TestSessionApprovalPromptApproveWatch(t *testing.T) {
+	t.Parallel()
 	model := fakellm.New(
 		fakellm.Reply{Content: "Hello there."},
 		fakellm.Reply{Content: "I will write it down.", ToolCalls: []fakellm.Call{writeNotes("remember this")}},
