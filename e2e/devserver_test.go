@@ -73,6 +73,11 @@ func quietLogger() *slog.Logger {
 func startDevServer(t testing.TB, opts devserver.Options) *devserver.Server {
 	t.Helper()
 	opts.Logger = quietLogger()
+	for _, port := range []int{opts.FrontendPort, opts.UIPort} {
+		if err := releasePort(port); err != nil { // a platform's port, held until now
+			t.Fatal(err)
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	began := time.Now()

@@ -353,7 +353,7 @@ func recordHostqLocal(t *testing.T, r *recorder) {
 // with its workspace from the suspend's snapshot; when it ends no container of it is left,
 // including the killed worker's.
 func TestHostQueueDockerKilledWorkerMoves(t *testing.T) {
-	t.Parallel()
+	// Serial: the Docker engine and its reapers are shared with the other Docker tests.
 	requireSandboxImage(t)
 	model := fakellm.New(
 		fakellm.Reply{ToolCalls: []fakellm.Call{writeCall("notes.md", "written in the first container")}},

@@ -23,8 +23,21 @@ type heldPort struct {
 
 var portsGiven = struct {
 	sync.Mutex
-	m map[int]bool
-}{m: map[int]bool{}}
+	m    map[int]bool
+	held map[int]*heldPort // the ports still held, for releasePort
+}{m: map[int]bool{}, held: map[int]*heldPort{}}
+
+// releasePort releases port if this process holds it (see heldPort.release): for a server
+// started in this process on a platform's port (startDevServer).
+func releasePort(port int) error {
+	portsGiven.Lock()
+	h := portsGiven.held[port]
+	portsGiven.Unlock()
+	if h == nil {
+		return nil
+	}
+	return h.release()
+}
 
 // holdPort reserves a loopback port for t; it is released when t ends at the latest.
 func holdPort(t testing.TB) *heldPort {
@@ -44,6 +57,9 @@ func holdPort(t testing.TB) *heldPort {
 			continue
 		}
 		h := &heldPort{Port: port, l: l}
+		portsGiven.Lock()
+		portsGiven.held[port] = h
+		portsGiven.Unlock()
 		t.Cleanup(func() { _ = h.release() })
 		return h
 	}
@@ -62,6 +78,9 @@ func (h *heldPort) release() error {
 	}
 	l := h.l
 	h.l = nil
+	portsGiven.Lock()
+	delete(portsGiven.held, h.Port)
+	portsGiven.Unlock()
 	defer l.Close()
 	c, err := net.Dial("tcp", l.Addr().String())
 	if err != nil {

@@ -59,7 +59,7 @@ func TestWorkspaceNothingWrittenIsLostWhenAHostDies(t *testing.T) {
 // container and restores the snapshot into it; the killed host's container stays until
 // its host comes back (the test removes it).
 func TestWorkspaceDockerHostDies(t *testing.T) {
-	t.Parallel()
+	// Serial: the Docker engine and its reapers are shared with the other Docker tests.
 	requireSandboxImage(t)
 	hostDiesBetweenWriteAndRead(t, "docker")
 }
