@@ -6,6 +6,8 @@
 // otel v1.46, v0.48+ otel v1.47 and grpc v1.84.
 // The official MCP Go SDK (go-sdk v1.8.0) is only the interop tests' peer
 // (internal/mcptest/officialsdk); adding it moved jsonschema-go v0.4.2 → v0.4.3 and nothing else.
+// pgx (already the server's PostgreSQL driver) is the cluster harness's readiness check: a
+// login and SELECT 1, since an open port still refuses logins while PostgreSQL starts up.
 module github.com/nexo-temporal/nexo
 
 go 1.26.10
@@ -16,6 +18,7 @@ require (
 	github.com/go-viper/mapstructure/v2 v2.5.0
 	github.com/google/uuid v1.6.0
 	github.com/hashicorp/golang-lru/v2 v2.0.7
+	github.com/jackc/pgx/v5 v5.10.0
 	github.com/mark3labs/mcp-go v1.2.1
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 	github.com/opencontainers/image-spec v1.1.1
@@ -169,7 +172,6 @@ require (
 	github.com/iancoleman/strcase v0.3.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
-	github.com/jackc/pgx/v5 v5.10.0 // indirect
 	github.com/jackc/puddle/v2 v2.2.2 // indirect
 	github.com/jmoiron/sqlx v1.4.0 // indirect
 	github.com/josharian/intern v1.0.0 // indirect

@@ -62,6 +62,7 @@ func shellArgs(line string) []string {
 // printed, with examples/agents' config and script: approve, then the same prompt again
 // (notes.md now exists) denied, then three writes approved with one --always.
 func TestOfflineAgentDemoAsWritten(t *testing.T) {
+	t.Parallel()
 	want := []string{
 		`bin/starter agent scribe "Write a haiku to notes.md" --wait`,
 		`bin/starter show <id>`,

@@ -42,6 +42,7 @@ func writeNotes(content string) fakellm.Call {
 }
 
 func TestAgentApprovalLetsTheWriteHappen(t *testing.T) {
+	t.Parallel()
 	model := fakellm.New(
 		fakellm.Reply{ToolCalls: []fakellm.Call{writeNotes("hello from the agent")}},
 		fakellm.Reply{Content: "I wrote notes.md."},
@@ -97,6 +98,7 @@ func TestAgentApprovalLetsTheWriteHappen(t *testing.T) {
 }
 
 func TestAgentDenialReachesTheModel(t *testing.T) {
+	t.Parallel()
 	model := fakellm.New(
 		fakellm.Reply{ToolCalls: []fakellm.Call{writeNotes("x")}},
 		fakellm.Reply{Content: "Understood; I did not write it."},
@@ -125,6 +127,7 @@ func TestAgentDenialReachesTheModel(t *testing.T) {
 // TestAgentSurvivesWorkerKilledMidModelCall: the worker dies while the model is
 // answering; the restarted worker retries the call (heartbeat timeout) and the run ends.
 func TestAgentSurvivesWorkerKilledMidModelCall(t *testing.T) {
+	t.Parallel()
 	model := fakellm.New(
 		fakellm.Reply{Content: "a slow answer", DelayMS: 60_000},
 	)

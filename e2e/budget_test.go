@@ -44,6 +44,7 @@ func budgetModel() *fakellm.Server {
 // through the HTTP API; `starter usage` sums the three, by agent and by model, and refuses
 // a bad time.
 func TestBudgetEndToEnd(t *testing.T) {
+	t.Parallel()
 	model := budgetModel()
 	p := newPlatform(t)
 	p.writeConfig(budgetConfig(model.Start(t)))

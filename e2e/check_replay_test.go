@@ -27,6 +27,7 @@ import (
 // change, built here through the replay package) is refused: the run is named with its
 // run id and the first divergence, and RunCommand returns an error.
 func TestCheckReplayLiveRuns(t *testing.T) {
+	t.Parallel()
 	model := fakellm.New(
 		fakellm.Reply{Prompt: "Write the note", ToolCalls: []fakellm.Call{readCall("brief.md"), writeCall("notes.md", "gate\n")}},
 		fakellm.Reply{Prompt: "Write the note", Content: "Done."},
@@ -128,6 +129,7 @@ func TestCheckReplayLiveRuns(t *testing.T) {
 // TestCheckReplayRecordedHistories is the gate CI runs on the committed fixtures, as the
 // README shows it: the real starter, no server, every history of workflows/testdata ok.
 func TestCheckReplayRecordedHistories(t *testing.T) {
+	t.Parallel()
 	cmds := readmeBlockCommands(t, "check-replay --histories")
 	if len(cmds) != 1 {
 		t.Fatalf("README's check-replay block has %q, want one --histories command", cmds)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -424,7 +425,13 @@ func TestClusterFaults(t *testing.T) {
 		defer cancel()
 		r := p.startStarter(sctx, "session", "prompt", "assistant", "fault", "fault stream")
 		w := holder(t, c, cl, api.SessionIDPrefix+"assistant:fault", api.ActivityCompleteChat)
-		time.Sleep(300 * time.Millisecond) // a few chunks streamed
+		streamed := model.StreamedWords()
+		pollUntil(t, time.Minute, "a few words of the reply streamed", func(context.Context) error {
+			if n := model.StreamedWords() - streamed; n < 5 {
+				return fmt.Errorf("%d words streamed, want 5", n)
+			}
+			return nil
+		})
 		w.Kill()
 		defer func() { _ = w.Start(ctx) }()
 		if err := r.Wait(); err != nil {

@@ -80,6 +80,7 @@ func readmeCustomWorker(t *testing.T) []string {
 // to the shipped workflows; one run is approved (refund paid, reply.md stored), one denied
 // (nothing paid); the run records say so.
 func TestCustomWorkerExampleAsWritten(t *testing.T) {
+	t.Parallel()
 	args := readmeCustomWorker(t)
 	if want := []string{"--dev", "--config", "examples/custom-worker/nexo.yaml"}; !reflect.DeepEqual(args, want) {
 		t.Fatalf("README runs the example with %q; this test runs it with %q: update the test", args, want)

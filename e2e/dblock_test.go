@@ -13,6 +13,7 @@ import (
 // A second `worker --dev` on the database of a running one refuses at once, naming the
 // process that holds it, instead of starting a second server that fights over the shard.
 func TestSecondDevWorkerRefusesTheDatabase(t *testing.T) {
+	t.Parallel()
 	p := newPlatform(t)
 	p.start()
 

@@ -16,6 +16,7 @@ import (
 // told "no decision within 5s" (the standing reply answers only that), nothing was written,
 // and the record says the call was denied by timeout.
 func TestApprovalDeadlineDenies(t *testing.T) {
+	t.Parallel()
 	args, _ := json.Marshal(map[string]string{"path": "late.md", "content": "too late"})
 	model := fakellm.New(
 		fakellm.Reply{Match: "no decision within 5s", Content: "Nobody decided in time; late.md is not written."},

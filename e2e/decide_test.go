@@ -268,6 +268,7 @@ func TestDecideThroughStarterAPIAndPage(t *testing.T) {
 // with examples/agents' config and script: a decision naming the wrong call is refused by
 // the run, an edit writes where the human said, an answer writes nothing.
 func TestDecideAsWritten(t *testing.T) {
+	t.Parallel()
 	cmds := readmeBlockCommands(t, "bin/starter answer <id> --call 2.1")
 	var lines []string
 	for _, c := range cmds {

@@ -73,6 +73,11 @@ func quietLogger() *slog.Logger {
 func startDevServer(t testing.TB, opts devserver.Options) *devserver.Server {
 	t.Helper()
 	opts.Logger = quietLogger()
+	for _, port := range []int{opts.FrontendPort, opts.UIPort} {
+		if err := releasePort(port); err != nil { // a platform's port, held until now
+			t.Fatal(err)
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	began := time.Now()
@@ -152,11 +157,9 @@ func pollUntil(t testing.TB, timeout time.Duration, what string, check func(cont
 }
 
 func TestDevServer(t *testing.T) {
+	t.Parallel()
 	dbPath := filepath.Join(t.TempDir(), "not", "yet", "there", "dev.db") // parents are created
-	port, err := devserver.FreePort("127.0.0.1")
-	if err != nil {
-		t.Fatalf("FreePort: %v", err)
-	}
+	port := freePort(t)
 	opts := devserver.Options{FrontendPort: port, DBPath: dbPath}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -287,10 +290,8 @@ func TestDevServer(t *testing.T) {
 
 // TestDevServerWebUI checks the UI serves its page, and that Stop releases its port.
 func TestDevServerWebUI(t *testing.T) {
-	uiPort, err := devserver.FreePort("127.0.0.1")
-	if err != nil {
-		t.Fatalf("FreePort: %v", err)
-	}
+	t.Parallel()
+	uiPort := freePort(t)
 	srv := startDevServer(t, devserver.Options{UIPort: uiPort}) // in memory, frontend port picked
 	defer srv.Stop()
 	if got, want := srv.UIAddress(), fmt.Sprintf("http://127.0.0.1:%d", uiPort); got != want {
@@ -339,6 +340,7 @@ func httpGetContains(ctx context.Context, url, want string) error {
 // Temporal Web UI; opening it there (the UI asks the frontend for history pages larger
 // than the server serves) logs no warning in the worker terminal.
 func TestWebUIHistoryIsQuiet(t *testing.T) {
+	t.Parallel()
 	p := newPlatform(t)
 	p.start()
 	r := p.starter("run", "DocumentApproval", "--input", `{"doc_id":"42"}`, "--wait")

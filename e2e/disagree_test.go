@@ -21,6 +21,7 @@ import (
 // offers none; every agent run completes, whichever worker picks up its first activity;
 // a run that met the second worker names it in agent_unavailable.
 func TestWorkersThatDisagree(t *testing.T) {
+	t.Parallel()
 	model := fakellm.New(fakellm.Reply{Content: "Hello from scribe.", Match: "Say hello"})
 	cfg, err := os.ReadFile(filepath.Join("..", "examples", "agents", "nexo.yaml"))
 	if err != nil {

@@ -23,6 +23,7 @@ import (
 // worker in the process) until the test ends, and returns its client.
 func serveGateway(t *testing.T, p *platform) gwClient {
 	t.Helper()
+	p.releasePorts()
 	cmd := exec.Command(bins.starter, "serve", "--addr", "127.0.0.1:"+strconv.Itoa(p.gateway))
 	cmd.Dir, cmd.Env = p.dir, p.env()
 	stdout, err := cmd.StdoutPipe()
@@ -62,6 +63,7 @@ func serveGateway(t *testing.T, p *platform) gwClient {
 // so it stored nothing) says its record is incomplete, and rerun refuses it instead of
 // seeding nothing.
 func TestFinishedRunsWithoutAWorker(t *testing.T) {
+	t.Parallel()
 	model := fakellm.New(
 		fakellm.Reply{ToolCalls: []fakellm.Call{readCall("brief.md")}},
 		fakellm.Reply{Content: "Writing it.", ToolCalls: []fakellm.Call{writeCall("notes.md", "Launch is on Monday.\n")}},
@@ -69,6 +71,7 @@ func TestFinishedRunsWithoutAWorker(t *testing.T) {
 	)
 	p := newPlatform(t)
 	p.plain = true
+	p.releasePorts()
 	srv := startDevServer(t, devserver.Options{FrontendPort: p.frontend})
 	t.Cleanup(func() { _ = srv.Stop() })
 	p.writeConfig(historyAgentConfig(model.Start(t)))

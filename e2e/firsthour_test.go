@@ -34,6 +34,7 @@ import (
 // starter and the API, for the shipped workflows and for a user's own workflow on a worker
 // of their own (announced as a platform-built worker announces).
 func TestRunInputFieldsAreChecked(t *testing.T) {
+	t.Parallel()
 	p := newPlatform(t)
 	p.start()
 	gw := gateway(t, p)
@@ -107,6 +108,7 @@ func invoice(_ workflow.Context, in invoiceInput) (string, error) {
 // carries, as the static summary and details the Temporal Web UI shows (Markdown), a link
 // to its Nexo page (issue 17 item 14); the link opens that page.
 func TestTemporalUILinksBackToTheRunPage(t *testing.T) {
+	t.Parallel()
 	p := newPlatform(t)
 	p.start()
 	gw := gateway(t, p)
@@ -171,6 +173,7 @@ func uiUserMetadata(t *testing.T, p *platform, id string) (summary, details stri
 // worker does not have) says why and is not listed (issue 17 item 5); once the agent is
 // configured, the next prompt starts it afresh and it is listed running.
 func TestFailedFirstPromptLeavesNoSession(t *testing.T) {
+	t.Parallel()
 	model := fakellm.New(fakellm.Reply{Content: "Hello, I am ghost."})
 	base := model.Start(t)
 	p := newPlatform(t)
@@ -222,6 +225,7 @@ func TestFailedFirstPromptLeavesNoSession(t *testing.T) {
 // config and scripted model): the agent's run ends done, and `artifact <id> logo.png -o
 // logo.png` writes the skill's logo byte for byte.
 func TestSkillsExampleAsWritten(t *testing.T) {
+	t.Parallel()
 	cmds := readmeStarterCommands(t, "The example is in the repository, with a fake-model script", "## Sessions")
 	want := []string{`bin/starter agent reporter "Report on Q4" --wait`, `bin/starter artifact <id> logo.png -o logo.png`}
 	if strings.Join(cmds, "\n") != strings.Join(want, "\n") {
@@ -255,6 +259,7 @@ func TestSkillsExampleAsWritten(t *testing.T) {
 // and the starter's command its own; the key reaches the model and the scribe asks before
 // writing notes.md.
 func TestRealModelSectionAsWritten(t *testing.T) {
+	t.Parallel()
 	yaml := readmeBlock(t, "yaml", "api_key_env: OPENAI_API_KEY")
 	block := readmeBlock(t, "sh", "export OPENAI_API_KEY=")
 	var key string
@@ -358,6 +363,7 @@ func background(ctx context.Context, dir, line string, env ...string) chan strin
 // (01a3...), and the assistant session of examples/sessions. The two `curl -N` streams run
 // beside the others and end when their run or session closes.
 func TestAPIAsWritten(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Skip("no curl on this machine: the README's API commands are not run here")
 	}
@@ -452,6 +458,7 @@ func TestAPIAsWritten(t *testing.T) {
 // secrets made with the README's own openssl command) and runs its curl command as
 // printed: the token reads the runs; without it the gateway refuses.
 func TestAccessControlAsWritten(t *testing.T) {
+	t.Parallel()
 	for _, tool := range []string{"curl", "openssl"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Skipf("no %s on this machine: the README's access-control commands are not run here", tool)
@@ -483,6 +490,7 @@ func TestAccessControlAsWritten(t *testing.T) {
 // (examples/custom-worker, run as the README says) announces its workflow's input fields,
 // so a mistyped field of RefundRequest is refused like one of a shipped workflow.
 func TestCustomWorkerInputFieldsAreChecked(t *testing.T) {
+	t.Parallel()
 	p := refundPlatform(t, readmeCustomWorker(t)[1:])
 	r := p.starter("run", "RefundRequest", "--input", `{"orderid":"A-1001","amount":42.5}`, "--id", "refund-typo")
 	if r.code != 2 || !strings.Contains(r.stderr, `input of RefundRequest: unknown field "orderid" (did you mean "order_id"?)`) {

@@ -160,6 +160,7 @@ func (l *streamLog) contiguous() bool {
 // messages with the text so far), the model's thinking (likewise: live_thinking messages,
 // then one thinking event) and its turn_end, live; closing the session ends the stream.
 func TestGatewaySession(t *testing.T) {
+	t.Parallel()
 	const secondThought = "They told me in turn 1."
 	model := fakellm.New(
 		fakellm.Reply{Content: "Nice to meet you, Mac. How can I help today?", ChunkDelayMS: 20},
@@ -281,6 +282,7 @@ func TestGatewaySession(t *testing.T) {
 // segment and follows the session through two more continue-as-new runs: every event
 // once, in order.
 func TestGatewaySessionStreamAcrossContinueAsNew(t *testing.T) {
+	t.Parallel()
 	model := fakellm.New(
 		fakellm.Reply{Content: "one done"},
 		fakellm.Reply{Content: "two done", ChunkDelayMS: 10},

@@ -21,7 +21,6 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/nexo-temporal/nexo/api"
-	"github.com/nexo-temporal/nexo/devserver"
 	"github.com/nexo-temporal/nexo/fakellm"
 )
 
@@ -181,6 +180,7 @@ func statusOf(t testing.TB, m sseMessage) gwStatus {
 // DocumentApproval run, follow its event stream to the suspension, approve it, and see
 // it done on the same stream; the record is byte for byte `starter show --json`.
 func TestGatewayDocumentApproval(t *testing.T) {
+	t.Parallel()
 	p := newPlatform(t)
 	g := gateway(t, p)
 	p.start()
@@ -266,6 +266,7 @@ func joinSeqs(rec api.Record) string {
 // TestGatewayStarterServeWithTokens: `starter serve` against the platform, with tokens:
 // scopes are enforced, and an approval records the token's name, never its secret.
 func TestGatewayStarterServeWithTokens(t *testing.T) {
+	t.Parallel()
 	const (
 		opSecret  = "operator-e2e-secret-0123456789"
 		appSecret = "approver-e2e-secret-0123456789"
@@ -279,10 +280,7 @@ func TestGatewayStarterServeWithTokens(t *testing.T) {
 	p.extraEnv = append(p.extraEnv, "NEXO_TEST_OPS_TOKEN="+opSecret, "NEXO_TEST_LEAD_TOKEN="+appSecret)
 	p.start()
 
-	port, err := devserver.FreePort("127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	port := freePort(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	ctx, cancel := context.WithCancel(context.Background())
 	serve := exec.CommandContext(ctx, bins.starter, "serve", "--addr", addr)
@@ -362,6 +360,7 @@ func (l *lockedBuffer) String() string {
 // the workflow task's time) to reaching an event-stream client, over an agent run of
 // several tool-call turns against the fake model. It logs the median.
 func TestGatewaySSELatency(t *testing.T) {
+	slowTest(t)
 	const turns = 8
 	script := make([]fakellm.Reply, 0, turns+1)
 	for range turns {

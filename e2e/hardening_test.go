@@ -18,6 +18,7 @@ import (
 // embedded server keeps the package fast): each subtest is one defect found by hostile
 // use, reproduced as the tester did.
 func TestRunsAndInputsHardening(t *testing.T) {
+	t.Parallel()
 	p := newPlatform(t)
 	p.start()
 	gw := gateway(t, p)

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -24,7 +25,6 @@ import (
 
 	"github.com/nexo-temporal/nexo/api"
 	"github.com/nexo-temporal/nexo/artifacts"
-	"github.com/nexo-temporal/nexo/devserver"
 	"github.com/nexo-temporal/nexo/internal/mcptest"
 	"github.com/nexo-temporal/nexo/payloads"
 )
@@ -34,7 +34,36 @@ var bins struct {
 	dir, worker, starter string
 }
 
+// defaultParallel is how many tests of this package run at once unless -parallel (or
+// NEXO_E2E_PARALLEL) says otherwise. Go's default is GOMAXPROCS, 2 on the machines this
+// runs on, but an end-to-end test spends most of its time waiting (on a worker's start, a
+// timer, a heartbeat timeout), not computing. Tests that kill workers of a shared cluster,
+// use the Docker engine or a browser, record fixtures or measure stay serial (no t.Parallel).
+const defaultParallel = 4
+
+// setParallel applies defaultParallel (or NEXO_E2E_PARALLEL) when -parallel was not given.
+func setParallel() error {
+	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if given {
+		return nil
+	}
+	n := defaultParallel
+	if v := os.Getenv("NEXO_E2E_PARALLEL"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 1 {
+			return fmt.Errorf("NEXO_E2E_PARALLEL=%q: want a whole number of tests, 1 or more", v)
+		}
+	}
+	return flag.Set("test.parallel", strconv.Itoa(n))
+}
+
 func TestMain(m *testing.M) {
+	if err := setParallel(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
 	dir, err := os.MkdirTemp("", "nexo-e2e-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -81,26 +110,26 @@ type platform struct {
 	// wrap, when set, changes the worker's command before it starts (to run it in a
 	// network namespace of its own, cluster.Netns.Wrap).
 	wrap func(*exec.Cmd) error
+	// held are the ports above, held by this process until the worker starts.
+	held []*heldPort
 }
 
 // newPlatform picks free ports and a fresh directory; start() runs the worker.
 func newPlatform(t testing.TB) *platform {
 	t.Helper()
-	fp, err := devserver.FreePort("127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	up, err := devserver.FreePort("127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gp, err := devserver.FreePort("127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &platform{t: t, dir: t.TempDir(), frontend: fp, ui: up, gateway: gp}
+	held := []*heldPort{holdPort(t), holdPort(t), holdPort(t)}
+	p := &platform{t: t, dir: t.TempDir(), frontend: held[0].Port, ui: held[1].Port, gateway: held[2].Port, held: held}
 	t.Cleanup(p.stop)
 	return p
+}
+
+// releasePorts lets the platform's ports go for the process about to bind them (ports_test.go).
+func (p *platform) releasePorts() {
+	for _, h := range p.held {
+		if err := h.release(); err != nil {
+			p.t.Fatal(err)
+		}
+	}
 }
 
 func (p *platform) env() []string {
@@ -149,6 +178,7 @@ func (p *platform) start() {
 		p.t.Fatal(err)
 	}
 	cmd.Stderr = lockedWriter{&p.mu, &p.out}
+	p.releasePorts()
 	if err := cmd.Start(); err != nil {
 		p.t.Fatal(err)
 	}

@@ -46,6 +46,7 @@ func newFleet(t *testing.T, cfg string, n int) *fleet {
 	t.Helper()
 	first := newPlatform(t)
 	first.plain = true
+	first.releasePorts()
 	srv := startDevServer(t, devserver.Options{FrontendPort: first.frontend})
 	t.Cleanup(func() { _ = srv.Stop() })
 	f := &fleet{t: t, server: first}
@@ -106,6 +107,7 @@ func eventList(rec api.Record) string {
 // own files, whichever worker picked up its model calls, and every run's directory lives
 // on one host only.
 func TestHostQueueTwoWorkersKeepEachRunsFiles(t *testing.T) {
+	t.Parallel()
 	const runs = 6
 	var script []fakellm.Reply
 	for i := 1; i <= runs; i++ {
@@ -173,6 +175,7 @@ func TestHostQueueTwoWorkersKeepEachRunsFiles(t *testing.T) {
 // worker comes back, its leftover directory of the moved run is reaped while the run is
 // still open.
 func TestHostQueueKilledWorkerRunMovesAndIsReaped(t *testing.T) {
+	t.Parallel()
 	model := fakellm.New(
 		fakellm.Reply{ToolCalls: []fakellm.Call{writeCall("notes.md", "written on the first host")}},
 		fakellm.Reply{ToolCalls: []fakellm.Call{shellCall("cat notes.md")}},
@@ -235,6 +238,7 @@ func TestHostQueueKilledWorkerRunMovesAndIsReaped(t *testing.T) {
 // comes back after its worker restarts: the restarted worker keeps its host id and fills
 // the sandbox from the snapshot taken when the run suspended.
 func TestHostQueueVirtualSandboxSurvivesRestart(t *testing.T) {
+	t.Parallel()
 	model := fakellm.New(
 		fakellm.Reply{ToolCalls: []fakellm.Call{writeCall("notes.md", "kept in memory")}},
 		fakellm.Reply{ToolCalls: []fakellm.Call{writeCall("gate.md", "wait here")}},
@@ -349,6 +353,7 @@ func recordHostqLocal(t *testing.T, r *recorder) {
 // with its workspace from the suspend's snapshot; when it ends no container of it is left,
 // including the killed worker's.
 func TestHostQueueDockerKilledWorkerMoves(t *testing.T) {
+	// Serial: the Docker engine and its reapers are shared with the other Docker tests.
 	requireSandboxImage(t)
 	model := fakellm.New(
 		fakellm.Reply{ToolCalls: []fakellm.Call{writeCall("notes.md", "written in the first container")}},

@@ -17,6 +17,7 @@ import (
 // the line is completed from the call's text event, so the reply shows exactly once; and
 // no chunk reached history (no nexo.stream signal).
 func TestSessionWatchLiveText(t *testing.T) {
+	t.Parallel()
 	const reply = "this reply is written slowly, word by word, for the watcher"
 	model := fakellm.New(
 		fakellm.Reply{Content: "hello"},
@@ -104,6 +105,7 @@ func TestSessionWatchLiveText(t *testing.T) {
 // recorded thinking event adds nothing (the line showed it all) and its text follows on a
 // line of its own: reasoning and reply each show exactly once.
 func TestSessionWatchLiveThinking(t *testing.T) {
+	t.Parallel()
 	const thought = "the user wants a greeting, so I think about which words to use first"
 	const reply = "hello again, thoughtfully"
 	model := fakellm.New(

@@ -71,6 +71,7 @@ func largestPayload(ev *historypb.HistoryEvent) int {
 // model call carried all of it, 1.8 MB at most). By reference it finishes, the model still
 // reads every file whole, and no payload in history passes 256 KB.
 func TestAgentReadingLargeFilesKeepsHistorySmall(t *testing.T) {
+	t.Parallel()
 	const files, size = 12, 200_000
 	var script []fakellm.Reply
 	for i := 1; i <= files; i++ {

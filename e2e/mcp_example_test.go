@@ -16,6 +16,7 @@ import (
 // script: notes__search runs at once (mcp_allow), notes__read waits for the approval; a
 // second run denied gets the model's answer from the search alone.
 func TestMCPExampleAsWritten(t *testing.T) {
+	t.Parallel()
 	want := []string{
 		`bin/starter agent librarian "What do the notes say about backups?" --wait`,
 		`bin/starter show <id>`,

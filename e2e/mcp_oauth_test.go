@@ -21,6 +21,7 @@ import (
 // refreshes it when it expires between two calls of a run; no issued token reaches
 // history, the run record or the worker's output, and the credential file is 0600.
 func TestAgentMCPOAuth(t *testing.T) {
+	t.Parallel()
 	as := oauthtest.Start(t, oauthtest.Options{AccessTTL: time.Second})
 	model := fakellm.New(
 		fakellm.Reply{ToolCalls: []fakellm.Call{mcpCall("docs__echo", `{"text":"first"}`)}},

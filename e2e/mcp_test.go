@@ -83,6 +83,7 @@ func toolResults(t *testing.T, rec api.Record) map[string]string {
 // mid-call is restarted by the retry. The token is nowhere in the run's history, record,
 // logs, or the worker's output.
 func TestAgentMCPTools(t *testing.T) {
+	t.Parallel()
 	// Both runs follow the same script (the fake model answers by the thread's length).
 	model := fakellm.New(
 		fakellm.Reply{ToolCalls: []fakellm.Call{
@@ -192,6 +193,7 @@ func TestAgentMCPTools(t *testing.T) {
 // behind the SDK's bearer-token middleware): both list their tools and answer, and the
 // HTTP one is spoken to at a version it lists (issue 16: every run failed there).
 func TestAgentMCPOfficialSDK(t *testing.T) {
+	t.Parallel()
 	model := fakellm.New(
 		fakellm.Reply{ToolCalls: []fakellm.Call{
 			mcpCall("local__echo", `{"text":"from the official stdio server"}`),

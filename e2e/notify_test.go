@@ -118,6 +118,7 @@ func notifyModel() *fakellm.Server {
 // receiver as signed JSON with the run, the call, the decision and working links; the
 // secret given through NOTIFY_SECRET is in no history, event, log or sandbox environment.
 func TestApprovalNotifications(t *testing.T) {
+	t.Parallel()
 	model := notifyModel()
 	nr := newNotifyReceiver(t)
 	p := newPlatform(t)
@@ -205,6 +206,7 @@ func recordAgentNotified(t *testing.T, r *recorder) {
 // retried, and the run still waits for its human, takes the decision and finishes; at close
 // its notifications are scheduled and never completed (abandoned, as the README says).
 func TestApprovalNotificationsNeverHoldTheRun(t *testing.T) {
+	t.Parallel()
 	p, id := runWithReceiverDown(t)
 	h := rawHistory(t, p.dial(), id)
 	scheduled := map[int64]bool{}

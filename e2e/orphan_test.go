@@ -34,6 +34,7 @@ func running(pid int) bool {
 // A worker SIGKILLed in the middle of a shell command takes the command with it, and the
 // call Temporal retries on the restarted worker tells the model it is a retry.
 func TestShellDiesWithKilledWorkerAndRetryIsNoted(t *testing.T) {
+	t.Parallel()
 	// The first attempt records its shell's pid and sleeps; the retry finds the pid file.
 	cmd := `if [ -e sh.pid ]; then echo retried; else echo $$ > sh.pid; sleep 30; touch marker; fi`
 	args, _ := json.Marshal(map[string]string{"command": cmd})

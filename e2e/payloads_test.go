@@ -38,6 +38,7 @@ import (
 // references only. The raw history replays with the workers' External Storage, the
 // gateway's codec endpoint reads a reference back, and the embedded Web UI is pointed at it.
 func TestPayloadOverTemporalsLimit(t *testing.T) {
+	t.Parallel()
 	p := newPlatform(t)
 	p.start()
 	ctx := context.Background()
@@ -193,6 +194,7 @@ func codecRequest(t *testing.T, p *platform, method, path string, body []byte, h
 // TestLargeSignalOffloaded: a resume (a signal) carrying 1 MB reaches the suspended run and
 // its result, and stays out of history.
 func TestLargeSignalOffloaded(t *testing.T) {
+	t.Parallel()
 	p := newPlatform(t)
 	p.start()
 	id := strings.TrimSpace(p.ok("run", "DocumentApproval", "--input", `{"doc_id":"s1"}`))
@@ -225,6 +227,7 @@ func TestLargeSignalOffloaded(t *testing.T) {
 // TestQueuedRunShowsOffloadedInput: a run that has not begun is read from history, where
 // its large input is a reference; `show` reads it back from the blob store.
 func TestQueuedRunShowsOffloadedInput(t *testing.T) {
+	t.Parallel()
 	p := newPlatform(t)
 	p.start()
 	docID := strings.Repeat("q", 300<<10)

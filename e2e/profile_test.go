@@ -17,6 +17,7 @@ import (
 // TEMPORAL_CONFIG_FILE and TEMPORAL_PROFILE pick, as the `temporal` CLI would; when nothing
 // answers, its error says where the address came from.
 func TestStarterReadsTemporalProfile(t *testing.T) {
+	t.Parallel()
 	srv := startDevServer(t, devserver.Options{})
 	t.Cleanup(func() { _ = srv.Stop() })
 	dir := t.TempDir()
@@ -24,10 +25,7 @@ func TestStarterReadsTemporalProfile(t *testing.T) {
 	if err := os.WriteFile(toml, []byte("[profile.default]\naddress = \"127.0.0.1:1\"\n\n[profile.local]\naddress = \""+srv.FrontendAddress()+"\"\nnamespace = \"default\"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	dead, err := devserver.FreePort("127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	dead := freePort(t)
 	starter := func(env ...string) (string, int) {
 		t.Helper()
 		cmd := exec.Command(bins.starter, "list")

@@ -58,6 +58,7 @@ type rateLimitScale struct {
 // The provider then answers 429s, each waited out for its Retry-After, and the runs still
 // complete with no failed model call, only later.
 func TestFleetRateLimit(t *testing.T) {
+	slowTest(t, "NEXO_RATELIMIT_FULL")
 	sc := rateLimitScale{runs: 20, calls: 16, rpm: 1200, window: 15 * time.Second}
 	if os.Getenv("NEXO_RATELIMIT_FULL") == "1" {
 		sc = rateLimitScale{runs: 20, calls: 4, rpm: 60, window: time.Minute}
@@ -172,6 +173,7 @@ func recordAgentPaced(t *testing.T, r *recorder) {
 // TestSessionOnARateLimitedEndpoint: a session of an agent on a rate-limited endpoint
 // answers from that endpoint, its model calls on the endpoint's task queue.
 func TestSessionOnARateLimitedEndpoint(t *testing.T) {
+	t.Parallel()
 	small := fakellm.New(fakellm.Reply{Content: "Hello from the small model."}, fakellm.Reply{Content: "Still small."})
 	big := fakellm.New(fakellm.Reply{Content: "unused"})
 	p := newPlatform(t)

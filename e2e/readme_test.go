@@ -103,6 +103,7 @@ func substitute(args []string, vars map[string]string) []string {
 }
 
 func TestShellWords(t *testing.T) {
+	t.Parallel()
 	got := shellWords(t, `bin/starter run X --input '{"a":["b c"]}' --wait   # fails "here"`)
 	want := []string{"bin/starter", "run", "X", "--input", `{"a":["b c"]}`, "--wait"}
 	if strings.Join(got, "|") != strings.Join(want, "|") {
@@ -138,6 +139,7 @@ func readmeFence(t *testing.T, after string) (fence, body string) {
 // CLI transcript and compares what it prints, exactly, with the lines the README shows
 // under it, and the exit code with the README's rule (2 for a usage mistake).
 func TestStarterCLITranscriptAsWritten(t *testing.T) {
+	t.Parallel()
 	_, block := readmeFence(t, "## The starter CLI")
 	type step struct {
 		args []string
@@ -177,6 +179,7 @@ func TestStarterCLITranscriptAsWritten(t *testing.T) {
 // prints the lines the README shows (its ports and Docker line aside), and the Quickstart's
 // commands, with the run id in place of 019ad5e3-..., do what their comments say.
 func TestQuickstartAsWritten(t *testing.T) {
+	t.Parallel()
 	p := newPlatform(t)
 	p.start()
 
@@ -269,6 +272,7 @@ func TestQuickstartAsWritten(t *testing.T) {
 // ends approved by ada. It needs the temporal CLI, which nothing else here does: it skips
 // without it (TestApproveWithRawSignal sends the same signal through the SDK).
 func TestApproveWithTheTemporalCLIAsWritten(t *testing.T) {
+	t.Parallel()
 	bin := temporalCLI()
 	if bin == "" {
 		t.Skip("the temporal CLI is not installed (go install github.com/temporalio/cli/cmd/temporal@v1.5.1): the README's temporal command is not run here")
@@ -381,6 +385,7 @@ var readmeCommandTests = []struct {
 // named test that exists, or says in the README why it is not; a block added without
 // either fails here, so the README cannot grow a command nobody runs.
 func TestEveryReadmeCommandIsExercised(t *testing.T) {
+	t.Parallel()
 	tests := map[string]bool{}
 	err := filepath.WalkDir("..", func(path string, d os.DirEntry, err error) error {
 		if err != nil || d.IsDir() || !strings.HasSuffix(path, "_test.go") {

@@ -19,6 +19,7 @@ import (
 // (issue 16 item 4), by the starter and by the API, and `starter workflows` lists what
 // is offered.
 func TestUnknownWorkflowTypesAreRefused(t *testing.T) {
+	t.Parallel()
 	model := fakellm.New() // never called: the agent only has to be configured
 	p := newPlatform(t)
 	p.writeConfig(agentConfig(model.Start(t)))

@@ -24,6 +24,7 @@ func runID(t *testing.T, r result) string {
 // a real server: the call is retried within its budget, after the provider's delay, not
 // the policy's backoff (2s, 4s, ... would take over a minute for six retries alone).
 func TestAgentOutlastsARateLimitedModel(t *testing.T) {
+	t.Parallel()
 	model := fakellm.New(fakellm.Reply{Content: "Done at last.", Status: 429, Error: "rate limited: slow down",
 		FailTimes: 8, RetryAfter: "1"})
 	p := newPlatform(t)
@@ -52,6 +53,7 @@ func TestAgentOutlastsARateLimitedModel(t *testing.T) {
 // TestAgentFailsAtOnceOnABadRequest: a 400 is not retried: one request, and the run fails
 // with the provider's message and the non-retryable type.
 func TestAgentFailsAtOnceOnABadRequest(t *testing.T) {
+	t.Parallel()
 	model := fakellm.New(fakellm.Reply{Status: 400, Error: "unknown parameter: temperature_x"})
 	p := newPlatform(t)
 	p.writeConfig(agentConfig(model.Start(t)))

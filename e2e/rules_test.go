@@ -32,6 +32,7 @@ agents:
 // TestArgumentRulesDecideShellCalls: the allowed command runs without a human, rm -rf is
 // refused with the rule's reason (x survives), and any other command waits for approval.
 func TestArgumentRulesDecideShellCalls(t *testing.T) {
+	t.Parallel()
 	model := fakellm.New(
 		fakellm.Reply{ToolCalls: []fakellm.Call{shellCall("test -d x && echo present")}}, // not the allowed command: && widens it
 		fakellm.Reply{ToolCalls: []fakellm.Call{shellCall("test -d x")}},

@@ -17,6 +17,7 @@ import (
 // TestQuickstart is the README's quickstart: run DocumentApproval, see it suspended in
 // list, approve it, read show and logs.
 func TestQuickstart(t *testing.T) {
+	t.Parallel()
 	p := newPlatform(t)
 	p.start()
 
@@ -96,6 +97,7 @@ func TestQuickstart(t *testing.T) {
 // TestKilledWorkerLosesNothing: the worker is SIGKILLed while a run is suspended and
 // started again on the same database; the run continues and fetch ran exactly once.
 func TestKilledWorkerLosesNothing(t *testing.T) {
+	t.Parallel()
 	p := newPlatform(t)
 	p.start()
 	id := strings.TrimSpace(p.ok("run", "DocumentApproval", "--input", `{"doc_id":"k1"}`))
@@ -122,6 +124,7 @@ func TestKilledWorkerLosesNothing(t *testing.T) {
 // TestApproveWithRawSignal approves with a plain Temporal signal, as the Temporal UI or
 // `temporal workflow signal --name nexo.resume --input '{"input":{"approved":true}}'` would.
 func TestApproveWithRawSignal(t *testing.T) {
+	t.Parallel()
 	p := newPlatform(t)
 	p.start()
 	id := strings.TrimSpace(p.ok("run", "DocumentApproval", "--input", `{"doc_id":"raw"}`))
@@ -144,6 +147,7 @@ func TestApproveWithRawSignal(t *testing.T) {
 }
 
 func TestDashboardArtifactAndRerun(t *testing.T) {
+	t.Parallel()
 	p := newPlatform(t)
 	p.start()
 	r := p.starter("run", "BuildDashboard", "--input", `{"title":"Q4"}`, "--wait")
@@ -223,6 +227,7 @@ func TestDashboardArtifactAndRerun(t *testing.T) {
 }
 
 func TestStarterErrors(t *testing.T) {
+	t.Parallel()
 	p := newPlatform(t)
 	p.start()
 	for _, tc := range []struct {
@@ -251,6 +256,7 @@ func TestStarterErrors(t *testing.T) {
 }
 
 func TestCancelQueuedAndResumeKey(t *testing.T) {
+	t.Parallel()
 	p := newPlatform(t)
 	p.start()
 	// A delayed start is queued until its time.

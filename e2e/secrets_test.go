@@ -13,6 +13,7 @@ import (
 // A local-tier command cannot read the worker's secrets through its parent's /proc
 // (model key, gateway token, MCP token, the OTLP collector's headers): the worker keeps them in memory only.
 func TestLocalShellCannotReadWorkerSecrets(t *testing.T) {
+	t.Parallel()
 	args, _ := json.Marshal(map[string]string{"command": `echo ppid=$PPID; tr '\0' '\n' < /proc/$PPID/environ`})
 	model := fakellm.New(
 		fakellm.Reply{ToolCalls: []fakellm.Call{{Name: "shell", Arguments: args}}},

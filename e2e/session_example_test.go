@@ -31,6 +31,7 @@ func (p *platform) watchFor(d time.Duration, args ...string) string {
 // examples/sessions' config and script: the memory demo, watch, show, list, close and
 // reopen with the same thread.
 func TestSessionExampleAsWritten(t *testing.T) {
+	t.Parallel()
 	want := []string{
 		`bin/starter session prompt assistant u42 "My name is Mac."`,
 		`bin/starter session prompt assistant u42 "What is my name?"`,

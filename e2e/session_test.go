@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os/exec"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/nexo-temporal/nexo/api"
 	"github.com/nexo-temporal/nexo/fakellm"
@@ -36,6 +39,7 @@ func userMessages(req fakellm.Request) []string {
 }
 
 func TestSessionRemembersAcrossProcesses(t *testing.T) {
+	t.Parallel()
 	model := fakellm.New(
 		fakellm.Reply{Content: "Nice to meet you, Mac."},
 		fakellm.Reply{Content: "Your name is Mac."},
@@ -97,6 +101,7 @@ func TestSessionRemembersAcrossProcesses(t *testing.T) {
 }
 
 func TestSessionContinueAsNewAndWatch(t *testing.T) {
+	t.Parallel()
 	model := fakellm.New(
 		fakellm.Reply{Content: "one done"},
 		fakellm.Reply{Content: "two done"},
@@ -169,8 +174,11 @@ func TestSessionContinueAsNewAndWatch(t *testing.T) {
 }
 
 func TestSessionConcurrentPromptsAreSerialised(t *testing.T) {
+	t.Parallel()
+	// alpha's reply is held at the fake model until beta's prompt has reached the session,
+	// so beta surely arrives while alpha is being answered (no sleep decides it).
 	model := fakellm.New(
-		fakellm.Reply{Content: "first answer", DelayMS: 1500},
+		fakellm.Reply{Content: "first answer", Hold: "alpha"},
 		fakellm.Reply{Content: "second answer"},
 	)
 	p := newPlatform(t)
@@ -178,16 +186,40 @@ func TestSessionConcurrentPromptsAreSerialised(t *testing.T) {
 	p.start()
 	var wg sync.WaitGroup
 	results := make([]result, 2)
-	for i, text := range []string{"alpha", "beta"} {
+	prompt := func(i int, text string) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if i == 1 {
-				time.Sleep(300 * time.Millisecond) // arrives while alpha is being answered
-			}
 			results[i] = p.starter("session", "prompt", "assistant", "conc", text)
 		}()
 	}
+	prompt(0, "alpha")
+	pollUntil(t, time.Minute, "alpha's model call in flight", func(context.Context) error {
+		if n := len(model.Requests()); n != 1 {
+			return fmt.Errorf("model requests = %d, want 1", n)
+		}
+		return nil
+	})
+	prompt(1, "beta")
+	c := p.dial()
+	pollUntil(t, time.Minute, "beta's prompt accepted by the session", func(ctx context.Context) error {
+		it := c.GetWorkflowHistory(ctx, api.SessionIDPrefix+"assistant:conc", "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		accepted := 0
+		for it.HasNext() {
+			ev, err := it.Next()
+			if err != nil {
+				return err
+			}
+			if ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED {
+				accepted++
+			}
+		}
+		if accepted < 2 {
+			return fmt.Errorf("%d prompts accepted, want 2", accepted)
+		}
+		return nil
+	})
+	model.Release("alpha")
 	wg.Wait()
 	for i, r := range results {
 		if r.code != 0 {
@@ -208,6 +240,7 @@ func TestSessionConcurrentPromptsAreSerialised(t *testing.T) {
 // --wait` on the session returns when the turn ends with its reply, and `session watch`
 // on the idle session shows the last turn (or the last N updates) before following.
 func TestSessionApprovalPromptApproveWatch(t *testing.T) {
+	t.Parallel()
 	model := fakellm.New(
 		fakellm.Reply{Content: "Hello there."},
 		fakellm.Reply{Content: "I will write it down.", ToolCalls: []fakellm.Call{writeNotes("remember this")}},

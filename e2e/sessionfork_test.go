@@ -38,6 +38,7 @@ func toolContents(req fakellm.Request) []string {
 }
 
 func TestSessionForkAtTurn(t *testing.T) {
+	t.Parallel()
 	model := sessionForkScript()
 	p := newPlatform(t)
 	p.writeConfig(autoConfig(model.Start(t), "local"))

@@ -77,6 +77,7 @@ func skillExample(t *testing.T) (*platform, *fakellm.Server) {
 }
 
 func TestSkillExampleEndToEnd(t *testing.T) {
+	t.Parallel()
 	p, model := skillExample(t)
 
 	// What a worker would load, without a worker.
@@ -138,6 +139,7 @@ func toJSON(v any) string {
 // TestWorkerRefusesABrokenSkill: a missing skill or a broken SKILL.md stops the worker
 // at start, naming the file, before it connects to anything.
 func TestWorkerRefusesABrokenSkill(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "skills", "bad")
 	if err := os.MkdirAll(bad, 0o755); err != nil {

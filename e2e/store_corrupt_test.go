@@ -50,6 +50,7 @@ func changeBlobHolding(t *testing.T, p *platform, marker, with string) []string 
 // fails within seconds, not after hours of retries, with an error of its own type that
 // names the blob, what it held and the store; the model never sees the changed text.
 func TestChangedThreadSegmentFailsTheRunAtOnce(t *testing.T) {
+	t.Parallel()
 	model := fakellm.New(
 		fakellm.Reply{ToolCalls: []fakellm.Call{writeNotes("hello")}},
 		fakellm.Reply{Content: "I wrote notes.md."},
@@ -124,6 +125,7 @@ func TestChangedThreadSegmentFailsTheRunAtOnce(t *testing.T) {
 // replay against this binary"); `cancel` explains that a cancel would never be seen and
 // offers --terminate, which ends the run.
 func TestChangedOffloadedInputIsNamedAndTheRunCanBeEnded(t *testing.T) {
+	t.Parallel()
 	p := newPlatform(t)
 	p.extraEnv = append(p.extraEnv, "NEXO_PAYLOADS_OFFLOAD_THRESHOLD=1024")
 	p.start()

@@ -68,6 +68,7 @@ type gcJSON struct {
 // and records, and on a fresh worker the suspended run, approved, finishes and a session
 // answers its next prompt (their threads are intact).
 func TestStoreGCRemovesOnlyWhatNoRunNeeds(t *testing.T) {
+	t.Parallel()
 	model := fakellm.New(
 		fakellm.Reply{Prompt: "task-done", ToolCalls: []fakellm.Call{writeCall("a.txt", "A1\n")}},
 		fakellm.Reply{Prompt: "task-done", ToolCalls: []fakellm.Call{shellCall("echo more >> a.txt")}},

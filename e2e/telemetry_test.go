@@ -24,7 +24,6 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/nexo-temporal/nexo/devserver"
 	"github.com/nexo-temporal/nexo/fakellm"
 )
 
@@ -221,10 +220,7 @@ func tracedPlatformOver(t *testing.T, capture bool, protocol string) (*platform,
 	default:
 		t.Fatalf("tracedPlatformOver: protocol %q, want \"\" or grpc", protocol)
 	}
-	mp, err := devserver.FreePort("127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	mp := freePort(t)
 	metricsAddr := fmt.Sprintf("127.0.0.1:%d", mp)
 	model := fakellm.New(
 		fakellm.Reply{ToolCalls: []fakellm.Call{writeNotes("SECRET-NOTE-CONTENT")}},
@@ -365,6 +361,7 @@ func checkApprovedRunTrace(t *testing.T, rcv *otlpReceiver, spans []*gotSpan, id
 // conventions, with no prompt or tool argument in any attribute; every span arrives once;
 // /metrics shows the nexo_* and temporal_* series moved.
 func TestTelemetryTraceAndMetricsOfAnApprovedRun(t *testing.T) {
+	t.Parallel()
 	p, rcv, metricsAddr := tracedPlatform(t, false)
 	const prompt = "Write a note PROMPT-MARKER-42."
 	// While the run waits, the namespace has one pending approval (a visibility count,
@@ -433,6 +430,7 @@ func TestTelemetryTraceAndMetricsOfAnApprovedRun(t *testing.T) {
 // starter export to an OTLP/gRPC receiver (the TraceService, plaintext on loopback), and
 // the approved run's trace is the same tree as over HTTP.
 func TestTelemetryTraceOverGRPC(t *testing.T) {
+	t.Parallel()
 	p, rcv, _ := tracedPlatformOver(t, false, "grpc")
 	id := approvedRun(t, p, "Write a note over gRPC.", nil)
 	checkApprovedRunTrace(t, rcv, rcv.waitTrace(t, id), id)
@@ -441,6 +439,7 @@ func TestTelemetryTraceOverGRPC(t *testing.T) {
 // TestTelemetryCapturesContentWhenAsked: with telemetry.capture_content the chat span
 // carries the prompt and the execute_tool span the tool's arguments.
 func TestTelemetryCapturesContentWhenAsked(t *testing.T) {
+	t.Parallel()
 	p, rcv, _ := tracedPlatform(t, true)
 	id := approvedRun(t, p, "Write a note PROMPT-MARKER-43.", nil)
 	spans := rcv.waitTrace(t, id)
@@ -540,6 +539,7 @@ func (r *otlpReceiver) waitSpans(t *testing.T, names ...string) []*gotSpan {
 // the starter's call through the update's handler to the agent's model call, each span
 // once.
 func TestTelemetrySessionPromptTrace(t *testing.T) {
+	t.Parallel()
 	rcv := startOTLPReceiver(t)
 	model := fakellm.New(fakellm.Reply{Content: "Hello, Mac."})
 	p := newPlatform(t)

@@ -52,6 +52,7 @@ type tokenLimitScale struct {
 // measurement; NEXO_TOKENLIMIT_UNPACED=1 is the control, the same load with no limit on
 // the endpoint (the provider then answers 429s, each waited out for its Retry-After).
 func TestFleetTokenLimit(t *testing.T) {
+	slowTest(t, "NEXO_TOKENLIMIT_FULL")
 	sc := tokenLimitScale{runs: 20, calls: 2, tpm: 20000, padding: 2000}
 	if os.Getenv("NEXO_TOKENLIMIT_FULL") == "1" {
 		sc = tokenLimitScale{runs: 20, calls: 4, tpm: 20000, padding: 2000}

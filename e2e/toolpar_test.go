@@ -81,7 +81,10 @@ func parallelGated(t *testing.T) (*platform, client.Client, string) {
 	return p, c, id
 }
 
-func TestParallelToolsGatedE2E(t *testing.T) { parallelGated(t) }
+func TestParallelToolsGatedE2E(t *testing.T) {
+	t.Parallel()
+	parallelGated(t)
+}
 
 func recordToolsParallelGated(t *testing.T, r *recorder) {
 	_, c, id := parallelGated(t)
@@ -140,7 +143,10 @@ agents:
 	return p, c, id
 }
 
-func TestSessionThinkingAndPlanE2E(t *testing.T) { sessionThinkingPlan(t) }
+func TestSessionThinkingAndPlanE2E(t *testing.T) {
+	t.Parallel()
+	sessionThinkingPlan(t)
+}
 
 func recordToolsSessionThinkingPlan(t *testing.T, r *recorder) {
 	_, c, id := sessionThinkingPlan(t)

@@ -51,6 +51,7 @@ func callIDs(t testing.TB, rec api.Record) []string {
 // holds the runs is SIGKILLed between the write and the read: each run moves to another
 // host, restores the snapshot its write left, and its read sees its own write.
 func TestWorkspaceNothingWrittenIsLostWhenAHostDies(t *testing.T) {
+	t.Parallel()
 	hostDiesBetweenWriteAndRead(t, "local")
 }
 
@@ -58,6 +59,7 @@ func TestWorkspaceNothingWrittenIsLostWhenAHostDies(t *testing.T) {
 // container and restores the snapshot into it; the killed host's container stays until
 // its host comes back (the test removes it).
 func TestWorkspaceDockerHostDies(t *testing.T) {
+	// Serial: the Docker engine and its reapers are shared with the other Docker tests.
 	requireSandboxImage(t)
 	hostDiesBetweenWriteAndRead(t, "docker")
 }
@@ -142,6 +144,7 @@ func waitStatusRetrying(t *testing.T, p *platform, id string, want api.Status) a
 // state has both lines, `files` lists it, `diff` shows the change, and bad input is a
 // clear error.
 func TestWorkspaceFilesAtEveryCall(t *testing.T) {
+	t.Parallel()
 	model := fakellm.New(
 		fakellm.Reply{ToolCalls: []fakellm.Call{writeCall("a.txt", "v1\n")}},
 		fakellm.Reply{ToolCalls: []fakellm.Call{writeCall("a.txt", "v2\n")}},

@@ -175,6 +175,16 @@ type Server struct {
 	holds    map[string]chan struct{} // Reply.Hold by name: closed once released
 	// tokenLimit is LimitTokens (tokenlimit.go); nil: no limit.
 	tokenLimit *tokenLimit
+	streamed   int // content words sent in streamed replies (StreamedWords)
+}
+
+// StreamedWords is how many words of content the server has sent in streamed replies so
+// far, over all requests: a test that must act while a reply is part-way through its
+// stream (kill the worker mid-stream) waits for this to grow instead of sleeping.
+func (s *Server) StreamedWords() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.streamed
 }
 
 // hold is the channel of the hold name, closed once it is released.
@@ -550,6 +560,9 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req wireReq, rep
 			return
 		}
 		send(chunk(map[string]any{"content": word}, nil))
+		s.mu.Lock()
+		s.streamed++
+		s.mu.Unlock()
 	}
 	finish := "stop"
 	if calls, ok := msg["tool_calls"].([]map[string]any); ok {

@@ -6,9 +6,6 @@
 package main
 
 import (
-	"context"
-	"io"
-
 	"github.com/nexo-temporal/nexo/examples/demo"
 	"github.com/nexo-temporal/nexo/platform"
 	"github.com/nexo-temporal/nexo/platform/dev"
@@ -23,11 +20,5 @@ var command = platform.Command{Name: "worker", Options: []platform.Option{
 
 func main() { command.Main() }
 
-// run, exitCode and usageLine are the command's own, under the names its tests use.
-func run(ctx context.Context, argv []string, stdout, stderr io.Writer) error {
-	return command.Run(ctx, argv, stdout, stderr)
-}
-
-func exitCode(err error, stderr io.Writer) int { return command.ExitCode(err, stderr) }
-
-var usageLine = command.UsageLine()
+// Its tests are e2e/worker_cli_test.go, against the built binary: a test binary here would
+// link the Temporal server once more.

@@ -7,8 +7,10 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -42,6 +44,10 @@ func TestPostgresCrashKeepsData(t *testing.T) {
 	if err := pg.start(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// start returns only once a login works: the first query needs no retry.
+	if err := pingSQL(ctx, pg.dsn()); err != nil {
+		t.Fatalf("first login after start: %v", err)
+	}
 	q := func(sql string) string {
 		t.Helper()
 		out, err := exec.CommandContext(ctx, psql, "-h", "127.0.0.1", "-p", strconv.Itoa(pg.port), "-U", "postgres",
@@ -59,6 +65,11 @@ func TestPostgresCrashKeepsData(t *testing.T) {
 	}
 	if err := pg.start(ctx); err != nil {
 		t.Fatal(err)
+	}
+	// Recovery from the write-ahead log refuses logins (57P03) with the port open; start
+	// waited it out, so the first login after the crash works.
+	if err := pingSQL(ctx, pg.dsn()); err != nil {
+		t.Fatalf("first login after the crash: %v", err)
 	}
 	if got := q("SELECT v FROM kept"); got != "42" {
 		t.Errorf("after the crash: %q, want 42", got)
@@ -121,5 +132,54 @@ func TestGeneratedTLSVerifies(t *testing.T) {
 	}
 	if err := dial(nil); err == nil {
 		t.Error("client without a certificate was accepted")
+	}
+}
+
+// startupRefuser accepts connections and answers every startup message the way PostgreSQL
+// does while it starts up or recovers: an open port whose logins fail with 57P03.
+func startupRefuser(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	msg := "SFATAL\x00C57P03\x00Mthe database system is starting up\x00\x00"
+	resp := append([]byte{'E', 0, 0, 0, byte(4 + len(msg))}, msg...)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				buf := make([]byte, 1024)
+				_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+				_, _ = c.Read(buf) // the startup message (or an SSL request)
+				_, _ = c.Write(resp)
+			}()
+		}
+	}()
+	return l.Addr().String()
+}
+
+// An open port that refuses logins is not ready: waitLogin keeps trying until its deadline
+// and then says that no login succeeded, with the server's last answer.
+func TestWaitLoginIsNotFooledByAnOpenPort(t *testing.T) {
+	addr := startupRefuser(t)
+	p, err := startProcess("postgres", exec.Command("sleep", "60"), filepath.Join(t.TempDir(), "log"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { p.signal(syscall.SIGKILL); <-p.done }()
+	err = waitLogin(context.Background(), "postgres://postgres@"+addr+"/postgres?sslmode=disable", p, time.Second)
+	if err == nil {
+		t.Fatal("waitLogin succeeded against a server that refuses every login")
+	}
+	for _, want := range []string{"no login and SELECT 1 succeeded within 1s", "57P03"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("waitLogin error = %q, want it to contain %q", err, want)
+		}
 	}
 }

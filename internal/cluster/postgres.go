@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // ErrNoPostgres means the PostgreSQL server binaries (initdb, postgres) are not installed.
@@ -101,7 +103,7 @@ func (pg *postgres) command(ctx context.Context, bin string, args ...string) *ex
 	return cmd
 }
 
-// start runs the server and waits until it accepts connections.
+// start runs the server and waits until a login and a query succeed (see waitLogin).
 func (pg *postgres) start(ctx context.Context) error {
 	bin, _ := postgresBin("postgres")
 	cmd := pg.command(context.Background(), bin, "-D", pg.data, "-p", strconv.Itoa(pg.port),
@@ -112,7 +114,16 @@ func (pg *postgres) start(ctx context.Context) error {
 		return err
 	}
 	pg.proc = p
-	return waitTCP(ctx, pg.addr(), p)
+	return waitLogin(ctx, pg.dsn(), p, pgReadyTimeout)
+}
+
+// pgReadyTimeout bounds how long start waits for the first login: recovery after a crash
+// replays the write-ahead log first, which takes seconds on a loaded machine.
+const pgReadyTimeout = 2 * time.Minute
+
+// dsn is the connection string of the postgres superuser (trust auth on loopback).
+func (pg *postgres) dsn() string {
+	return fmt.Sprintf("postgres://postgres@%s/postgres?sslmode=disable&connect_timeout=5", pg.addr())
 }
 
 func (pg *postgres) addr() string { return "127.0.0.1:" + strconv.Itoa(pg.port) }
@@ -135,6 +146,46 @@ func (pg *postgres) stop() {
 		pg.proc = nil
 	}
 	_ = os.RemoveAll(pg.dir)
+}
+
+// waitLogin waits until a client can log in to dsn and run SELECT 1, failing early if p
+// exits and after timeout at the latest. An open port is not enough: while it starts up or
+// recovers, PostgreSQL accepts connections and refuses every login with 57P03 ("the
+// database system is starting up"), which is what temporal-sql-tool met under load.
+func waitLogin(ctx context.Context, dsn string, p *process, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var last error
+	for {
+		err := pingSQL(ctx, dsn)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() == nil || last == nil { // keep the server's answer, not our deadline
+			last = err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: no login and SELECT 1 succeeded within %s (last error: %v)\n%s", p.name, timeout, last, p.tail())
+		case <-p.done:
+			return fmt.Errorf("%s exited before a login succeeded (last error: %v):\n%s", p.name, last, p.tail())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// pingSQL logs in to dsn and runs SELECT 1 on a fresh connection.
+func pingSQL(ctx context.Context, dsn string) error {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	var one int
+	if err := conn.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil {
+		return fmt.Errorf("SELECT 1: %w", err)
+	}
+	return nil
 }
 
 // waitTCP waits until addr accepts a TCP connection, failing early if p exits.

@@ -1,4 +1,7 @@
-package main
+// Package refund is the workflow RefundRequest and the activities of a small shop, the
+// part of the custom worker a user writes. It is a package of its own, not in main, so its
+// tests (and a user's) do not link the Temporal server that main's --dev brings in.
+package refund
 
 import (
 	"errors"
@@ -10,6 +13,7 @@ import (
 
 	"github.com/nexo-temporal/nexo/agents"
 	"github.com/nexo-temporal/nexo/api"
+	"github.com/nexo-temporal/nexo/platform"
 	"github.com/nexo-temporal/nexo/workflows"
 )
 
@@ -131,4 +135,14 @@ func (in RefundInput) check() error {
 		return fmt.Errorf("RefundRequest payload: %s", strings.ReplaceAll(err.Error(), "\n", "; "))
 	}
 	return nil
+}
+
+// Options are what this example adds to a platform: the workflow RefundRequest and the
+// shop's activities (LookupOrder and IssueRefund). The worker's main adds the embedded
+// server (--dev) to them; the replay test registers these alone.
+func Options() []platform.Option {
+	return []platform.Option{
+		platform.Workflow("RefundRequest", RefundRequest),
+		platform.Activity(NewShop()),
+	}
 }

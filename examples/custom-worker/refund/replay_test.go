@@ -1,4 +1,4 @@
-package main
+package refund
 
 import (
 	"path/filepath"
@@ -10,17 +10,17 @@ import (
 	"github.com/nexo-temporal/nexo/platform"
 )
 
-// TestReplayRecordedHistories replays RefundRequest's recorded runs (testdata, recorded by
+// TestReplayRecordedHistories replays RefundRequest's recorded runs (../testdata, recorded by
 // e2e's TestRecordRefundRequestHistories) against today's code, with the workflows this
 // worker registers (the platform's RegisterWorkflows), so a change that would break a
 // refund waiting for its human fails here. Guard such a change with workflow.GetVersion
 // and record a new fixture beside the old ones.
 func TestReplayRecordedHistories(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("testdata", "*.json"))
+	files, err := filepath.Glob(filepath.Join("..", "testdata", "*.json"))
 	if err != nil || len(files) == 0 {
-		t.Fatalf("no replay fixtures in testdata (%v)", err)
+		t.Fatalf("no replay fixtures in ../testdata (%v)", err)
 	}
-	p, err := platform.New(config.Config{}, options()...)
+	p, err := platform.New(config.Config{}, Options()...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,135 @@
+package e2e
+
+import (
+	"fmt"
+	"net"
+	"sync"
+	"testing"
+)
+
+// Parallel tests each start servers on ports of their own. A port picked by listening on
+// port 0 and closing at once can be picked again by another test (or by the kernel for an
+// outgoing connection) before the process meant to bind it does; so a port is held open by
+// a listener of ours until the moment that process starts, then parked in TIME_WAIT (the
+// kernel gives a port in TIME_WAIT to no port-0 bind, while the server's own bind, with
+// SO_REUSEADDR, succeeds), and never handed out twice in one run of the package.
+
+// heldPort is a loopback port this process holds open until release.
+type heldPort struct {
+	Port int
+	mu   sync.Mutex
+	l    net.Listener // nil once released
+}
+
+var portsGiven = struct {
+	sync.Mutex
+	m    map[int]bool
+	held map[int]*heldPort // the ports still held, for releasePort
+}{m: map[int]bool{}, held: map[int]*heldPort{}}
+
+// releasePort releases port if this process holds it (see heldPort.release): for a server
+// started in this process on a platform's port (startDevServer).
+func releasePort(port int) error {
+	portsGiven.Lock()
+	h := portsGiven.held[port]
+	portsGiven.Unlock()
+	if h == nil {
+		return nil
+	}
+	return h.release()
+}
+
+// holdPort reserves a loopback port for t; it is released when t ends at the latest.
+func holdPort(t testing.TB) *heldPort {
+	t.Helper()
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("reserve a loopback port: %v", err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		portsGiven.Lock()
+		dup := portsGiven.m[port]
+		portsGiven.m[port] = true
+		portsGiven.Unlock()
+		if dup { // given to an earlier test of this run: keep it held while we pick another
+			defer l.Close()
+			continue
+		}
+		h := &heldPort{Port: port, l: l}
+		portsGiven.Lock()
+		portsGiven.held[port] = h
+		portsGiven.Unlock()
+		t.Cleanup(func() { _ = h.release() })
+		return h
+	}
+	t.Fatal("reserve a loopback port: 100 tries gave ports already handed out")
+	return nil
+}
+
+// release lets the port go just before the process that binds it starts: the listener
+// accepts one connection of ours and closes its side first, so the port itself is the
+// side in TIME_WAIT. Releasing twice is fine.
+func (h *heldPort) release() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.l == nil {
+		return nil
+	}
+	l := h.l
+	h.l = nil
+	portsGiven.Lock()
+	delete(portsGiven.held, h.Port)
+	portsGiven.Unlock()
+	defer l.Close()
+	c, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		return fmt.Errorf("release port %d: %w", h.Port, err)
+	}
+	defer c.Close()
+	s, err := l.Accept()
+	if err != nil {
+		return fmt.Errorf("release port %d: %w", h.Port, err)
+	}
+	return s.Close()
+}
+
+// freePort is a loopback port for a server the test starts in this process or passes on
+// at once: held, then released into TIME_WAIT, and never handed to another test.
+func freePort(t testing.TB) int {
+	t.Helper()
+	h := holdPort(t)
+	if err := h.release(); err != nil {
+		t.Fatal(err)
+	}
+	return h.Port
+}
+
+// TestPortsAreNeverHandedOutTwice: ports held by parallel tests differ, a released port can
+// be bound by the process it was meant for, and it is not handed out again.
+func TestPortsAreNeverHandedOutTwice(t *testing.T) {
+	t.Parallel()
+	seen := map[int]bool{}
+	var held []*heldPort
+	for range 50 {
+		h := holdPort(t)
+		if seen[h.Port] {
+			t.Fatalf("port %d handed out twice", h.Port)
+		}
+		seen[h.Port] = true
+		held = append(held, h)
+	}
+	if err := held[0].release(); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", held[0].Port))
+	if err != nil {
+		t.Fatalf("bind the released port %d: %v", held[0].Port, err)
+	}
+	l.Close()
+	for range 50 {
+		if p := freePort(t); seen[p] {
+			t.Fatalf("port %d handed out again after its release", p)
+		}
+	}
+}
