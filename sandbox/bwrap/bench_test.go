@@ -2,6 +2,7 @@ package bwrap
 
 import (
 	"context"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -48,8 +49,14 @@ func BenchmarkShellStart(b *testing.B) {
 		}
 	}
 	byHand := func(b *testing.B) {
+		filter, err := filterFile()
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer filter.Close()
 		cmd := exec.Command(args[0], args[1:]...)
 		cmd.Dir = dir
+		cmd.ExtraFiles = []*os.File{filter}
 		if out, err := cmd.CombinedOutput(); err != nil {
 			b.Fatalf("bwrap by hand: %v: %s", err, out)
 		}

@@ -2,8 +2,8 @@
 // sandbox.Local, whose commands each run under bubblewrap (Debian's bwrap) in new user,
 // mount, pid, ipc, uts, network and (where the kernel allows) cgroup namespaces, with a
 // read-only system, the workspace the only writable place, a private /tmp, a /proc of
-// the sandbox's own processes, every capability dropped, a cleared environment and
-// resource limits. A command is a process, not a container, so it starts in milliseconds.
+// the sandbox's own processes, every capability dropped, a seccomp filter, a cleared
+// environment and resource limits. A command is a process, not a container, so it starts in milliseconds.
 //
 // File operations (read, write, glob, listing for snapshots, archives for moves) act on
 // the directory from the worker through sandbox.Local's path guard: the workspace is a
@@ -166,6 +166,8 @@ func sealedArgs(bin, dir string, env map[string]string) ([]string, error) {
 		// push input into the worker's terminal (TIOCSTI).
 		"--die-with-parent", "--new-session",
 		"--hostname", "sandbox", "--clearenv",
+		// The seccomp filter (seccomp.go), read from the command's descriptor 3.
+		"--seccomp", "3",
 	}
 	keys := make([]string, 0, len(env))
 	for k := range env {
@@ -221,17 +223,14 @@ func limits(opts Options) []string {
 	return out
 }
 
-// wrap runs argv (sh -c CMD) under bwrap.
+// wrap runs argv (sh -c CMD) under bwrap, with the seccomp filter as descriptor 3.
 func (s *Sandbox) wrap(argv []string) ([]string, []*os.File, error) {
+	filter, err := filterFile()
+	if err != nil {
+		return nil, nil, err
+	}
 	out := make([]string, 0, len(s.prefix)+len(argv))
-	return append(append(out, s.prefix...), argv...), nil, nil
-}
-
-// Args returns the command line a command runs with (bwrap, its options and, for cmd,
-// sh -c cmd): what Shell starts, for a benchmark to run by hand.
-func (s *Sandbox) Args(cmd string) []string {
-	argv, _, _ := s.wrap([]string{"/bin/sh", "-c", cmd})
-	return argv
+	return append(append(out, s.prefix...), argv...), []*os.File{filter}, nil
 }
 
 // Shell runs command sealed in the workspace (see sandbox.Local.Shell for timeouts,
@@ -279,8 +278,14 @@ func Probe(ctx context.Context, bwrapPath string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	filter, err := filterFile()
+	if err != nil {
+		return fmt.Errorf("probe bubblewrap: %w", err)
+	}
+	defer filter.Close()
 	cmd := exec.CommandContext(ctx, args[0], append(args[1:], prlimitPath, "--nproc=64", "--", "/bin/true")...)
 	cmd.Env = []string{"PATH=" + shellPath}
+	cmd.ExtraFiles = []*os.File{filter}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		msg := strings.TrimSpace(string(out))
