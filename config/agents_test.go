@@ -66,12 +66,25 @@ func TestLoadAgentPool(t *testing.T) {
 	}
 }
 
-// TestLoadAgentBubblewrap: the README's bubblewrap agent loads with its limits.
+// TestLoadAgentBubblewrap: the README's bubblewrap agent, as printed, loads with its limits.
 func TestLoadAgentBubblewrap(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var y string
+	for _, blk := range strings.Split(string(readme), "```yaml\n")[1:] {
+		if blk, _, _ = strings.Cut(blk, "```"); strings.Contains(blk, "type: bubblewrap") {
+			y = blk
+			break
+		}
+	}
+	if y == "" {
+		t.Fatal("README has no ```yaml block with a bubblewrap agent")
+	}
 	dir := t.TempDir()
 	t.Chdir(dir)
-	y := "llm: {base_url: http://x:1/v1}\nagents:\n  - name: coder\n    permissions: {mode: auto}\n    sandbox: {type: bubblewrap, memory: 2g, pids_limit: 256}\n"
-	if err := os.WriteFile(filepath.Join(dir, DefaultFile), []byte(y), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, DefaultFile), []byte("llm: {base_url: http://x:1/v1}\n"+y), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cfg, err := Load(LoadOptions{Env: []string{}})

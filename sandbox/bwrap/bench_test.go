@@ -13,8 +13,10 @@ import (
 )
 
 // BenchmarkShellStart times a trivial command from the call to its result on the local
-// tier, on the bubblewrap tier, and with bwrap run by hand with the tier's own options
-// (its namespaces, binds and limits) on /bin/true, beside the Docker tier's VersusCLI.
+// tier, on the bubblewrap tier, with bwrap run by hand with the tier's own options (its
+// namespaces, binds, filter and limits) on /bin/true, and with a bare bwrap (a user
+// namespace and /usr, nothing else: what bubblewrap itself costs on this machine), beside
+// the Docker tier's VersusCLI.
 // Each reports its median per command as p50-ms. Run it with
 //
 //	go test ./sandbox/bwrap -run '^$' -bench ShellStart -benchtime 20x -count 5
@@ -61,10 +63,28 @@ func BenchmarkShellStart(b *testing.B) {
 			b.Fatalf("bwrap by hand: %v: %s", err, out)
 		}
 	}
+	bin, err := LookPath("")
+	if err != nil {
+		b.Fatal(err)
+	}
+	bare := []string{bin, "--unshare-user", "--ro-bind", "/usr", "/usr"}
+	for _, d := range []string{"/bin", "/lib", "/lib64"} {
+		if target, err := os.Readlink(d); err == nil {
+			bare = append(bare, "--symlink", target, d)
+		} else if _, err := os.Stat(d); err == nil {
+			bare = append(bare, "--ro-bind", d, d)
+		}
+	}
+	bare = append(bare, "--", "/bin/true")
+	bareBwrap := func(b *testing.B) {
+		if out, err := exec.Command(bare[0], bare[1:]...).CombinedOutput(); err != nil {
+			b.Fatalf("bare bwrap: %v: %s", err, out)
+		}
+	}
 	for _, bm := range []struct {
 		name string
 		run  func(*testing.B)
-	}{{"local", shell(local)}, {"bubblewrap", shell(sealed)}, {"bwrap-by-hand", byHand}} {
+	}{{"local", shell(local)}, {"bubblewrap", shell(sealed)}, {"bwrap-by-hand", byHand}, {"bwrap-bare", bareBwrap}} {
 		b.Run(bm.name, func(b *testing.B) {
 			bm.run(b) // warm: page cache, first fork
 			times := make([]time.Duration, 0, b.N)
