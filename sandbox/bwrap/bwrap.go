@@ -120,6 +120,12 @@ func New(dir string, opts Options) (*Sandbox, error) {
 		env[k] = v
 	}
 	s.prefix, err = sealedArgs(bin, s.dir, env)
+	if abs := local.Dir(); abs != s.dir {
+		// The directory as the worker spells it (through a symbolic link) names it inside
+		// too, so a path from the file tools works in a command.
+		at := len(s.prefix) - 3 // before --chdir DIR --
+		s.prefix = append(s.prefix[:at:at], append([]string{"--bind", s.dir, abs}, s.prefix[at:]...)...)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("new bubblewrap sandbox: %w", err)
 	}
@@ -248,6 +254,9 @@ func (s *Sandbox) Instructions() string { return InstructionsFor(s.dir) }
 func InstructionsFor(dir string) string {
 	if abs, err := filepath.Abs(dir); err == nil {
 		dir = abs
+	}
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = real // the spelling a command's pwd shows
 	}
 	return fmt.Sprintf("Your workspace is the directory %s. Use the file tools with paths relative "+
 		"to it (absolute paths must lie inside it); paths that leave it, including through "+

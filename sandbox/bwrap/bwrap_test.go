@@ -3,6 +3,7 @@ package bwrap
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net"
 	"os"
 	"os/exec"
@@ -330,5 +331,50 @@ func TestSeccompFilter(t *testing.T) {
 		if !strings.Contains(sealed.Stdout, name+" Operation not permitted") {
 			t.Errorf("sealed %s: %q %q, want Operation not permitted", name, sealed.Stdout, sealed.Stderr)
 		}
+	}
+}
+
+// TestSymlinkedWorkspace: a workspace reached through a symbolic link is the same
+// directory inside the sandbox under both spellings.
+func TestSymlinkedWorkspace(t *testing.T) {
+	requireBwrap(t)
+	tmp, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(tmp, "real"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(tmp, "link")
+	if err := os.Symlink("real", link); err != nil {
+		t.Fatal(err)
+	}
+	sb, err := New(link, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close(context.Background())
+	res := run(t, sb, "echo one > "+filepath.Join(link, "a.txt")+" && cat "+filepath.Join(tmp, "real", "a.txt")+" && pwd")
+	if want := "one\n" + filepath.Join(tmp, "real") + "\n"; res.Stdout != want {
+		t.Errorf("through the link: %q %q, want %q", res.Stdout, res.Stderr, want)
+	}
+	if !strings.Contains(sb.Instructions(), filepath.Join(tmp, "real")) {
+		t.Errorf("Instructions() = %q, want the directory a command sees", sb.Instructions())
+	}
+}
+
+// TestProbeNoUserNamespaces: a bwrap that cannot make its namespaces (here a stand-in
+// that fails as bwrap does without user namespaces) is ErrUnavailable with bwrap's own
+// message and what to enable.
+func TestProbeNoUserNamespaces(t *testing.T) {
+	fake := filepath.Join(t.TempDir(), "bwrap")
+	script := "#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n"
+	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	err := Probe(context.Background(), fake)
+	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "No permissions to create new namespace") ||
+		!strings.Contains(err.Error(), "user namespaces must be enabled") {
+		t.Errorf("Probe = %v, want ErrUnavailable with bwrap's message and the sysctl to set", err)
 	}
 }
