@@ -324,13 +324,21 @@ func TestSeccompFilter(t *testing.T) {
 		t.Fatal(err)
 	}
 	sealed, local := run(t, w.sb, "python3 probe.py"), run(t, w.local, "python3 probe.py")
+	tested := 0
 	for _, name := range []string{"keyctl", "userfaultfd", "io_uring_setup"} {
 		if !strings.Contains(local.Stdout, name+" ok") {
-			t.Errorf("control: local %s did not succeed (%q %q); the case tests nothing", name, local.Stdout, local.Stderr)
+			// Refused on the host too (vm.unprivileged_userfaultfd=0 for a user that is
+			// not root, a container's own filter): this call shows nothing here.
+			t.Logf("control: local %s did not succeed (%q %q); not checked", name, local.Stdout, local.Stderr)
+			continue
 		}
+		tested++
 		if !strings.Contains(sealed.Stdout, name+" Operation not permitted") {
 			t.Errorf("sealed %s: %q %q, want Operation not permitted", name, sealed.Stdout, sealed.Stderr)
 		}
+	}
+	if tested == 0 {
+		t.Errorf("control: no probed call succeeds from the local tier (%q %q); the test shows nothing", local.Stdout, local.Stderr)
 	}
 }
 
