@@ -179,6 +179,9 @@ func TestSealed(t *testing.T) {
 	if got := strings.Fields(res.Stdout); len(got) != 2 || got[1] != "0000000000000000" {
 		t.Errorf("CapEff = %q, want 0000000000000000", res.Stdout)
 	}
+	if res := run(t, w.sb, "grep -E '^(NoNewPrivs|Seccomp):' /proc/self/status"); !strings.Contains(res.Stdout, "NoNewPrivs:\t1") || !strings.Contains(res.Stdout, "Seccomp:\t2") {
+		t.Errorf("status = %q, want NoNewPrivs 1 and Seccomp 2 (a filter)", res.Stdout)
+	}
 	res = run(t, w.sb, "env | sort")
 	want := "GREETING=hello\nHOME=" + w.dir + "\nLANG=C.UTF-8\nPATH=" + shellPath + "\nPWD=" + w.dir + "\nTMPDIR=/tmp\n"
 	if res.Stdout != want {
