@@ -120,14 +120,14 @@ func New(dir string, opts Options) (*Sandbox, error) {
 		env[k] = v
 	}
 	s.prefix, err = sealedArgs(bin, s.dir, env)
+	if err != nil {
+		return nil, fmt.Errorf("new bubblewrap sandbox: %w", err)
+	}
 	if abs := local.Dir(); abs != s.dir {
 		// The directory as the worker spells it (through a symbolic link) names it inside
 		// too, so a path from the file tools works in a command.
 		at := len(s.prefix) - 3 // before --chdir DIR --
 		s.prefix = append(s.prefix[:at:at], append([]string{"--bind", s.dir, abs}, s.prefix[at:]...)...)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("new bubblewrap sandbox: %w", err)
 	}
 	if lim := limits(opts); len(lim) > 0 {
 		s.prefix = append(append(s.prefix, prlimitPath), lim...)
