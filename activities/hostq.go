@@ -285,7 +285,7 @@ func (s *Sandboxes) OpenFresh(ctx context.Context, runID string, spec api.Sandbo
 			return nil, err
 		}
 	}
-	if (spec.Type == "" || spec.Type == api.SandboxLocal) && spec.Dir == "" && usableRunID(runID) {
+	if ownsDir(spec) && usableRunID(runID) {
 		if err := os.RemoveAll(filepath.Join(s.root, runID)); err != nil {
 			return nil, fmt.Errorf("clear workspace of run %s: %w", runID, err)
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nexo-temporal/nexo/api"
 	"github.com/nexo-temporal/nexo/sandbox"
+	"github.com/nexo-temporal/nexo/sandbox/bwrap"
 	"github.com/nexo-temporal/nexo/sandbox/docker"
 )
 
@@ -26,6 +27,8 @@ var ErrSandboxUnavailable = errors.New("sandbox type not available")
 type Sandboxes struct {
 	root   string
 	docker *docker.Manager
+	// bwrap is the bwrap executable when bubblewrap sandboxes were probed and work here.
+	bwrap string
 
 	mu   sync.Mutex
 	live map[string]sandbox.Sandbox
@@ -59,6 +62,34 @@ func liveKey(runID string, spec api.SandboxSpec) string {
 func (s *Sandboxes) WithDocker(m *docker.Manager) *Sandboxes {
 	s.docker = m
 	return s
+}
+
+// WithBubblewrap enables bubblewrap sandboxes on this worker, run with the bwrap
+// executable bin (which bwrap.Probe found working).
+func (s *Sandboxes) WithBubblewrap(bin string) *Sandboxes {
+	s.bwrap = bin
+	return s
+}
+
+// BubblewrapOptions turns a spec into the bubblewrap tier's options; a bad memory size is
+// an error naming the field.
+func BubblewrapOptions(spec api.SandboxSpec) (bwrap.Options, error) {
+	opts := bwrap.Options{Env: spec.Env, Pids: spec.PidsLimit}
+	if spec.Memory != "" {
+		n, err := bwrap.ParseMemory(spec.Memory)
+		if err != nil {
+			return bwrap.Options{}, fmt.Errorf("memory: %w", err)
+		}
+		opts.Memory = n
+	}
+	return opts, nil
+}
+
+// ownsDir says whether the spec's workspace is a directory under the sandbox root that the
+// run owns (made on first use, removed when the run ends): a local or bubblewrap sandbox
+// without a Dir of the user's.
+func ownsDir(spec api.SandboxSpec) bool {
+	return (spec.Type == "" || spec.Type == api.SandboxLocal || spec.Type == api.SandboxBubblewrap) && spec.Dir == ""
 }
 
 // DockerOptions turns a spec into the Docker tier's options.
@@ -147,7 +178,7 @@ func (s *Sandboxes) makesAnew(runID string, spec api.SandboxSpec) bool {
 	switch spec.Type {
 	case api.SandboxVirtual:
 		return true
-	case "", api.SandboxLocal:
+	case "", api.SandboxLocal, api.SandboxBubblewrap:
 		if spec.Dir != "" {
 			return false
 		}
@@ -183,6 +214,20 @@ func (s *Sandboxes) create(ctx context.Context, runID string, spec api.SandboxSp
 			dir = filepath.Join(s.root, runID)
 		}
 		sb, err = sandbox.NewLocal(dir, sandbox.LocalOptions{})
+	case api.SandboxBubblewrap:
+		if s.bwrap == "" {
+			return nil, fmt.Errorf("sandbox type bubblewrap for run %s: %w (bwrap did not run when this worker started; install bubblewrap and enable user namespaces)", runID, ErrSandboxUnavailable)
+		}
+		dir := spec.Dir
+		if dir == "" {
+			dir = filepath.Join(s.root, runID)
+		}
+		opts, oerr := BubblewrapOptions(spec)
+		if oerr != nil {
+			return nil, fmt.Errorf("sandbox type bubblewrap for run %s: %w", runID, oerr)
+		}
+		opts.Bwrap = s.bwrap
+		sb, err = bwrap.New(dir, opts)
 	case api.SandboxVirtual:
 		v := sandbox.NewVirtual()
 		if s.restoreVirtual != nil && !rebuilding {
@@ -195,7 +240,7 @@ func (s *Sandboxes) create(ctx context.Context, runID string, spec api.SandboxSp
 		}
 		sb, err = s.docker.Ensure(ctx, runID, DockerOptions(spec))
 	default:
-		return nil, fmt.Errorf("sandbox type %q for run %s: %w (this worker provides local and virtual)", spec.Type, runID, ErrSandboxUnavailable)
+		return nil, fmt.Errorf("sandbox type %q for run %s: %w (this worker provides local, virtual, bubblewrap and docker)", spec.Type, runID, ErrSandboxUnavailable)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open %s sandbox for run %s: %w", spec.Type, runID, err)
@@ -224,7 +269,7 @@ func (s *Sandboxes) Release(ctx context.Context, runID string, spec api.SandboxS
 			errs = append(errs, err)
 		}
 	}
-	if (spec.Type == "" || spec.Type == api.SandboxLocal) && spec.Dir == "" && usableRunID(runID) {
+	if ownsDir(spec) && usableRunID(runID) {
 		if err := os.RemoveAll(filepath.Join(s.root, runID)); err != nil {
 			errs = append(errs, fmt.Errorf("remove workspace of run %s: %w", runID, err))
 		}
@@ -249,6 +294,12 @@ func (s *Sandboxes) Instructions(ctx context.Context, runID string, spec api.San
 			dir = filepath.Join(s.root, runID)
 		}
 		return sandbox.LocalInstructions(dir)
+	case spec.Type == api.SandboxBubblewrap:
+		dir := spec.Dir
+		if dir == "" {
+			dir = filepath.Join(s.root, runID)
+		}
+		return bwrap.InstructionsFor(dir)
 	}
 	sb, err := s.Open(ctx, runID, spec)
 	if err != nil {

@@ -50,9 +50,12 @@ func entry(m api.Manifest, p string) (api.ManifestEntry, bool) {
 // A snapshot after each call lists every file with its sha256, uploads only what changed,
 // and a restore on another host (a fresh Sandboxes root) brings the files back exactly.
 func TestSnapshotAfterEveryCallIsIncrementalAndRestores(t *testing.T) {
-	for _, spec := range []api.SandboxSpec{{}, {Type: api.SandboxVirtual}} {
+	for _, spec := range []api.SandboxSpec{{}, {Type: api.SandboxVirtual}, {Type: api.SandboxBubblewrap}} {
 		t.Run(spec.Type+"tier", func(t *testing.T) {
 			e := newEnv(t, activities.Deps{})
+			if spec.Type == api.SandboxBubblewrap {
+				enableBubblewrap(t, e.sbs)
+			}
 			big := strings.Repeat("x", 100_000)
 			r1 := e.snapTool(t, spec, "", agents.ToolWriteFile, map[string]any{"path": "big.txt", "content": big})
 			if r1.Snapshot == nil || r1.Snapshot.Files != 1 || r1.Snapshot.Uploaded < 100_000 {
@@ -76,6 +79,9 @@ func TestSnapshotAfterEveryCallIsIncrementalAndRestores(t *testing.T) {
 
 			// Another host: a worker with its own (empty) sandbox root over the same store.
 			other := newEnvWithStore(t, e.dir)
+			if spec.Type == api.SandboxBubblewrap {
+				enableBubblewrap(t, other.sbs)
+			}
 			res, err := other.a.RestoreSandboxOnHost(context.Background(), api.ReleaseSandboxRequest{RunID: testRun, Sandbox: spec, Manifest: r2.Snapshot.Manifest})
 			if err != nil {
 				t.Fatalf("RestoreSandboxOnHost: %v", err)

@@ -115,9 +115,12 @@ func (s Spec) Validate() error {
 		errs = append(errs, fmt.Errorf("permissions.%w", err))
 	}
 	switch s.Sandbox.Type {
-	case "", api.SandboxLocal, api.SandboxVirtual, api.SandboxDocker:
+	case "", api.SandboxLocal, api.SandboxVirtual, api.SandboxDocker, api.SandboxBubblewrap:
 	default:
-		bad("sandbox.type", "%q is not one of local, virtual, docker", s.Sandbox.Type)
+		bad("sandbox.type", "%q is not one of local, virtual, bubblewrap, docker", s.Sandbox.Type)
+	}
+	if s.Sandbox.Type == api.SandboxBubblewrap && s.Sandbox.CPUs != 0 {
+		bad("sandbox.cpus", "a bubblewrap sandbox has no CPU limit (memory and pids_limit apply)")
 	}
 	if s.Sandbox.Type != api.SandboxDocker && (s.Sandbox.Image != "" || s.Sandbox.Network != "" || len(s.Sandbox.RWBinds) > 0 || len(s.Sandbox.ROBinds) > 0) {
 		bad("sandbox.type", "image, network and binds apply to docker sandboxes only (type %q)", s.Sandbox.Type)

@@ -11,14 +11,17 @@ const (
 	SandboxVirtual = "virtual"
 	SandboxLocal   = "local"
 	SandboxDocker  = "docker"
+	// SandboxBubblewrap: a host directory like local, whose commands each run sealed
+	// under bubblewrap (sandbox/bwrap).
+	SandboxBubblewrap = "bubblewrap"
 )
 
 // SandboxSpec declares the sandbox a run (or an agent) acts in. It travels in workflow
 // input, so it holds no secrets. The worker turns it into a sandbox.Sandbox.
 type SandboxSpec struct {
-	// Type is virtual, local or docker. Empty means local.
+	// Type is virtual, local, bubblewrap or docker. Empty means local.
 	Type string `json:"type,omitempty" mapstructure:"type" yaml:"type"`
-	// Dir is the host directory of a local sandbox. Empty means a fresh directory per run
+	// Dir is the host directory of a local or bubblewrap sandbox. Empty means a fresh directory per run
 	// under the worker's workspace root, owned by the run and removed when it ends.
 	Dir string `json:"dir,omitempty" mapstructure:"dir" yaml:"dir"`
 	// Snapshot, set true, snapshots a user's Dir after every change as a per-run workspace
@@ -41,13 +44,16 @@ type SandboxSpec struct {
 	Workdir string `json:"workdir,omitempty" mapstructure:"workdir" yaml:"workdir"`
 	// Network is none (default), bridge, or a named Docker network.
 	Network string `json:"network,omitempty" mapstructure:"network" yaml:"network"`
-	// Memory ("512m", "2g"), CPUs (0.5, 2) and PidsLimit (0: 512, -1: none) bound it.
+	// Memory ("512m", "2g"), CPUs (0.5, 2) and PidsLimit (0: 512, -1: none) bound it. A
+	// bubblewrap sandbox takes Memory as each process's address space (default 1g) and
+	// PidsLimit as its processes (RLIMIT_NPROC, default 512); it has no CPU limit.
 	Memory    string  `json:"memory,omitempty" mapstructure:"memory" yaml:"memory"`
 	CPUs      float64 `json:"cpus,omitempty" mapstructure:"cpus" yaml:"cpus"`
 	PidsLimit int64   `json:"pids_limit,omitempty" mapstructure:"pids_limit" yaml:"pids_limit"`
 	// User runs commands ("name", "uid", "uid:gid"); empty: the image's user.
 	User string `json:"user,omitempty" mapstructure:"user" yaml:"user"`
-	// Env is added to the container's environment (no secrets: it is in history).
+	// Env is added to the container's environment, or a bubblewrap command's (no
+	// secrets: it is in history).
 	Env map[string]string `json:"env,omitempty" mapstructure:"env" yaml:"env"`
 	// ROBinds and RWBinds mount host paths ("host:container", both absolute).
 	ROBinds []string `json:"ro_binds,omitempty" mapstructure:"ro_binds" yaml:"ro_binds"`

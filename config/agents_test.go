@@ -66,6 +66,36 @@ func TestLoadAgentPool(t *testing.T) {
 	}
 }
 
+// TestLoadAgentBubblewrap: the README's bubblewrap agent, as printed, loads with its limits.
+func TestLoadAgentBubblewrap(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var y string
+	for _, blk := range strings.Split(string(readme), "```yaml\n")[1:] {
+		if blk, _, _ = strings.Cut(blk, "```"); strings.Contains(blk, "type: bubblewrap") {
+			y = blk
+			break
+		}
+	}
+	if y == "" {
+		t.Fatal("README has no ```yaml block with a bubblewrap agent")
+	}
+	dir := t.TempDir()
+	t.Chdir(dir)
+	if err := os.WriteFile(filepath.Join(dir, DefaultFile), []byte("llm: {base_url: http://x:1/v1}\n"+y), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Load(LoadOptions{Env: []string{}})
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if s := cfg.Agents[0].Sandbox; s.Type != "bubblewrap" || s.Memory != "2g" || s.PidsLimit != 256 {
+		t.Errorf("sandbox = %+v, want bubblewrap with memory 2g and pids_limit 256", s)
+	}
+}
+
 func TestAgentErrorsNameTheField(t *testing.T) {
 	for _, tc := range []struct{ name, yaml, want string }{
 		{"bad mode", "agents:\n  - name: a\n    permissions: {mode: yolo}\n", "agents[a].permissions.mode"},
@@ -76,6 +106,9 @@ func TestAgentErrorsNameTheField(t *testing.T) {
 		{"web_search without a backend", "llm: {base_url: http://x:1/v1}\nagents:\n  - name: a\n    web_search: true\n", "agents[a].web_search"},
 		{"retry budget under a minute", "llm: {base_url: http://x:1/v1}\nagents:\n  - name: a\n    retry_for: 10s\n", "agents[a].retry_for"},
 		{"bad pool", "llm: {base_url: http://x:1/v1}\nagents:\n  - name: trainer\n    sandbox: {type: docker, pool: GPU}\n", `agents[trainer].sandbox.pool: pool name "GPU" may hold only`},
+		{"unknown sandbox type", "llm: {base_url: http://x:1/v1}\nagents:\n  - name: a\n    sandbox: {type: firejail}\n", `agents[a].sandbox.type: "firejail" is not one of local, virtual, bubblewrap, docker`},
+		{"bubblewrap with an image", "llm: {base_url: http://x:1/v1}\nagents:\n  - name: a\n    sandbox: {type: bubblewrap, image: alpine}\n", "agents[a].sandbox.type: image, network and binds apply to docker sandboxes only"},
+		{"bubblewrap with cpus", "llm: {base_url: http://x:1/v1}\nagents:\n  - name: a\n    sandbox: {type: bubblewrap, cpus: 2}\n", "agents[a].sandbox.cpus: a bubblewrap sandbox has no CPU limit"},
 		{"escaping produces", "llm: {base_url: http://x:1/v1}\nagents:\n  - name: a\n    produces: [../x]\n", "agents[a].produces[0]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -172,6 +172,9 @@ func (p *Platform) Run(ctx context.Context) error {
 	} else {
 		fmt.Fprintln(stdout, "Docker sandboxes: unavailable (no Docker engine answered); local and virtual sandboxes work")
 	}
+	if err := startBubblewrap(ctx, sandboxes, cfg.Agents, stdout); err != nil {
+		return err
+	}
 	identity := workerIdentity()
 	w := worker.New(tc, cfg.Temporal.TaskQueue, worker.Options{
 		Identity: identity,

@@ -57,6 +57,9 @@ func (p *Platform) runSandboxHost(ctx context.Context) error {
 	} else {
 		fmt.Fprintln(stdout, "Docker sandboxes: unavailable (no Docker engine answered); local sandboxes work")
 	}
+	if err := startBubblewrap(ctx, sandboxes, cfg.Agents, stdout); err != nil {
+		return err
+	}
 
 	// No model, agents, MCP or notifications: none of their activities run here.
 	deps := activities.Deps{Store: store, Sandboxes: sandboxes, InlineLimit: cfg.Artifacts.InlineLimit,

@@ -39,6 +39,13 @@ type LocalOptions struct {
 	// MaxOutput caps, in bytes, what Shell keeps of stdout and of stderr each; the tail is
 	// kept and a "[truncated N bytes]" line marks the cut. <= 0 means DefaultMaxOutput.
 	MaxOutput int
+	// Wrap, when set, turns the argv of each command (/bin/sh -c CMD) into the argv Shell
+	// starts instead, such as a bwrap invocation that runs it sealed (sandbox/bwrap), and
+	// the files that process inherits as descriptors 3, 4, … (Shell closes them once it
+	// started, or failed to). The process is started and bounded like the shell itself:
+	// in the workspace directory, with the cleared environment, in a guarded process
+	// group killed at the timeout, with capped output. An error fails the call.
+	Wrap func(argv []string) ([]string, []*os.File, error)
 }
 
 // Local is a workspace in a host directory. Every path a tool gives it goes through the
@@ -55,6 +62,7 @@ type Local struct {
 	realRoot  string // physical (symlinks resolved)
 	env       []string
 	maxOutput int
+	wrap      func([]string) ([]string, []*os.File, error)
 
 	closed atomic.Bool
 	mu     sync.Mutex       // guards groups and orders Close against Shell starting
@@ -91,7 +99,7 @@ func NewLocal(dir string, opts LocalOptions) (*Local, error) {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	l := &Local{root: abs, realRoot: real, maxOutput: opts.MaxOutput, groups: map[int]struct{}{}}
+	l := &Local{root: abs, realRoot: real, maxOutput: opts.MaxOutput, wrap: opts.Wrap, groups: map[int]struct{}{}}
 	for _, k := range keys {
 		l.env = append(l.env, k+"="+env[k])
 	}
@@ -103,6 +111,10 @@ func NewLocal(dir string, opts LocalOptions) (*Local, error) {
 
 // Dir returns the workspace directory (absolute, as given to NewLocal).
 func (l *Local) Dir() string { return l.root }
+
+// RealDir returns the workspace directory with symbolic links resolved: the directory
+// commands run in.
+func (l *Local) RealDir() string { return l.realRoot }
 
 // Read returns the file's bytes.
 func (l *Local) Read(ctx context.Context, p string) ([]byte, error) {

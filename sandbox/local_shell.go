@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"sync"
 	"time"
@@ -54,7 +55,17 @@ func (l *Local) Shell(ctx context.Context, command string, timeout time.Duration
 		outW.Close()
 		return ShellResult{}, fmt.Errorf("run shell: %w", err)
 	}
-	cmd := exec.Command("/bin/sh", "-c", command)
+	argv := []string{"/bin/sh", "-c", command}
+	var extra []*os.File
+	if l.wrap != nil {
+		if argv, extra, err = l.wrap(argv); err != nil {
+			closeAll(outR, outW, errR, errW)
+			return ShellResult{}, fmt.Errorf("run shell: %w", err)
+		}
+	}
+	defer closeAll(extra...) // the child holds its own copies once started
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.ExtraFiles = extra
 	cmd.Dir = l.realRoot
 	cmd.Env = l.env
 	cmd.Stdout, cmd.Stderr = outW, errW // *os.File: the child writes to the pipes directly
@@ -80,7 +91,7 @@ func (l *Local) Shell(ctx context.Context, command string, timeout time.Duration
 	closeAll(outW, errW) // the child holds its own copies
 	if err != nil {
 		closeAll(outR, errR)
-		return ShellResult{}, fmt.Errorf("run shell: start sh: %w", err)
+		return ShellResult{}, fmt.Errorf("run shell: start %s: %w", filepath.Base(argv[0]), err)
 	}
 	pgid := g.pgid()
 

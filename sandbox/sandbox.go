@@ -1,6 +1,7 @@
 // Package sandbox is where an agent's and a run's file and shell operations happen: the
 // Sandbox interface, the path guard every tier relies on, and the in-memory (Virtual) and
-// host-directory (Local) tiers. The Docker tier lives in sandbox/docker.
+// host-directory (Local) tiers. The Docker tier lives in sandbox/docker, the sealed process
+// tier (a Local whose commands run under bubblewrap) in sandbox/bwrap.
 //
 // Ownership: a run owns its sandbox and closes it when the run ends; agents borrow it.
 package sandbox

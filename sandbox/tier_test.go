@@ -26,6 +26,15 @@ type tier struct {
 	outside func(t *testing.T) []string
 }
 
+// ExtraTier makes one more tier for the matrix over dir, a workspace directory of the test's
+// own: tiers in packages that import this one (sandbox/bwrap) add themselves from an
+// external test file (bwrap_tier_test.go), which an internal test cannot import. It
+// returns the tier's name and sandbox, or ok false when the tier cannot run here.
+type ExtraTier func(t *testing.T, dir string) (name string, sb Sandbox, ok bool)
+
+// ExtraTiers are added to every tier test.
+var ExtraTiers []ExtraTier
+
 func tiers(t *testing.T) []tier {
 	t.Helper()
 	tmp, err := filepath.EvalSymlinks(t.TempDir())
@@ -40,7 +49,7 @@ func tiers(t *testing.T) []tier {
 	t.Cleanup(func() { loc.Close(context.Background()) })
 	virt := NewVirtual()
 	t.Cleanup(func() { virt.Close(context.Background()) })
-	return []tier{
+	out := []tier{
 		{
 			name: "virtual",
 			sb:   virt,
@@ -62,6 +71,34 @@ func tiers(t *testing.T) []tier {
 			},
 		},
 	}
+	for _, extra := range ExtraTiers {
+		tmp, err := filepath.EvalSymlinks(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := filepath.Join(tmp, "ws", "root")
+		name, sb, ok := extra(t, dir)
+		if !ok {
+			continue
+		}
+		t.Cleanup(func() { sb.Close(context.Background()) })
+		out = append(out, tier{
+			name: name,
+			sb:   sb,
+			abs:  func(rel string) string { return filepath.Join(dir, rel) },
+			outside: func(t *testing.T) []string {
+				var files []string
+				filepath.WalkDir(tmp, func(p string, d fs.DirEntry, err error) error {
+					if err == nil && !d.IsDir() && !strings.HasPrefix(p, dir+"/") {
+						files = append(files, p)
+					}
+					return nil
+				})
+				return files
+			},
+		})
+	}
+	return out
 }
 
 func TestRoundTrip(t *testing.T) {
@@ -343,6 +380,8 @@ func TestInstructions(t *testing.T) {
 				want = []string{"in-memory", "no shell", VirtualRoot}
 			case "local":
 				want = []string{tr.abs(""), "sh", "relative"}
+			case "bubblewrap":
+				want = []string{tr.abs(""), "sh", "relative", "read-only", "no network"}
 			}
 			for _, w := range want {
 				if !strings.Contains(got, w) {

@@ -1,0 +1,102 @@
+package bwrap
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/nexo-temporal/nexo/sandbox"
+)
+
+// BenchmarkShellStart times a trivial command from the call to its result on the local
+// tier, on the bubblewrap tier, with bwrap run by hand with the tier's own options (its
+// namespaces, binds, filter and limits) on /bin/true, and with a bare bwrap (a user
+// namespace and /usr, nothing else: what bubblewrap itself costs on this machine), beside
+// the Docker tier's VersusCLI.
+// Each reports its median per command as p50-ms. Run it with
+//
+//	go test ./sandbox/bwrap -run '^$' -bench ShellStart -benchtime 20x -count 5
+//
+// Targets: bubblewrap <= 10 ms p50 per command, <= 3 ms over bwrap by hand.
+func BenchmarkShellStart(b *testing.B) {
+	if err := Probe(context.Background(), ""); err != nil {
+		b.Skipf("bubblewrap cannot run here: %v", err)
+	}
+	ctx := context.Background()
+	dir := filepath.Join(b.TempDir(), "ws")
+	sealed, err := New(dir, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sealed.Close(ctx)
+	local, err := sandbox.NewLocal(dir, sandbox.LocalOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer local.Close(ctx)
+	// By hand: the tier's bwrap options and limits, then /bin/true without a shell.
+	args := append(slices.Clone(sealed.prefix), "/bin/true")
+
+	shell := func(sb sandbox.Sandbox) func(b *testing.B) {
+		return func(b *testing.B) {
+			b.Helper()
+			res, err := sb.Shell(ctx, "true", 0)
+			if err != nil || res.ExitCode != 0 {
+				b.Fatalf("true: %v, %+v", err, res)
+			}
+		}
+	}
+	byHand := func(b *testing.B) {
+		filter, err := filterFile()
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer filter.Close()
+		cmd := exec.Command(args[0], args[1:]...)
+		cmd.Dir = dir
+		cmd.ExtraFiles = []*os.File{filter}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("bwrap by hand: %v: %s", err, out)
+		}
+	}
+	bin, err := LookPath("")
+	if err != nil {
+		b.Fatal(err)
+	}
+	bare := []string{bin, "--unshare-user", "--ro-bind", "/usr", "/usr"}
+	for _, d := range []string{"/bin", "/lib", "/lib64"} {
+		if target, err := os.Readlink(d); err == nil {
+			bare = append(bare, "--symlink", target, d)
+		} else if _, err := os.Stat(d); err == nil {
+			bare = append(bare, "--ro-bind", d, d)
+		}
+	}
+	bare = append(bare, "--", "/bin/true")
+	bareBwrap := func(b *testing.B) {
+		if out, err := exec.Command(bare[0], bare[1:]...).CombinedOutput(); err != nil {
+			b.Fatalf("bare bwrap: %v: %s", err, out)
+		}
+	}
+	for _, bm := range []struct {
+		name string
+		run  func(*testing.B)
+	}{{"local", shell(local)}, {"bubblewrap", shell(sealed)}, {"bwrap-by-hand", byHand}, {"bwrap-bare", bareBwrap}} {
+		b.Run(bm.name, func(b *testing.B) {
+			bm.run(b) // warm: page cache, first fork
+			times := make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				start := time.Now()
+				bm.run(b)
+				times = append(times, time.Since(start))
+			}
+			b.StopTimer()
+			slices.Sort(times)
+			b.ReportMetric(float64(times[len(times)/2].Microseconds())/1000, "p50-ms")
+		})
+	}
+}
