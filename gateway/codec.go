@@ -1,7 +1,10 @@
 package gateway
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 
@@ -37,7 +40,7 @@ func (s *Server) codecRoutes() []route {
 	if s.codec == nil {
 		return nil
 	}
-	serve := s.codec.ServeHTTP
+	serve := s.codecBody
 	return []route{
 		// CSRF tokens defend state changes made with the cookie's authority from other
 		// sites; here the origin check (only the gateway's pages and CodecOrigins) does
@@ -48,6 +51,26 @@ func (s *Server) codecRoutes() []route {
 		// The CORS preflight carries no credentials: public.
 		{method: "OPTIONS", path: codecPath + "/{op}", codec: true, handle: s.codecPreflight},
 	}
+}
+
+// codecBody reads the (bounded) request body before the SDK's codec handler does: the
+// handler answers a body over the limit with a 400, where the client needs the 413 that
+// says what to change.
+func (s *Server) codecBody(w http.ResponseWriter, r *http.Request) {
+	if r.Body != nil {
+		body, err := io.ReadAll(r.Body)
+		var tooLarge *http.MaxBytesError
+		switch {
+		case errors.As(err, &tooLarge):
+			problem(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than %d bytes, the codec endpoint's limit", tooLarge.Limit))
+			return
+		case err != nil:
+			problem(w, r, http.StatusBadRequest, fmt.Sprintf("read the request body: %v", err))
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+	}
+	s.codec.ServeHTTP(w, r)
 }
 
 // newCodec builds the codec handler over es (nil when es has no driver) and the origins

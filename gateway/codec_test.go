@@ -228,3 +228,26 @@ func openStore(t *testing.T, cfg config.Config) artifacts.Store {
 	t.Cleanup(func() { _ = st.Close() })
 	return st
 }
+
+// TestCodecBodyOverTheLimitIs413: a body one byte over 16 MiB was answered 400 by the SDK's
+// handler; it is a 413 naming the limit, as every other route answers.
+func TestCodecBodyOverTheLimitIs413(t *testing.T) {
+	s := codecServer(t, nil)
+	big := `{"payloads":[{"data":"` + strings.Repeat("A", codecMaxBody) + `"}]}`
+	resp := do(t, s, request{method: "POST", path: "/codec/decode", body: big, header: fromUI(map[string]string{"Content-Type": "application/json"})})
+	wantProblem(t, resp, http.StatusRequestEntityTooLarge, "larger than 16777216 bytes")
+	ok := payloadsJSON(t, &commonpb.Payload{Metadata: map[string][]byte{"encoding": []byte("json/plain")}, Data: []byte(`"hi"`)})
+	if resp := do(t, s, request{method: "POST", path: "/codec/decode", body: ok, header: fromUI(map[string]string{"Content-Type": "application/json"})}); resp.StatusCode != http.StatusOK {
+		t.Fatalf("a body under the limit: status %d, %s", resp.StatusCode, readBody(t, resp))
+	}
+}
+
+// TestDotSegmentsAreRefusedNotRedirected: GET /v1/runs/r1/artifacts/.. was a 307 to
+// /v1/runs/r1, another resource; it is a 400.
+func TestDotSegmentsAreRefusedNotRedirected(t *testing.T) {
+	s := newServer(t, &fakeRuns{}, Options{})
+	for _, p := range []string{"/v1/runs/r1/artifacts/..", "/v1/runs/r1/artifacts/./a", "/v1/runs/../approvals"} {
+		resp := do(t, s, request{method: "GET", path: p})
+		wantProblem(t, resp, http.StatusBadRequest, "has a . or .. segment")
+	}
+}

@@ -334,6 +334,13 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 // ServeHTTP dispatches to the route table. Unknown API paths and methods get problem
 // documents, like every other API error.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// ServeMux would answer a path with . or .. segments with a redirect to its cleaned
+	// form (GET /v1/runs/r1/artifacts/.. to /v1/runs/r1), which names another resource:
+	// such a path is refused instead.
+	if isAPI(r.URL.Path) && hasDotSegment(r.URL.Path) {
+		problem(w, r, http.StatusBadRequest, fmt.Sprintf("path %s has a . or .. segment; name the resource itself", r.URL.Path))
+		return
+	}
 	if _, pattern := s.mux.Handler(r); pattern == "" && isAPI(r.URL.Path) {
 		if allowed := s.allowedMethods(r); len(allowed) > 0 {
 			w.Header().Set("Allow", strings.Join(allowed, ", "))
@@ -344,6 +351,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mux.ServeHTTP(w, r)
+}
+
+// hasDotSegment reports whether p has a "." or ".." segment.
+func hasDotSegment(p string) bool {
+	for _, seg := range strings.Split(p, "/") {
+		if seg == "." || seg == ".." {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Server) allowedMethods(r *http.Request) []string {

@@ -471,9 +471,12 @@ type Summary struct {
 type ListRequest struct {
 	Status    api.Status // empty: any
 	Workflow  string     // empty: any
-	Limit     int        // <= 0: 50
+	Limit     int        // 0: 50; at most MaxListLimit
 	PageToken []byte
 }
+
+// MaxListLimit is the most runs one List returns (a page; the page token gets the next).
+const MaxListLimit = 1000
 
 // List returns runs newest first, through the visibility API, and the next page token.
 func (c *Client) List(ctx context.Context, req ListRequest) ([]Summary, []byte, error) {
@@ -482,7 +485,10 @@ func (c *Client) List(ctx context.Context, req ListRequest) ([]Summary, []byte, 
 		return nil, nil, err
 	}
 	limit := req.Limit
-	if limit <= 0 {
+	switch {
+	case limit < 0 || limit > MaxListLimit:
+		return nil, nil, &BadRequestError{Msg: fmt.Sprintf("list runs: limit %d is not between 1 and %d", limit, MaxListLimit)}
+	case limit == 0:
 		limit = 50
 	}
 	resp, err := c.tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{

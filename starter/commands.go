@@ -322,7 +322,7 @@ func listCmd() *command {
 		flags: func(fs *pflag.FlagSet) {
 			fs.String("status", "", "only runs with this status: "+joinStatuses())
 			fs.String("workflow", "", "only runs of this workflow")
-			fs.Int("limit", 50, "at most this many runs")
+			fs.Int("limit", 50, fmt.Sprintf("at most this many runs (1-%d)", runs.MaxListLimit))
 			fs.Bool("json", false, "print JSON")
 		},
 		run: func(ctx context.Context, e *env, fs *pflag.FlagSet, args []string) error {
@@ -339,6 +339,9 @@ func listCmd() *command {
 			}
 			req.Workflow, _ = fs.GetString("workflow")
 			req.Limit, _ = fs.GetInt("limit")
+			if req.Limit < 1 || req.Limit > runs.MaxListLimit {
+				return usagef("--limit %d: want 1 to %d", req.Limit, runs.MaxListLimit)
+			}
 			rc, err := e.runs(ctx)
 			if err != nil {
 				return err
