@@ -74,6 +74,32 @@ type BudgetRaise struct {
 	Cost   float64 `json:"cost,omitempty"`
 }
 
+// The bounds of one raise, and of what a decision carries (DecideRequest.Problem): a raise
+// adds one amount, never enough to overflow a bound, and a decision's texts and edited
+// arguments stay small in history.
+const (
+	MaxRaiseTokens  = 1_000_000_000 // tokens one raise adds
+	MaxRaiseCost    = 1_000_000.0   // USD one raise adds
+	MaxDecisionText = 64 << 10      // bytes of a decision's reason or answer
+	MaxDecisionArgs = 64 << 10      // bytes of a decision's edited arguments
+)
+
+// Problem says what is wrong with the raise ("" when nothing is): it adds exactly one
+// positive amount, tokens or USD, within MaxRaiseTokens / MaxRaiseCost.
+func (r BudgetRaise) Problem() string {
+	switch {
+	case r.Tokens < 0 || r.Cost < 0 || math.IsNaN(r.Cost) || math.IsInf(r.Cost, 0):
+		return fmt.Sprintf("a raise adds a positive amount, got %+d tokens and %v USD", r.Tokens, r.Cost)
+	case r.Tokens > 0 && r.Cost > 0:
+		return "a raise adds one amount, tokens or USD, not both (raise again for the other)"
+	case r.Tokens > MaxRaiseTokens:
+		return fmt.Sprintf("a raise of %d tokens is over the %d one raise may add", r.Tokens, MaxRaiseTokens)
+	case r.Cost > MaxRaiseCost:
+		return fmt.Sprintf("a raise of %s is over the %s one raise may add", FormatCost(r.Cost), FormatCost(MaxRaiseCost))
+	}
+	return ""
+}
+
 // BudgetPause is the Args of a budget pause's ApprovalInfo: which bound was reached and
 // how much was spent. A raise must add to the kind that was reached (tokens or cost).
 type BudgetPause struct {

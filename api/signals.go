@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"time"
 )
 
@@ -93,6 +94,24 @@ type DecideResult struct {
 	At         time.Time       `json:"at"`
 	// Budget is the raise a budget pause was approved with.
 	Budget *BudgetRaise `json:"budget,omitempty"`
+}
+
+// Problem says what is wrong with the request itself, whatever the run ("" when nothing
+// is): a raise out of bounds, a reason or answer over MaxDecisionText, edited arguments
+// over MaxDecisionArgs. Clients check it before sending and the run's validator again, so
+// a raw update is refused the same way and nothing oversized reaches history.
+func (r DecideRequest) Problem() string {
+	switch {
+	case len(r.Reason) > MaxDecisionText:
+		return fmt.Sprintf("the reason is %d bytes, over the %d a decision may carry", len(r.Reason), MaxDecisionText)
+	case len(r.Result) > MaxDecisionText:
+		return fmt.Sprintf("the answer is %d bytes, over the %d a decision may carry", len(r.Result), MaxDecisionText)
+	case len(r.Args) > MaxDecisionArgs:
+		return fmt.Sprintf("the edited arguments are %d bytes, over the %d a decision may carry", len(r.Args), MaxDecisionArgs)
+	case r.Budget != nil:
+		return r.Budget.Problem()
+	}
+	return ""
 }
 
 // ArgsSHA256 is the hex SHA-256 of a pending call's arguments as its record shows them

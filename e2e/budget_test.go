@@ -69,8 +69,16 @@ func TestBudgetEndToEnd(t *testing.T) {
 	if r := p.starter("approve", id); r.code != 1 || !strings.Contains(r.stderr, "approve it with a raise") {
 		t.Errorf("approve without --budget: exit %d\n%s", r.code, r.stderr)
 	}
-	if r := p.starter("approve", id, "--budget", "lots"); r.code != 2 || !strings.Contains(r.stderr, `"lots" is not a token raise`) {
-		t.Errorf("approve --budget lots: exit %d\n%s", r.code, r.stderr)
+	// One +N or +$X, bounded (hardening round two, item 1: 2^63-1 overflowed the bound
+	// and "+5,+5" was taken as +10).
+	for raise, want := range map[string]string{
+		"lots":                 `"lots" is not a raise`,
+		"+5,+5":                `"+5,+5" is not a raise: want one +N tokens`,
+		"+9223372036854775807": `"+9223372036854775807" is not a token raise: want +N tokens with 1 ≤ N ≤ 1000000000`,
+	} {
+		if r := p.starter("approve", id, "--budget", raise); r.code != 2 || !strings.Contains(r.stderr, want) {
+			t.Errorf("approve --budget %s: exit %d, want 2 and %q\n%s", raise, r.code, want, r.stderr)
+		}
 	}
 	if out := p.ok("approve", id, "--budget", "+50000"); !strings.Contains(out, "raised the budget of run "+id+" by +50000 tokens (budget-2)") {
 		t.Errorf("approve --budget: %s", out)

@@ -150,6 +150,9 @@ func (c *Client) Decide(ctx context.Context, id string, d Decision) (string, api
 func (c *Client) DecideRecord(ctx context.Context, rec api.Record, d Decision) (string, error) {
 	id := rec.ID
 	action := d.action()
+	if p := (api.DecideRequest{Reason: d.Reason, Result: d.Result, Args: d.Args, Budget: d.Budget}).Problem(); p != "" {
+		return "", &BadRequestError{Msg: fmt.Sprintf("decide run %s: %s", id, p)}
+	}
 	a, pending := rec.Approval()
 	if err := budgetMisfit(rec, d); err != nil {
 		return "", err

@@ -117,20 +117,22 @@ func parseWhen(v string, now time.Time) (time.Time, error) {
 	return time.Time{}, fmt.Errorf("%q is not a time: want RFC 3339 (2026-12-01T09:00:00Z), a date (2026-12-01) or a duration ago (24h, 7d)", v)
 }
 
-// parseRaise reads --budget: "+50000" (tokens, k and M allowed: "+50k"), "+$2.50" (USD),
-// or both separated by a comma ("+50k,+$1").
+// parseRaise reads --budget: one "+50000" (tokens, k and M allowed: "+50k") or one
+// "+$2.50" (USD), within what one raise may add (api.BudgetRaise.Problem).
 func parseRaise(v string) (*api.BudgetRaise, error) {
 	var r api.BudgetRaise
-	for _, part := range strings.Split(v, ",") {
-		p := strings.TrimPrefix(strings.TrimSpace(part), "+")
-		if usd, ok := strings.CutPrefix(p, "$"); ok {
-			c, err := strconv.ParseFloat(usd, 64)
-			if err != nil || c <= 0 {
-				return nil, fmt.Errorf("%q is not a cost raise: want +$X with X > 0, such as +$2.50", part)
-			}
-			r.Cost += c
-			continue
+	part := strings.TrimSpace(v)
+	p, signed := strings.CutPrefix(part, "+")
+	if !signed || strings.ContainsAny(p, ",+ ") {
+		return nil, fmt.Errorf("%q is not a raise: want one +N tokens (+50000, +50k, +1.5M) or one +$X (+$2.50)", v)
+	}
+	if usd, ok := strings.CutPrefix(p, "$"); ok {
+		c, err := strconv.ParseFloat(usd, 64)
+		if err != nil || !(c > 0) {
+			return nil, fmt.Errorf("%q is not a cost raise: want +$X with X > 0, such as +$2.50", part)
 		}
+		r.Cost = c
+	} else {
 		mult := 1.0
 		switch {
 		case strings.HasSuffix(p, "k"), strings.HasSuffix(p, "K"):
@@ -139,10 +141,13 @@ func parseRaise(v string) (*api.BudgetRaise, error) {
 			mult, p = 1e6, p[:len(p)-1]
 		}
 		n, err := strconv.ParseFloat(p, 64)
-		if err != nil || n*mult < 1 || n*mult > 1e12 {
-			return nil, fmt.Errorf("%q is not a token raise: want +N tokens with N ≥ 1, such as +50000 or +50k (or +$X for USD)", part)
+		if err != nil || !(n*mult >= 1) || n*mult > api.MaxRaiseTokens {
+			return nil, fmt.Errorf("%q is not a token raise: want +N tokens with 1 ≤ N ≤ %d, such as +50000 or +50k (or +$X for USD)", part, api.MaxRaiseTokens)
 		}
-		r.Tokens += int(n * mult)
+		r.Tokens = int(n * mult)
+	}
+	if problem := r.Problem(); problem != "" {
+		return nil, fmt.Errorf("%q: %s", part, problem)
 	}
 	return &r, nil
 }

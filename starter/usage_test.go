@@ -10,15 +10,17 @@ import (
 
 func TestParseRaise(t *testing.T) {
 	for in, want := range map[string]api.BudgetRaise{
-		"+50000": {Tokens: 50000}, "50k": {Tokens: 50000}, "+1.5M": {Tokens: 1_500_000},
-		"+$2.50": {Cost: 2.5}, "+50k,+$1": {Tokens: 50000, Cost: 1},
+		"+50000": {Tokens: 50000}, "+50k": {Tokens: 50000}, "+1.5M": {Tokens: 1_500_000},
+		"+$2.50": {Cost: 2.5}, " +1000 ": {Tokens: 1000},
 	} {
 		got, err := parseRaise(in)
 		if err != nil || *got != want {
 			t.Errorf("parseRaise(%q) = %+v, %v; want %+v", in, got, err, want)
 		}
 	}
-	for _, bad := range []string{"", "+0", "-5", "lots", "+$-1", "+$"} {
+	// Hardening round two, item 1: 2^63-1 tokens overflowed the bound, and "+5,+5" was +10.
+	for _, bad := range []string{"", "+0", "-5", "lots", "+$-1", "+$", "50k", "+5,+5", "+50k,+$1", "++5",
+		"+9223372036854775807", "+1000001k", "+$1e300", "+$NaN", "+$Inf"} {
 		if _, err := parseRaise(bad); err == nil || !strings.Contains(err.Error(), "raise") {
 			t.Errorf("parseRaise(%q) = %v, want an error naming the raise", bad, err)
 		}

@@ -105,6 +105,10 @@ func TestBudgetSuspendsThenRaiseFinishes(t *testing.T) {
 			{CallID: a.CallID, Action: api.DecideApprove, ArgsSHA256: a.ArgsSHA256, Budget: &api.BudgetRaise{Tokens: -5}},
 			{CallID: a.CallID, Action: api.DecideAnswer, ArgsSHA256: a.ArgsSHA256, Result: "go on"},
 			{CallID: "2.1", Action: api.DecideApprove, ArgsSHA256: a.ArgsSHA256, Budget: &api.BudgetRaise{Tokens: 10}},
+			// Hardening round two, items 1 and 3: a raw update used to overflow the bound
+			// (2^63-1 tokens) and to write a 3 MB reason into history.
+			{CallID: a.CallID, Action: api.DecideApprove, ArgsSHA256: a.ArgsSHA256, Budget: &api.BudgetRaise{Tokens: math.MaxInt}},
+			{CallID: a.CallID, Action: api.DecideDeny, ArgsSHA256: a.ArgsSHA256, Reason: strings.Repeat("r", 3<<20)},
 		} {
 			refusals = append(refusals, update(env, bad))
 		}
@@ -141,6 +145,8 @@ func TestBudgetSuspendsThenRaiseFinishes(t *testing.T) {
 		"a raise adds a positive amount",
 		"approve it with a raise or deny it (not answer)",
 		`a budget raise goes with a budget pause only, and "2.1" is none (pending: budget-3 (budget))`,
+		"a raise of 9223372036854775807 tokens is over the 1000000000 one raise may add",
+		"the reason is 3145728 bytes, over the 65536 a decision may carry",
 	}
 	for i, w := range want {
 		if o := refusals[i]; !o.done || o.err == nil || !strings.Contains(o.err.Error(), w) {

@@ -3,6 +3,7 @@ package workflows
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -265,6 +266,11 @@ func registerDecide(ctx workflow.Context, rt *runtime) {
 // checkDecision says why req cannot decide the pending call, or nil. It reads state
 // only, so it is fit for a validator.
 func (rt *runtime) checkDecision(req api.DecideRequest) error {
+	// The request's own bounds first (a validator's refusal writes no history; a
+	// validator's change is replay-safe, the SDK does not run it for accepted updates).
+	if p := req.Problem(); p != "" {
+		return errors.New(p)
+	}
 	if err, handled := rt.checkBudgetDecision(req); handled {
 		return err
 	}
