@@ -46,7 +46,7 @@ func TestRoomBoundaries(t *testing.T) {
 	t.Run("workflows import no I/O package", func(t *testing.T) {
 		forbidden := []string{
 			"os", "os/exec", "net", "net/http", "io/ioutil", "math/rand", "sync",
-			"github.com/docker/docker", "github.com/sashabaranov/go-openai",
+			"github.com/docker/docker", "github.com/moby/moby", "github.com/sashabaranov/go-openai",
 			"github.com/mark3labs/mcp-go", "github.com/spf13/viper",
 			module + "activities", module + "sandbox", module + "config", module + "skills",
 		}

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/client"
+	"github.com/moby/moby/client"
 )
 
 var benchRuns = flag.Int("bench-runs", 30, "runs of each operation in BenchmarkVersusCLI")
@@ -168,7 +168,7 @@ func BenchmarkVersusCLI(b *testing.B) {
 }
 
 func engineVersion(cli *client.Client) string {
-	v, err := cli.ServerVersion(context.Background())
+	v, err := cli.ServerVersion(context.Background(), client.ServerVersionOptions{})
 	if err != nil {
 		return "?"
 	}

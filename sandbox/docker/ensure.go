@@ -14,8 +14,8 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
 )
 
 // Manager creates, finds and removes the containers of runs on one Docker host, on behalf
@@ -162,12 +162,12 @@ func (m *Manager) Check(ctx context.Context, opts Options) error {
 // Remove removes runID's container and its workspace volume, if any. Removing a run
 // that has no container is not an error.
 func (m *Manager) Remove(ctx context.Context, runID string) error {
-	list, err := m.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: runFilter(runID)})
+	list, err := m.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: runFilter(runID)})
 	if err != nil {
 		return fmt.Errorf("remove sandbox of run %s: list containers: %w", runID, err)
 	}
 	var errs []error
-	for _, c := range list {
+	for _, c := range list.Items {
 		m.dropPool(c.ID)
 		if err := removeContainer(ctx, m.cli, c.ID); err != nil {
 			errs = append(errs, err)
@@ -181,10 +181,11 @@ func (m *Manager) Remove(ctx context.Context, runID string) error {
 
 // find returns the run's container, or nil when it has none.
 func (m *Manager) find(ctx context.Context, runID string) (*container.Summary, error) {
-	list, err := m.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: runFilter(runID)})
+	res, err := m.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: runFilter(runID)})
 	if err != nil {
 		return nil, fmt.Errorf("list containers: %w", err)
 	}
+	list := res.Items
 	switch len(list) {
 	case 0:
 		return nil, nil
@@ -204,11 +205,8 @@ func (m *Manager) find(ctx context.Context, runID string) (*container.Summary, e
 		len(list), LabelRun, runID, name[1:])
 }
 
-func runFilter(runID string) filters.Args {
-	return filters.NewArgs(
-		filters.Arg("label", LabelManaged+"=true"),
-		filters.Arg("label", LabelRun+"="+runID),
-	)
+func runFilter(runID string) client.Filters {
+	return make(client.Filters).Add("label", LabelManaged+"=true", LabelRun+"="+runID)
 }
 
 // create makes and starts a new container for the run. A name conflict means another
@@ -235,7 +233,8 @@ func (m *Manager) create(ctx context.Context, runID string, set settings) (*Sand
 		labels[LabelScope] = m.scope
 	}
 	name := ContainerName(runID)
-	created, err := m.cli.ContainerCreate(ctx, set.containerConfig(labels), set.hostConfig(labels), nil, nil, name)
+	created, err := m.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
+		Config: set.containerConfig(labels), HostConfig: set.hostConfig(labels), Name: name})
 	if err != nil {
 		if cerrdefs.IsConflict(err) {
 			return m.awaitWinner(ctx, runID, set, name)
@@ -248,7 +247,7 @@ func (m *Manager) create(ctx context.Context, runID string, set settings) (*Sand
 		}
 		return nil, fmt.Errorf("ensure sandbox for run %s: create container %s: %w", runID, name, err)
 	}
-	if err := m.cli.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
+	if _, err := m.cli.ContainerStart(ctx, created.ID, client.ContainerStartOptions{}); err != nil {
 		// A container that never ran holds nothing; leaving it would make every retry
 		// reuse (and fail to start) it. A named network that does not exist ends here.
 		rmErr := removeContainer(context.WithoutCancel(ctx), m.cli, created.ID)
@@ -268,7 +267,8 @@ func (m *Manager) awaitWinner(ctx context.Context, runID string, set settings, n
 	wait := 10 * time.Millisecond
 	deadline := time.Now().Add(conflictWait)
 	for {
-		info, err := m.cli.ContainerInspect(ctx, name)
+		res, err := m.cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
+		info := res.Container
 		switch {
 		case err == nil:
 			if info.Config == nil || info.Config.Labels[LabelRun] != runID || info.Config.Labels[LabelManaged] != "true" {
@@ -309,7 +309,7 @@ func (m *Manager) reuse(ctx context.Context, runID string, set settings, id, sta
 	switch state {
 	case "running":
 	case "created", "exited":
-		if err := m.cli.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
+		if _, err := m.cli.ContainerStart(ctx, id, client.ContainerStartOptions{}); err != nil {
 			return nil, fmt.Errorf("ensure sandbox for run %s: start existing container %s: %w", runID, name, err)
 		}
 	case "paused":
@@ -323,7 +323,7 @@ func (m *Manager) reuse(ctx context.Context, runID string, set settings, id, sta
 // removeContainer force-removes a container with its anonymous volumes (the workspace).
 // A container already gone is not an error.
 func removeContainer(ctx context.Context, cli Client, id string) error {
-	err := cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	_, err := cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
 	if err != nil && !cerrdefs.IsNotFound(err) {
 		return fmt.Errorf("remove container %s: %w", shortID(id), err)
 	}
