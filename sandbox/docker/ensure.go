@@ -2,6 +2,7 @@ package docker
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -28,13 +29,21 @@ type Manager struct {
 	worker string
 	scope  string
 
+	// process tells this Manager's pooled containers from those of an earlier process
+	// with the same worker (host) id (see LabelWarmProcess).
+	process string
+
 	mu    sync.Mutex
 	pools map[string]*shellPool // by container id
+	warm  map[string]*warmPool  // by key (warmKey)
 }
 
 // NewManager returns a Manager that labels the containers it creates with workerID.
 func NewManager(cli Client, workerID string) *Manager {
-	return &Manager{cli: cli, worker: workerID, pools: map[string]*shellPool{}}
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:])
+	return &Manager{cli: cli, worker: workerID, process: hex.EncodeToString(rnd[:]),
+		pools: map[string]*shellPool{}, warm: map[string]*warmPool{}}
 }
 
 // SetScope sets the scope label of the containers this Manager creates (see LabelScope).
@@ -129,6 +138,9 @@ func (m *Manager) Ensure(ctx context.Context, runID string, opts Options) (*Sand
 	if found != nil {
 		return m.reuse(ctx, runID, set, found.ID, string(found.State), found.Labels)
 	}
+	if sb, err := m.claimWarm(ctx, runID, set); sb != nil || err != nil {
+		return sb, err
+	}
 	return m.create(ctx, runID, set)
 }
 
@@ -167,6 +179,11 @@ func (m *Manager) Remove(ctx context.Context, runID string) error {
 		return fmt.Errorf("remove sandbox of run %s: list containers: %w", runID, err)
 	}
 	var errs []error
+	if c, err := m.claimed(ctx, runID); err != nil {
+		errs = append(errs, err)
+	} else if c != nil {
+		list.Items = append(list.Items, *c)
+	}
 	for _, c := range list.Items {
 		m.dropPool(c.ID)
 		if err := removeContainer(ctx, m.cli, c.ID); err != nil {
@@ -188,7 +205,7 @@ func (m *Manager) find(ctx context.Context, runID string) (*container.Summary, e
 	list := res.Items
 	switch len(list) {
 	case 0:
-		return nil, nil
+		return m.claimed(ctx, runID)
 	case 1:
 		return &list[0], nil
 	}
@@ -203,6 +220,31 @@ func (m *Manager) find(ctx context.Context, runID string) (*container.Summary, e
 	}
 	return nil, fmt.Errorf("%d containers are labelled %s=%s and none is named %s",
 		len(list), LabelRun, runID, name[1:])
+}
+
+// claimed returns the pooled container runID claimed (named after the run, labelled
+// LabelWarm and no LabelRun), or nil when it has none.
+func (m *Manager) claimed(ctx context.Context, runID string) (*container.Summary, error) {
+	if !warmEligible(runID) {
+		return nil, nil
+	}
+	res, err := m.cli.ContainerInspect(ctx, ContainerName(runID), client.ContainerInspectOptions{})
+	if cerrdefs.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("inspect container %s: %w", ContainerName(runID), err)
+	}
+	info := res.Container
+	if info.Config == nil || info.Config.Labels[LabelManaged] != "true" || info.Config.Labels[LabelWarm] == "" ||
+		info.Config.Labels[LabelRun] != "" {
+		return nil, nil
+	}
+	c := &container.Summary{ID: info.ID, Names: []string{info.Name}, Labels: info.Config.Labels}
+	if info.State != nil {
+		c.State = info.State.Status
+	}
+	return c, nil
 }
 
 func runFilter(runID string) client.Filters {
@@ -271,7 +313,10 @@ func (m *Manager) awaitWinner(ctx context.Context, runID string, set settings, n
 		info := res.Container
 		switch {
 		case err == nil:
-			if info.Config == nil || info.Config.Labels[LabelRun] != runID || info.Config.Labels[LabelManaged] != "true" {
+			if info.Config == nil || info.Config.Labels[LabelManaged] != "true" {
+				return nil, fmt.Errorf("ensure sandbox for run %s: the name %s is taken by a container that is not this run's", runID, name)
+			}
+			if owner, _ := runOfContainer(info.Config.Labels, []string{info.Name}); owner != runID {
 				return nil, fmt.Errorf("ensure sandbox for run %s: the name %s is taken by a container that is not this run's", runID, name)
 			}
 			state := ""

@@ -19,6 +19,7 @@ type fakeClient struct {
 	create     func(cfg *container.Config, hc *container.HostConfig, name string) (container.CreateResponse, error)
 	start      func(id string) error
 	remove     func(id string, opts client.ContainerRemoveOptions) error
+	rename     func(id, name string) error
 	statPath   func(id, path string) (container.PathStat, error)
 	copyFrom   func(id, path string) (io.ReadCloser, container.PathStat, error)
 	copyTo     func(id, path string, content io.Reader, opts client.CopyToContainerOptions) error
@@ -50,6 +51,9 @@ func (f *fakeClient) ContainerStart(_ context.Context, id string, _ client.Conta
 }
 func (f *fakeClient) ContainerRemove(_ context.Context, id string, o client.ContainerRemoveOptions) (client.ContainerRemoveResult, error) {
 	return client.ContainerRemoveResult{}, f.remove(id, o)
+}
+func (f *fakeClient) ContainerRename(_ context.Context, id string, o client.ContainerRenameOptions) (client.ContainerRenameResult, error) {
+	return client.ContainerRenameResult{}, f.rename(id, o.NewName)
 }
 func (f *fakeClient) ContainerStatPath(_ context.Context, id string, o client.ContainerStatPathOptions) (client.ContainerStatPathResult, error) {
 	st, err := f.statPath(id, o.Path)

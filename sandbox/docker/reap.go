@@ -41,7 +41,10 @@ func ReapScope(ctx context.Context, cli Client, scope string, isClosed func(runI
 		if len(c.Names) > 0 {
 			name = strings.TrimPrefix(c.Names[0], "/")
 		}
-		runID := c.Labels[LabelRun]
+		runID, unclaimed := runOfContainer(c.Labels, c.Names)
+		if unclaimed {
+			continue // a warm pool's, which ReapWarm decides on
+		}
 		if runID != "" {
 			done, ok := closed[runID]
 			if !ok {

@@ -25,7 +25,7 @@ func (m *Manager) ReapMoved(ctx context.Context, moved func(runID string) (bool,
 	var removed []string
 	var errs []error
 	for _, c := range res.Items {
-		runID := c.Labels[LabelRun]
+		runID, _ := runOfContainer(c.Labels, c.Names)
 		if runID == "" {
 			continue
 		}

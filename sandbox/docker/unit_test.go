@@ -123,6 +123,9 @@ func TestContainerName(t *testing.T) {
 func ensureFake(calls *[]string) *fakeClient {
 	return &fakeClient{
 		list: func(client.ContainerListOptions) ([]container.Summary, error) { return nil, nil },
+		inspect: func(id string) (container.InspectResponse, error) {
+			return container.InspectResponse{}, fmt.Errorf("No such container: %s: %w", id, cerrdefs.ErrNotFound)
+		},
 		imgInspect: func(ref string) (image.InspectResponse, error) {
 			*calls = append(*calls, "image "+ref)
 			return image.InspectResponse{Config: &dockerspec.DockerOCIImageConfig{}}, nil
