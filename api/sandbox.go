@@ -60,6 +60,12 @@ type SandboxSpec struct {
 	// archived to the artifact store and the container removed, and a fresh container gets
 	// the workspace back when the run continues. Zero means 10 minutes.
 	IdleTimeout Duration `json:"idle_timeout,omitempty" mapstructure:"idle_timeout" yaml:"idle_timeout"`
+	// Warm keeps this many containers made with these options created and started on
+	// each worker whose config lists the agent, so a run's first tool call takes one
+	// instead of waiting for Docker to create and start it (0..64, default 0: none). A
+	// pooled container serves one run only; the worker refills the pool in the background
+	// and removes what no run took when it stops.
+	Warm int `json:"warm,omitempty" mapstructure:"warm" yaml:"warm"`
 }
 
 // Duration is a time.Duration that reads and writes as a string such as "10m" in JSON.
