@@ -130,8 +130,8 @@ func (s Spec) Validate() error {
 	default:
 		bad("sandbox.type", "%q is not one of local, virtual, docker", s.Sandbox.Type)
 	}
-	if s.Sandbox.Type != api.SandboxDocker && (s.Sandbox.Image != "" || s.Sandbox.Network != "" || len(s.Sandbox.RWBinds) > 0 || len(s.Sandbox.ROBinds) > 0) {
-		bad("sandbox.type", "image, network and binds apply to docker sandboxes only (type %q)", s.Sandbox.Type)
+	if s.Sandbox.Type != api.SandboxDocker && (s.Sandbox.Image != "" || s.Sandbox.Network != "" || len(s.Sandbox.RWBinds) > 0 || len(s.Sandbox.ROBinds) > 0 || s.Sandbox.Runtime != "") {
+		bad("sandbox.type", "image, network, binds and runtime apply to docker sandboxes only (type %q)", s.Sandbox.Type)
 	}
 	if w := s.Sandbox.Warm; w != 0 && s.Sandbox.Type != api.SandboxDocker {
 		bad("sandbox.warm", "warm pools are of docker sandboxes only (type %q)", specTypeName(s.Sandbox.Type))

@@ -21,6 +21,7 @@ func TestSpecValidateNamesTheField(t *testing.T) {
 		{"bad sandbox", Spec{Name: "a", Sandbox: api.SandboxSpec{Type: "vm"}}, "sandbox.type"},
 		{"image on local", Spec{Name: "a", Sandbox: api.SandboxSpec{Image: "x"}}, "docker sandboxes only"},
 		{"dir on docker", Spec{Name: "a", Sandbox: api.SandboxSpec{Type: api.SandboxDocker, Dir: "/x"}}, "sandbox.dir"},
+		{"runtime on local", Spec{Name: "a", Sandbox: api.SandboxSpec{Runtime: "runsc"}}, "docker sandboxes only"},
 		{"warm on docker", Spec{Name: "a", Sandbox: api.SandboxSpec{Type: api.SandboxDocker, Warm: 64}}, ""},
 		{"warm negative", Spec{Name: "a", Sandbox: api.SandboxSpec{Type: api.SandboxDocker, Warm: -1}}, "sandbox.warm: -1 is not between 0 and 64"},
 		{"warm absurd", Spec{Name: "a", Sandbox: api.SandboxSpec{Type: api.SandboxDocker, Warm: 65}}, "sandbox.warm: 65 is not between 0 and 64"},

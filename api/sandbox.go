@@ -56,6 +56,9 @@ type SandboxSpec struct {
 	ReadonlyRootfs *bool `json:"readonly_rootfs,omitempty" mapstructure:"readonly_rootfs" yaml:"readonly_rootfs"`
 	// CapAdd gives back Linux capabilities after all are dropped (default none).
 	CapAdd []string `json:"cap_add,omitempty" mapstructure:"cap_add" yaml:"cap_add"`
+	// Runtime is the Docker engine's OCI runtime for the container: empty is the engine's
+	// default (runc), "runsc" runs it under gVisor. The engine must have it registered.
+	Runtime string `json:"runtime,omitempty" mapstructure:"runtime" yaml:"runtime"`
 	// IdleTimeout is how long a suspended run keeps its container; then the workspace is
 	// archived to the artifact store and the container removed, and a fresh container gets
 	// the workspace back when the run continues. Zero means 10 minutes.

@@ -119,6 +119,9 @@ type Client interface {
 	ImageInspect(ctx context.Context, imageID string, inspectOpts ...client.ImageInspectOption) (client.ImageInspectResult, error)
 	ImageBuild(ctx context.Context, buildContext io.Reader, options client.ImageBuildOptions) (client.ImageBuildResult, error)
 
+	// The engine's runtimes: Check (Options.Runtime).
+	Info(ctx context.Context, options client.InfoOptions) (client.SystemInfoResult, error)
+
 	// Workspace volumes left behind: Reap.
 	VolumeList(ctx context.Context, options client.VolumeListOptions) (client.VolumeListResult, error)
 	VolumeRemove(ctx context.Context, volumeID string, options client.VolumeRemoveOptions) (client.VolumeRemoveResult, error)

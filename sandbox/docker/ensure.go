@@ -8,8 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -161,6 +163,17 @@ func (m *Manager) Check(ctx context.Context, opts Options) error {
 		}
 		return fmt.Errorf("inspect image %s: %w", set.image, err)
 	}
+	if set.runtime != "" {
+		info, err := m.cli.Info(ctx, client.InfoOptions{})
+		if err != nil {
+			return fmt.Errorf("ask the Docker engine for its runtimes: %w", err)
+		}
+		if _, ok := info.Info.Runtimes[set.runtime]; !ok {
+			have := slices.Sorted(maps.Keys(info.Info.Runtimes))
+			return fmt.Errorf("%w: runtime: the Docker engine has no runtime %q (it has %s): register it in the engine's daemon.json (\"runtimes\") or leave runtime out",
+				ErrInvalidOptions, set.runtime, strings.Join(have, ", "))
+		}
+	}
 	if h, ok := m.cli.(interface{ DaemonHost() string }); ok && strings.HasPrefix(h.DaemonHost(), "unix://") {
 		for _, b := range set.binds {
 			if _, err := os.Stat(b.source); errors.Is(err, fs.ErrNotExist) {
@@ -205,7 +218,9 @@ func (m *Manager) find(ctx context.Context, runID string) (*container.Summary, e
 	list := res.Items
 	switch len(list) {
 	case 0:
-		return m.claimed(ctx, runID)
+		// A pooled container the run claimed has no run label (see warm.go); Ensure
+		// finds it through the name conflict of its claim or create, Remove by name.
+		return nil, nil
 	case 1:
 		return &list[0], nil
 	}

@@ -28,6 +28,7 @@ type fakeClient struct {
 	execInsp   func(execID string) (client.ExecInspectResult, error)
 	imgInspect func(ref string) (image.InspectResponse, error)
 	imgBuild   func(ctx io.Reader, opts client.ImageBuildOptions) (client.ImageBuildResult, error)
+	info       func() (client.SystemInfoResult, error)
 	volList    func(client.VolumeListOptions) ([]volume.Volume, error)
 	volRemove  func(name string, force bool) error
 }
@@ -83,6 +84,9 @@ func (f *fakeClient) ImageInspect(_ context.Context, ref string, _ ...client.Ima
 }
 func (f *fakeClient) ImageBuild(_ context.Context, r io.Reader, o client.ImageBuildOptions) (client.ImageBuildResult, error) {
 	return f.imgBuild(r, o)
+}
+func (f *fakeClient) Info(context.Context, client.InfoOptions) (client.SystemInfoResult, error) {
+	return f.info()
 }
 func (f *fakeClient) VolumeList(_ context.Context, o client.VolumeListOptions) (client.VolumeListResult, error) {
 	items, err := f.volList(o)
