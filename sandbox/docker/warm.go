@@ -47,6 +47,10 @@ const (
 	runPrefix  = "nexo-run-"
 )
 
+// refillDelay is how long after a claim the pool starts making the replacement, so the
+// engine is not creating a container while the claiming run's first call runs.
+const refillDelay = time.Second
+
 // ErrInvalidWarm: a warm pool size outside 0..MaxWarm.
 var ErrInvalidWarm = fmt.Errorf("warm pool size must be between 0 and %d", MaxWarm)
 
@@ -291,7 +295,9 @@ func (m *Manager) claimWarm(ctx context.Context, runID string, set settings) (*S
 		_, err := m.cli.ContainerRename(ctx, id, client.ContainerRenameOptions{NewName: name})
 		switch {
 		case err == nil:
-			p.poke()
+			// The replacement is made a little later: creating a container loads the
+			// engine, and the run's first command is running in the claimed one now.
+			time.AfterFunc(refillDelay, p.poke)
 			return m.newSandbox(id, name, runID, p.set), nil
 		case cerrdefs.IsConflict(err):
 			p.mu.Lock()

@@ -1,6 +1,7 @@
 package docker
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -225,11 +226,41 @@ func TestWarmPoolHandsEachRunAFreshContainer(t *testing.T) {
 	p.mu.Unlock()
 	p.poke()
 	waitReady(t, m, opts, 2)
+	// A run that moves (or comes back from a park) gets its workspace back in a pooled
+	// container: archived from the old one, which is removed, restored into the new.
+	old, err := m.Ensure(ctx, runs[0], opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	archive, err := old.ArchiveWorkspace(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var saved bytes.Buffer
+	_, err = saved.ReadFrom(archive)
+	archive.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := m.Remove(ctx, runs[0]); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := cli.ContainerInspect(ctx, ids[0], client.ContainerInspectOptions{}); !cerrdefs.IsNotFound(err) {
 		t.Errorf("claimed container after Remove: %v, want it gone", err)
+	}
+	pooledNow := warmContainers(t, worker)
+	moved, err := m.Ensure(ctx, runs[0], opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(pooledNow, moved.ID()) {
+		t.Errorf("the moved run's container %s: want one of the pool %q", shortID(moved.ID()), pooledNow)
+	}
+	if err := moved.RestoreWorkspace(ctx, &saved); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustShell(t, moved, "cat f.txt"); got != "mine\n" {
+		t.Errorf("the restored workspace in the pooled container: f.txt = %q, want %q", got, "mine\n")
 	}
 
 	if err := m.StopWarm(ctx); err != nil {
