@@ -399,3 +399,39 @@ func TestLoadAgentWarm(t *testing.T) {
 		})
 	}
 }
+
+// TestReadmeWarmAndRuntimeAgents: the README's agents with a warm pool and with gVisor
+// load as it shows them.
+func TestReadmeWarmAndRuntimeAgents(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, marker := range []string{"warm: 2", "runtime: runsc"} {
+		var blk string
+		for _, c := range strings.Split(string(b), "```yaml\n")[1:] {
+			c, _, _ = strings.Cut(c, "```")
+			if strings.Contains(c, marker) {
+				blk = c
+				break
+			}
+		}
+		if blk == "" {
+			t.Fatalf("README has no ```yaml block containing %q", marker)
+		}
+		dir := t.TempDir()
+		t.Chdir(dir)
+		y := "llm: {base_url: http://x:1/v1}\n" + blk
+		if err := os.WriteFile(filepath.Join(dir, DefaultFile), []byte(y), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := Load(LoadOptions{})
+		if err != nil {
+			t.Fatalf("the README's block with %q: %v", marker, err)
+		}
+		sb := cfg.Agents[0].Sandbox
+		if (marker == "warm: 2" && sb.Warm != 2) || (marker == "runtime: runsc" && sb.Runtime != "runsc") {
+			t.Errorf("the README's block with %q loads as %+v", marker, sb)
+		}
+	}
+}
