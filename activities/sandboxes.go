@@ -96,7 +96,7 @@ func ownsDir(spec api.SandboxSpec) bool {
 func DockerOptions(spec api.SandboxSpec) docker.Options {
 	return docker.Options{Image: spec.Image, Workdir: spec.Workdir, Network: spec.Network, Memory: spec.Memory,
 		CPUs: spec.CPUs, PidsLimit: spec.PidsLimit, User: spec.User, Env: spec.Env, ROBinds: spec.ROBinds,
-		RWBinds: spec.RWBinds, ReadonlyRootfs: spec.ReadonlyRootfs, CapAdd: spec.CapAdd}
+		RWBinds: spec.RWBinds, ReadonlyRootfs: spec.ReadonlyRootfs, CapAdd: spec.CapAdd, Runtime: spec.Runtime}
 }
 
 // Get returns the run's sandbox, creating it on first use.

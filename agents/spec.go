@@ -92,6 +92,17 @@ type Spec struct {
 	Budget api.Budget `json:"budget,omitzero" mapstructure:"budget" yaml:"budget"`
 }
 
+// MaxWarm bounds sandbox.warm: each pooled container holds its memory and processes while
+// it waits for a run. The Docker tier refuses more (docker.MaxWarm) too.
+const MaxWarm = 64
+
+func specTypeName(t string) string {
+	if t == "" {
+		return api.SandboxLocal
+	}
+	return t
+}
+
 // Turns is MaxTurns or the default.
 func (s Spec) Turns() int {
 	if s.MaxTurns > 0 {
@@ -122,8 +133,13 @@ func (s Spec) Validate() error {
 	if s.Sandbox.Type == api.SandboxBubblewrap && s.Sandbox.CPUs != 0 {
 		bad("sandbox.cpus", "a bubblewrap sandbox has no CPU limit (memory and pids_limit apply)")
 	}
-	if s.Sandbox.Type != api.SandboxDocker && (s.Sandbox.Image != "" || s.Sandbox.Network != "" || len(s.Sandbox.RWBinds) > 0 || len(s.Sandbox.ROBinds) > 0) {
-		bad("sandbox.type", "image, network and binds apply to docker sandboxes only (type %q)", s.Sandbox.Type)
+	if s.Sandbox.Type != api.SandboxDocker && (s.Sandbox.Image != "" || s.Sandbox.Network != "" || len(s.Sandbox.RWBinds) > 0 || len(s.Sandbox.ROBinds) > 0 || s.Sandbox.Runtime != "") {
+		bad("sandbox.type", "image, network, binds and runtime apply to docker sandboxes only (type %q)", s.Sandbox.Type)
+	}
+	if w := s.Sandbox.Warm; w != 0 && s.Sandbox.Type != api.SandboxDocker {
+		bad("sandbox.warm", "warm pools are of docker sandboxes only (type %q)", specTypeName(s.Sandbox.Type))
+	} else if w < 0 || w > MaxWarm {
+		bad("sandbox.warm", "%d is not between 0 and %d", w, MaxWarm)
 	}
 	if s.Sandbox.Type == api.SandboxDocker && s.Sandbox.Dir != "" {
 		bad("sandbox.dir", "a docker sandbox has no host directory; mount one with rw_binds or ro_binds")

@@ -155,7 +155,7 @@ func TestRoomBoundaries(t *testing.T) {
 	// the workflow packages' own imports).
 	t.Run("workflows reach no I/O client and import no I/O package", func(t *testing.T) {
 		clients := []string{
-			"github.com/docker/docker", "github.com/sashabaranov/go-openai", "github.com/mark3labs/mcp-go",
+			"github.com/docker/docker", "github.com/moby/moby", "github.com/sashabaranov/go-openai", "github.com/mark3labs/mcp-go",
 			"github.com/modelcontextprotocol/go-sdk", "github.com/spf13/viper", "gocloud.dev",
 			module + "activities", module + "sandbox", module + "config", module + "skills", module + "artifacts",
 		}

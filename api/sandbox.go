@@ -62,10 +62,19 @@ type SandboxSpec struct {
 	ReadonlyRootfs *bool `json:"readonly_rootfs,omitempty" mapstructure:"readonly_rootfs" yaml:"readonly_rootfs"`
 	// CapAdd gives back Linux capabilities after all are dropped (default none).
 	CapAdd []string `json:"cap_add,omitempty" mapstructure:"cap_add" yaml:"cap_add"`
+	// Runtime is the Docker engine's OCI runtime for the container: empty is the engine's
+	// default (runc), "runsc" runs it under gVisor. The engine must have it registered.
+	Runtime string `json:"runtime,omitempty" mapstructure:"runtime" yaml:"runtime"`
 	// IdleTimeout is how long a suspended run keeps its container; then the workspace is
 	// archived to the artifact store and the container removed, and a fresh container gets
 	// the workspace back when the run continues. Zero means 10 minutes.
 	IdleTimeout Duration `json:"idle_timeout,omitempty" mapstructure:"idle_timeout" yaml:"idle_timeout"`
+	// Warm keeps this many containers made with these options created and started on
+	// each worker whose config lists the agent, so a run's first tool call takes one
+	// instead of waiting for Docker to create and start it (0..64, default 0: none). A
+	// pooled container serves one run only; the worker refills the pool in the background
+	// and removes what no run took when it stops.
+	Warm int `json:"warm,omitempty" mapstructure:"warm" yaml:"warm"`
 }
 
 // Duration is a time.Duration that reads and writes as a string such as "10m" in JSON.

@@ -400,3 +400,71 @@ func loadBuilderPermissions(t *testing.T, perms string) error {
 	_, err := Load(LoadOptions{Env: []string{}})
 	return err
 }
+
+// TestLoadAgentWarm: sandbox.warm loads, and a size outside 0..64 is refused at load,
+// naming the agent and the field.
+func TestLoadAgentWarm(t *testing.T) {
+	for _, tc := range []struct {
+		warm string
+		want string // "" loads
+	}{
+		{"2", ""},
+		{"-1", "agents[boxed].sandbox.warm: -1 is not between 0 and 64"},
+		{"65", "agents[boxed].sandbox.warm: 65 is not between 0 and 64"},
+	} {
+		t.Run(tc.warm, func(t *testing.T) {
+			dir := t.TempDir()
+			t.Chdir(dir)
+			y := "llm: {base_url: http://x:1/v1}\nagents:\n  - name: boxed\n    sandbox: {type: docker, warm: " + tc.warm + "}\n"
+			if err := os.WriteFile(filepath.Join(dir, DefaultFile), []byte(y), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := Load(LoadOptions{})
+			if tc.want == "" {
+				if err != nil || cfg.Agents[0].Sandbox.Warm != 2 {
+					t.Fatalf("Load = %v; want warm 2", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Load = %v, want it to say %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestReadmeWarmAndRuntimeAgents: the README's agents with a warm pool and with gVisor
+// load as it shows them.
+func TestReadmeWarmAndRuntimeAgents(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, marker := range []string{"warm: 2", "runtime: runsc"} {
+		var blk string
+		for _, c := range strings.Split(string(b), "```yaml\n")[1:] {
+			c, _, _ = strings.Cut(c, "```")
+			if strings.Contains(c, marker) {
+				blk = c
+				break
+			}
+		}
+		if blk == "" {
+			t.Fatalf("README has no ```yaml block containing %q", marker)
+		}
+		dir := t.TempDir()
+		t.Chdir(dir)
+		y := "llm: {base_url: http://x:1/v1}\n" + blk
+		if err := os.WriteFile(filepath.Join(dir, DefaultFile), []byte(y), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := Load(LoadOptions{})
+		if err != nil {
+			t.Fatalf("the README's block with %q: %v", marker, err)
+		}
+		sb := cfg.Agents[0].Sandbox
+		if (marker == "warm: 2" && sb.Warm != 2) || (marker == "runtime: runsc" && sb.Runtime != "runsc") {
+			t.Errorf("the README's block with %q loads as %+v", marker, sb)
+		}
+	}
+}

@@ -134,8 +134,8 @@ func TestDockerAgentParksWhileWaiting(t *testing.T) {
 	}
 }
 
-// TestWorkerRefusesABrokenDockerAgent: an agent whose sandbox image is missing, or whose
-// bind has no host path, stops the worker at start with the agent, the image or bind and
+// TestWorkerRefusesABrokenDockerAgent: an agent whose sandbox image is missing, whose
+// bind has no host path, or whose runtime the engine lacks, stops the worker at start with the agent, the image or bind and
 // what to do, before any run (and any model call); the missing host path is not created.
 func TestWorkerRefusesABrokenDockerAgent(t *testing.T) {
 	requireSandboxImage(t)
@@ -147,6 +147,8 @@ agents:
     sandbox: {type: docker, image: "nexo-sandbox:no-such-image"}
   - name: nobind
     sandbox: {type: docker, ro_binds: ["` + missing + `:/workspace/repo"]}
+  - name: noruntime
+    sandbox: {type: docker, runtime: no-such-runtime}
   - name: fine
     sandbox: {type: docker}
 `)
@@ -161,6 +163,7 @@ agents:
 	for _, want := range []string{
 		"agents[noimage].sandbox: sandbox image nexo-sandbox:no-such-image not found on the Docker host",
 		`agents[nobind].sandbox: ro_binds "` + missing + `:/workspace/repo": host path ` + missing + ` does not exist`,
+		`agents[noruntime].sandbox: invalid docker sandbox options: runtime: the Docker engine has no runtime "no-such-runtime"`,
 	} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("worker output does not contain %q:\n%s", want, out)

@@ -38,13 +38,36 @@ func checkDockerAgents(ctx context.Context, mgr *docker.Manager, specs []agents.
 	return nil
 }
 
+// warmDockerAgents starts the warm pools of the agents with a docker sandbox and a warm
+// size (sandbox.warm): agents whose options make the same container share one pool, of
+// the largest size they ask. A pool whose image is missing fails the start, naming the
+// agent, as checkDockerAgents does.
+func warmDockerAgents(ctx context.Context, mgr *docker.Manager, specs []agents.Spec) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var errs []error
+	for _, a := range specs {
+		if a.Sandbox.Type != api.SandboxDocker || a.Sandbox.Warm == 0 {
+			continue
+		}
+		if err := mgr.Warm(ctx, activities.DockerOptions(a.Sandbox), a.Sandbox.Warm); err != nil {
+			errs = append(errs, fmt.Errorf("agents[%s].sandbox.warm: %w", a.Name, err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("start warm pools: %w", err)
+	}
+	return nil
+}
+
 // reapEvery is how often the worker removes containers whose run is closed or unknown, so
 // a worker killed mid-run leaks no container for longer than this.
 const reapEvery = 5 * time.Minute
 
 // startDocker connects to the Docker engine (DOCKER_HOST or the default socket) and
-// starts the reaper; it returns nil when no engine answers.
-func startDocker(ctx context.Context, tc client.Client, scope, hostID string, logger *slog.Logger) (*docker.Manager, func()) {
+// starts the reaper; it returns nil when no engine answers. The stop function removes the
+// warm pools' unclaimed containers.
+func startDocker(ctx context.Context, tc client.Client, scope, taskQueue, hostID string, logger *slog.Logger) (*docker.Manager, func()) {
 	dctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	cli, err := docker.NewClient(dctx)
 	cancel()
@@ -67,8 +90,22 @@ func startDocker(ctx context.Context, tc client.Client, scope, hostID string, lo
 		}
 		return desc.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, nil
 	}
+	// A host is alive while its host queue has pollers (Temporal forgets a poller some
+	// minutes after its last poll): the warm pools of a host gone that long are reaped.
+	hostAlive := func(host string) (bool, error) {
+		resp, err := tc.DescribeTaskQueue(ctx, api.HostQueueName(taskQueue, host), enumspb.TASK_QUEUE_TYPE_ACTIVITY)
+		if err != nil {
+			return false, err
+		}
+		return len(resp.GetPollers()) > 0, nil
+	}
 	rctx, stop := context.WithCancel(ctx)
 	reap := func() {
+		if removed, err := mgr.ReapWarm(rctx, hostAlive); err != nil && rctx.Err() == nil {
+			logger.Warn("reap warm sandbox pools", "error", err)
+		} else if len(removed) > 0 {
+			logger.Info("reaped pooled sandbox containers of stopped workers", "containers", removed)
+		}
 		removed, err := docker.ReapScope(rctx, cli, scope, isClosed)
 		if err != nil && rctx.Err() == nil {
 			logger.Warn("reap sandbox containers", "error", err)
@@ -95,6 +132,11 @@ func startDocker(ctx context.Context, tc client.Client, scope, hostID string, lo
 	return mgr, func() {
 		stop()
 		<-done
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		if err := mgr.StopWarm(sctx); err != nil {
+			logger.Warn("remove warm sandbox pools", "error", err)
+		}
+		cancel()
 		mgr.Close()
 		cli.Close()
 	}

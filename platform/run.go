@@ -162,10 +162,13 @@ func (p *Platform) Run(ctx context.Context) error {
 		return err
 	}
 	defer releaseHost()
-	if mgr, stopReaper := startDocker(ctx, tc, scope, hostID, logger); mgr != nil {
+	if mgr, stopReaper := startDocker(ctx, tc, scope, cfg.Temporal.TaskQueue, hostID, logger); mgr != nil {
 		sandboxes.WithDocker(mgr)
 		defer stopReaper()
 		if err := checkDockerAgents(ctx, mgr, cfg.Agents); err != nil {
+			return err
+		}
+		if err := warmDockerAgents(ctx, mgr, cfg.Agents); err != nil {
 			return err
 		}
 		fmt.Fprintln(stdout, "Docker sandboxes: enabled (reaper every "+reapEvery.String()+")")

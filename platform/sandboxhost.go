@@ -50,9 +50,13 @@ func (p *Platform) runSandboxHost(ctx context.Context) error {
 		return err
 	}
 	defer releaseHost()
-	if mgr, stopReaper := startDocker(ctx, tc, scope, hostID, logger); mgr != nil {
+	if mgr, stopReaper := startDocker(ctx, tc, scope, cfg.Temporal.TaskQueue, hostID, logger); mgr != nil {
 		sandboxes.WithDocker(mgr)
 		defer stopReaper()
+		// A sandbox host keeps the warm pools of the agents its own config lists.
+		if err := warmDockerAgents(ctx, mgr, cfg.Agents); err != nil {
+			return err
+		}
 		fmt.Fprintln(stdout, "Docker sandboxes: enabled (reaper every "+reapEvery.String()+")")
 	} else {
 		fmt.Fprintln(stdout, "Docker sandboxes: unavailable (no Docker engine answered); local sandboxes work")

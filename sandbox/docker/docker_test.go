@@ -17,10 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/network"
-	"github.com/docker/docker/api/types/volume"
+	"github.com/moby/moby/client"
 
 	"github.com/nexo-temporal/nexo/sandbox"
 )
@@ -428,11 +425,11 @@ func TestBackstopKillsTheCommandsOfAGoneWorker(t *testing.T) {
 
 func TestHardenedDefaults(t *testing.T) {
 	sb, _, _ := newTestSandbox(t, Options{})
-	info, err := engine.ContainerInspect(testCtx(t), sb.ID())
+	res, err := engine.ContainerInspect(testCtx(t), sb.ID(), client.ContainerInspectOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	hc := info.HostConfig
+	hc := res.Container.HostConfig
 	if !slices.Equal(hc.CapDrop, []string{"ALL"}) || len(hc.CapAdd) != 0 || !slices.Contains(hc.SecurityOpt, "no-new-privileges") ||
 		!hc.ReadonlyRootfs || hc.NetworkMode != "none" || hc.Memory != 1<<30 || hc.MemorySwap != 1<<30 ||
 		hc.NanoCPUs != 1e9 || hc.PidsLimit == nil || *hc.PidsLimit != 512 || hc.Init == nil || !*hc.Init {
@@ -455,13 +452,16 @@ func TestNoNetworkByDefault(t *testing.T) {
 	ctx := testCtx(t)
 	// The host end of Docker's bridge: an address of this machine, reachable from a
 	// container on the bridge network and from nowhere else.
-	nw, err := cli.NetworkInspect(ctx, "bridge", network.InspectOptions{})
+	ni, err := cli.NetworkInspect(ctx, "bridge", client.NetworkInspectOptions{})
+	nw := ni.Network
 	if err != nil || len(nw.IPAM.Config) == 0 {
 		t.Skipf("no default bridge network to test against: %v", err)
 	}
-	gw := nw.IPAM.Config[0].Gateway
-	if gw == "" {
-		gw = localAddressIn(nw.IPAM.Config[0].Subnet)
+	gw := ""
+	if a := nw.IPAM.Config[0].Gateway; a.IsValid() {
+		gw = a.String()
+	} else if p := nw.IPAM.Config[0].Subnet; p.IsValid() {
+		gw = localAddressIn(p.String())
 	}
 	if gw == "" || !isLocalAddress(gw) {
 		t.Skipf("no address of this machine on the bridge network %s", nw.IPAM.Config[0].Subnet)
@@ -554,7 +554,7 @@ func TestEnsureIsIdempotent(t *testing.T) {
 
 	// A stopped container (daemon restart, host reboot) is started again with its
 	// workspace.
-	if err := engine.ContainerStop(ctx, sb.ID(), container.StopOptions{}); err != nil {
+	if _, err := engine.ContainerStop(ctx, sb.ID(), client.ContainerStopOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	restarted, err := m.Ensure(ctx, runID, Options{})
@@ -591,7 +591,8 @@ func TestEnsureIsIdempotent(t *testing.T) {
 	for id := range ids {
 		got = append(got, id)
 	}
-	list, _ := engine.ContainerList(ctx, container.ListOptions{All: true, Filters: runFilter(race)})
+	res, _ := engine.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: runFilter(race)})
+	list := res.Items
 	if len(list) != 1 || len(got) != 4 || slices.Compact(slices.Sorted(slices.Values(got)))[0] != list[0].ID || len(slices.Compact(slices.Sorted(slices.Values(got)))) != 1 {
 		t.Errorf("racing Ensures got %q; containers %d", got, len(list))
 	}
@@ -690,14 +691,14 @@ func TestReapRemovesClosedAndOrphanedRuns(t *testing.T) {
 		t.Errorf("Reap removed %q, want %q", removed, want)
 	}
 	for id, wantExists := range map[string]bool{open.ID(): true, closed.ID(): false, orphan.ID(): false} {
-		_, err := engine.ContainerInspect(ctx, id)
+		_, err := engine.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
 		if exists := err == nil; exists != wantExists {
 			t.Errorf("container %s exists = %v, want %v", shortID(id), exists, wantExists)
 		}
 	}
-	vols, err := engine.VolumeList(ctx, volume.ListOptions{Filters: filters.NewArgs(filters.Arg("label", LabelRun+"="+closedID))})
-	if err != nil || len(vols.Volumes) != 0 {
-		t.Errorf("volumes of the reaped run: %d, %v; want none", len(vols.Volumes), err)
+	vols, err := engine.VolumeList(ctx, client.VolumeListOptions{Filters: make(client.Filters).Add("label", LabelRun+"="+closedID)})
+	if err != nil || len(vols.Items) != 0 {
+		t.Errorf("volumes of the reaped run: %d, %v; want none", len(vols.Items), err)
 	}
 	if _, err := open.Shell(ctx, "true", 0); err != nil {
 		t.Errorf("the open run's sandbox after Reap: %v", err)
@@ -714,7 +715,8 @@ func TestMissingImageIsClear(t *testing.T) {
 		!strings.Contains(err.Error(), "starter sandbox build-image") {
 		t.Fatalf("Ensure = %v, want ErrImageNotFound naming the image and the build command", err)
 	}
-	list, _ := cli.ContainerList(testCtx(t), container.ListOptions{All: true, Filters: runFilter(runID)})
+	res, _ := cli.ContainerList(testCtx(t), client.ContainerListOptions{All: true, Filters: runFilter(runID)})
+	list := res.Items
 	if len(list) != 0 {
 		t.Errorf("%d containers left behind", len(list))
 	}
@@ -755,7 +757,8 @@ func TestMissingBindSourceIsRefused(t *testing.T) {
 	if _, err := os.Stat(missing); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("host path %s after Ensure: %v; want it still absent", missing, err)
 	}
-	list, _ := cli.ContainerList(testCtx(t), container.ListOptions{All: true, Filters: runFilter(runID)})
+	res, _ := cli.ContainerList(testCtx(t), client.ContainerListOptions{All: true, Filters: runFilter(runID)})
+	list := res.Items
 	if len(list) != 0 {
 		t.Errorf("%d containers left behind", len(list))
 	}

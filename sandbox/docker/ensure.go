@@ -2,20 +2,23 @@ package docker
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
 )
 
 // Manager creates, finds and removes the containers of runs on one Docker host, on behalf
@@ -28,13 +31,21 @@ type Manager struct {
 	worker string
 	scope  string
 
+	// process tells this Manager's pooled containers from those of an earlier process
+	// with the same worker (host) id (see LabelWarmProcess).
+	process string
+
 	mu    sync.Mutex
 	pools map[string]*shellPool // by container id
+	warm  map[string]*warmPool  // by key (warmKey)
 }
 
 // NewManager returns a Manager that labels the containers it creates with workerID.
 func NewManager(cli Client, workerID string) *Manager {
-	return &Manager{cli: cli, worker: workerID, pools: map[string]*shellPool{}}
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:])
+	return &Manager{cli: cli, worker: workerID, process: hex.EncodeToString(rnd[:]),
+		pools: map[string]*shellPool{}, warm: map[string]*warmPool{}}
 }
 
 // SetScope sets the scope label of the containers this Manager creates (see LabelScope).
@@ -129,6 +140,9 @@ func (m *Manager) Ensure(ctx context.Context, runID string, opts Options) (*Sand
 	if found != nil {
 		return m.reuse(ctx, runID, set, found.ID, string(found.State), found.Labels)
 	}
+	if sb, err := m.claimWarm(ctx, runID, set); sb != nil || err != nil {
+		return sb, err
+	}
 	return m.create(ctx, runID, set)
 }
 
@@ -149,6 +163,17 @@ func (m *Manager) Check(ctx context.Context, opts Options) error {
 		}
 		return fmt.Errorf("inspect image %s: %w", set.image, err)
 	}
+	if set.runtime != "" {
+		info, err := m.cli.Info(ctx, client.InfoOptions{})
+		if err != nil {
+			return fmt.Errorf("ask the Docker engine for its runtimes: %w", err)
+		}
+		if _, ok := info.Info.Runtimes[set.runtime]; !ok {
+			have := slices.Sorted(maps.Keys(info.Info.Runtimes))
+			return fmt.Errorf("%w: runtime: the Docker engine has no runtime %q (it has %s): register it in the engine's daemon.json (\"runtimes\") or leave runtime out",
+				ErrInvalidOptions, set.runtime, strings.Join(have, ", "))
+		}
+	}
 	if h, ok := m.cli.(interface{ DaemonHost() string }); ok && strings.HasPrefix(h.DaemonHost(), "unix://") {
 		for _, b := range set.binds {
 			if _, err := os.Stat(b.source); errors.Is(err, fs.ErrNotExist) {
@@ -162,12 +187,17 @@ func (m *Manager) Check(ctx context.Context, opts Options) error {
 // Remove removes runID's container and its workspace volume, if any. Removing a run
 // that has no container is not an error.
 func (m *Manager) Remove(ctx context.Context, runID string) error {
-	list, err := m.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: runFilter(runID)})
+	list, err := m.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: runFilter(runID)})
 	if err != nil {
 		return fmt.Errorf("remove sandbox of run %s: list containers: %w", runID, err)
 	}
 	var errs []error
-	for _, c := range list {
+	if c, err := m.claimed(ctx, runID); err != nil {
+		errs = append(errs, err)
+	} else if c != nil {
+		list.Items = append(list.Items, *c)
+	}
+	for _, c := range list.Items {
 		m.dropPool(c.ID)
 		if err := removeContainer(ctx, m.cli, c.ID); err != nil {
 			errs = append(errs, err)
@@ -181,12 +211,15 @@ func (m *Manager) Remove(ctx context.Context, runID string) error {
 
 // find returns the run's container, or nil when it has none.
 func (m *Manager) find(ctx context.Context, runID string) (*container.Summary, error) {
-	list, err := m.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: runFilter(runID)})
+	res, err := m.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: runFilter(runID)})
 	if err != nil {
 		return nil, fmt.Errorf("list containers: %w", err)
 	}
+	list := res.Items
 	switch len(list) {
 	case 0:
+		// A pooled container the run claimed has no run label (see warm.go); Ensure
+		// finds it through the name conflict of its claim or create, Remove by name.
 		return nil, nil
 	case 1:
 		return &list[0], nil
@@ -204,11 +237,33 @@ func (m *Manager) find(ctx context.Context, runID string) (*container.Summary, e
 		len(list), LabelRun, runID, name[1:])
 }
 
-func runFilter(runID string) filters.Args {
-	return filters.NewArgs(
-		filters.Arg("label", LabelManaged+"=true"),
-		filters.Arg("label", LabelRun+"="+runID),
-	)
+// claimed returns the pooled container runID claimed (named after the run, labelled
+// LabelWarm and no LabelRun), or nil when it has none.
+func (m *Manager) claimed(ctx context.Context, runID string) (*container.Summary, error) {
+	if !warmEligible(runID) {
+		return nil, nil
+	}
+	res, err := m.cli.ContainerInspect(ctx, ContainerName(runID), client.ContainerInspectOptions{})
+	if cerrdefs.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("inspect container %s: %w", ContainerName(runID), err)
+	}
+	info := res.Container
+	if info.Config == nil || info.Config.Labels[LabelManaged] != "true" || info.Config.Labels[LabelWarm] == "" ||
+		info.Config.Labels[LabelRun] != "" {
+		return nil, nil
+	}
+	c := &container.Summary{ID: info.ID, Names: []string{info.Name}, Labels: info.Config.Labels}
+	if info.State != nil {
+		c.State = info.State.Status
+	}
+	return c, nil
+}
+
+func runFilter(runID string) client.Filters {
+	return make(client.Filters).Add("label", LabelManaged+"=true", LabelRun+"="+runID)
 }
 
 // create makes and starts a new container for the run. A name conflict means another
@@ -235,7 +290,8 @@ func (m *Manager) create(ctx context.Context, runID string, set settings) (*Sand
 		labels[LabelScope] = m.scope
 	}
 	name := ContainerName(runID)
-	created, err := m.cli.ContainerCreate(ctx, set.containerConfig(labels), set.hostConfig(labels), nil, nil, name)
+	created, err := m.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
+		Config: set.containerConfig(labels), HostConfig: set.hostConfig(labels), Name: name})
 	if err != nil {
 		if cerrdefs.IsConflict(err) {
 			return m.awaitWinner(ctx, runID, set, name)
@@ -248,7 +304,7 @@ func (m *Manager) create(ctx context.Context, runID string, set settings) (*Sand
 		}
 		return nil, fmt.Errorf("ensure sandbox for run %s: create container %s: %w", runID, name, err)
 	}
-	if err := m.cli.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
+	if _, err := m.cli.ContainerStart(ctx, created.ID, client.ContainerStartOptions{}); err != nil {
 		// A container that never ran holds nothing; leaving it would make every retry
 		// reuse (and fail to start) it. A named network that does not exist ends here.
 		rmErr := removeContainer(context.WithoutCancel(ctx), m.cli, created.ID)
@@ -268,10 +324,14 @@ func (m *Manager) awaitWinner(ctx context.Context, runID string, set settings, n
 	wait := 10 * time.Millisecond
 	deadline := time.Now().Add(conflictWait)
 	for {
-		info, err := m.cli.ContainerInspect(ctx, name)
+		res, err := m.cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
+		info := res.Container
 		switch {
 		case err == nil:
-			if info.Config == nil || info.Config.Labels[LabelRun] != runID || info.Config.Labels[LabelManaged] != "true" {
+			if info.Config == nil || info.Config.Labels[LabelManaged] != "true" {
+				return nil, fmt.Errorf("ensure sandbox for run %s: the name %s is taken by a container that is not this run's", runID, name)
+			}
+			if owner, _ := runOfContainer(info.Config.Labels, []string{info.Name}); owner != runID {
 				return nil, fmt.Errorf("ensure sandbox for run %s: the name %s is taken by a container that is not this run's", runID, name)
 			}
 			state := ""
@@ -309,7 +369,7 @@ func (m *Manager) reuse(ctx context.Context, runID string, set settings, id, sta
 	switch state {
 	case "running":
 	case "created", "exited":
-		if err := m.cli.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
+		if _, err := m.cli.ContainerStart(ctx, id, client.ContainerStartOptions{}); err != nil {
 			return nil, fmt.Errorf("ensure sandbox for run %s: start existing container %s: %w", runID, name, err)
 		}
 	case "paused":
@@ -323,7 +383,7 @@ func (m *Manager) reuse(ctx context.Context, runID string, set settings, id, sta
 // removeContainer force-removes a container with its anonymous volumes (the workspace).
 // A container already gone is not an error.
 func removeContainer(ctx context.Context, cli Client, id string) error {
-	err := cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	_, err := cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
 	if err != nil && !cerrdefs.IsNotFound(err) {
 		return fmt.Errorf("remove container %s: %w", shortID(id), err)
 	}

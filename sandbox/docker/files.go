@@ -13,8 +13,9 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
-	"github.com/docker/docker/api/types/container"
+	"github.com/moby/moby/api/types/container"
 
+	"github.com/moby/moby/client"
 	"github.com/nexo-temporal/nexo/sandbox"
 )
 
@@ -67,7 +68,8 @@ func (s *Sandbox) walk(ctx context.Context, rel string) (target, error) {
 	hops := 0
 	for i := 0; i < len(todo); i++ {
 		next := path.Join(cur, todo[i])
-		st, err := s.cli.ContainerStatPath(ctx, s.id, next)
+		res, err := s.cli.ContainerStatPath(ctx, s.id, client.ContainerStatPathOptions{Path: next})
+		st := res.Stat
 		if err != nil {
 			if cerrdefs.IsNotFound(err) && !strings.Contains(err.Error(), "No such container") {
 				return target{rel: rel, phys: path.Join(append([]string{next}, todo[i+1:]...)...),
@@ -112,7 +114,8 @@ func (s *Sandbox) Read(ctx context.Context, p string) ([]byte, error) {
 	if err := t.regular(); err != nil {
 		return nil, fmt.Errorf("read %s: %w", sandbox.QuotePath(p), err)
 	}
-	rc, _, err := s.cli.CopyFromContainer(ctx, s.id, t.phys)
+	res, err := s.cli.CopyFromContainer(ctx, s.id, client.CopyFromContainerOptions{SourcePath: t.phys})
+	rc := res.Content
 	if err != nil {
 		if cerrdefs.IsNotFound(err) && !strings.Contains(err.Error(), "No such container") {
 			return nil, fmt.Errorf("read %s: %w", sandbox.QuotePath(p), sandbox.ErrNotFound)
@@ -185,7 +188,7 @@ func (s *Sandbox) Write(ctx context.Context, p string, data []byte) (string, err
 	if err := tw.Close(); err != nil {
 		return "", fmt.Errorf("write %s: %w", sandbox.QuotePath(p), err)
 	}
-	err = s.cli.CopyToContainer(ctx, s.id, t.parent, &buf, container.CopyToContainerOptions{})
+	_, err = s.cli.CopyToContainer(ctx, s.id, client.CopyToContainerOptions{DestinationPath: t.parent, Content: &buf})
 	if err != nil {
 		return "", fmt.Errorf("write %s: copy into the container: %w", sandbox.QuotePath(p), s.apiError(err))
 	}
@@ -211,7 +214,7 @@ func (s *Sandbox) Stat(ctx context.Context, p string) (sandbox.FileInfo, error) 
 // missing explains a path that does not exist: sandbox.ErrNotFound, or ErrContainerGone
 // when the whole container is (the archive API answers both with the same bodiless 404).
 func (s *Sandbox) missing(ctx context.Context) error {
-	if _, err := s.cli.ContainerInspect(ctx, s.id); err != nil && cerrdefs.IsNotFound(err) {
+	if _, err := s.cli.ContainerInspect(ctx, s.id, client.ContainerInspectOptions{}); err != nil && cerrdefs.IsNotFound(err) {
 		return fmt.Errorf("%w: container %s (%s)", ErrContainerGone, s.name, shortID(s.id))
 	}
 	return sandbox.ErrNotFound

@@ -15,7 +15,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/docker/docker/api/types/build"
+	"github.com/moby/moby/api/types/build"
+	"github.com/moby/moby/client"
 )
 
 // BusyboxPaths are where BuildImage looks for a static busybox on the host: the Debian
@@ -64,7 +65,7 @@ func BuildImage(ctx context.Context, cli Client, tag string) error {
 	if err != nil {
 		return fmt.Errorf("build image %s: %w", tag, err)
 	}
-	resp, err := cli.ImageBuild(ctx, bytes.NewReader(buildCtx), build.ImageBuildOptions{
+	resp, err := cli.ImageBuild(ctx, bytes.NewReader(buildCtx), client.ImageBuildOptions{
 		Tags:        []string{tag},
 		Dockerfile:  "Dockerfile",
 		Remove:      true,

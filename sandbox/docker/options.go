@@ -6,9 +6,9 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/go-units"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
 )
 
 // Defaults of Options. The container they describe is hardened: no network, every
@@ -75,6 +75,10 @@ type Options struct {
 	// CapAdd gives back Linux capabilities after all are dropped (default none), e.g.
 	// "NET_BIND_SERVICE".
 	CapAdd []string
+	// Runtime is the engine's OCI runtime for the container: empty is the engine's default
+	// (runc); "runsc" runs it under gVisor, a kernel in user space between the commands
+	// and the host's kernel. The engine must have it registered (Manager.Check says so).
+	Runtime string
 }
 
 // settings are Options validated, with defaults applied and units parsed.
@@ -86,6 +90,7 @@ type settings struct {
 	env                           []string
 	binds                         []bind
 	readonly                      bool
+	runtime                       string
 	capAdd                        []string
 }
 
@@ -172,6 +177,12 @@ func (o Options) withDefaults() (settings, error) {
 		}
 		s.capAdd = append(s.capAdd, c)
 	}
+	if r := o.Runtime; r != "" {
+		if strings.Trim(r, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.") != "" {
+			return bad("runtime", "%q is not a runtime name", r)
+		}
+		s.runtime = r
+	}
 	return s, nil
 }
 
@@ -243,6 +254,7 @@ func (s settings) hostConfig(labels map[string]string) *container.HostConfig {
 		CapAdd:         s.capAdd,
 		SecurityOpt:    []string{"no-new-privileges"},
 		ReadonlyRootfs: s.readonly,
+		Runtime:        s.runtime,
 		IpcMode:        container.IPCModePrivate,
 		Init:           &yes,
 		// The workspace is an anonymous volume: writable under a read-only root, reachable

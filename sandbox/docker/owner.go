@@ -5,6 +5,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"github.com/moby/moby/client"
 	"io"
 	"strconv"
 	"strings"
@@ -83,7 +84,8 @@ func (s *Sandbox) lookupOwner(ctx context.Context, user string) (uid, gid int, e
 
 // readEtc reads a colon-separated file of the container (passwd, group) as fields.
 func (s *Sandbox) readEtc(ctx context.Context, name string) ([][]string, error) {
-	rc, _, err := s.cli.CopyFromContainer(ctx, s.id, name)
+	res, err := s.cli.CopyFromContainer(ctx, s.id, client.CopyFromContainerOptions{SourcePath: name})
+	rc := res.Content
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", name, s.apiError(err))
 	}

@@ -7,9 +7,7 @@ import (
 	"strings"
 
 	cerrdefs "github.com/containerd/errdefs"
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/volume"
+	"github.com/moby/moby/client"
 )
 
 // Reap removes the platform's containers (labelled nexo.managed=true) whose run is closed
@@ -28,22 +26,25 @@ func Reap(ctx context.Context, cli Client, isClosed func(runID string) (bool, er
 // ReapScope is Reap limited to the containers labelled with scope (see LabelScope); an
 // empty scope means every container of the platform.
 func ReapScope(ctx context.Context, cli Client, scope string, isClosed func(runID string) (bool, error)) (removed []string, err error) {
-	f := filters.NewArgs(filters.Arg("label", LabelManaged+"=true"))
+	f := make(client.Filters).Add("label", LabelManaged+"=true")
 	if scope != "" {
 		f.Add("label", LabelScope+"="+scope)
 	}
-	list, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
+	res, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
 	if err != nil {
 		return nil, fmt.Errorf("reap sandboxes: list containers: %w", err)
 	}
 	var errs []error
 	closed := map[string]bool{} // several containers of one run (hand-made) ask once
-	for _, c := range list {
+	for _, c := range res.Items {
 		name := shortID(c.ID)
 		if len(c.Names) > 0 {
 			name = strings.TrimPrefix(c.Names[0], "/")
 		}
-		runID := c.Labels[LabelRun]
+		runID, unclaimed := runOfContainer(c.Labels, c.Names)
+		if unclaimed {
+			continue // a warm pool's, which ReapWarm decides on
+		}
 		if runID != "" {
 			done, ok := closed[runID]
 			if !ok {
@@ -76,15 +77,15 @@ func ReapScope(ctx context.Context, cli Client, scope string, isClosed func(runI
 
 // reapVolumes removes the platform's workspace volumes that no container uses.
 func reapVolumes(ctx context.Context, cli Client) error {
-	vols, err := cli.VolumeList(ctx, volume.ListOptions{Filters: filters.NewArgs(
-		filters.Arg("label", LabelManaged+"=true"), filters.Arg("dangling", "true"))})
+	vols, err := cli.VolumeList(ctx, client.VolumeListOptions{Filters: make(client.Filters).
+		Add("label", LabelManaged+"=true").Add("dangling", "true")})
 	if err != nil {
 		return fmt.Errorf("list volumes: %w", err)
 	}
 	var errs []error
-	for _, v := range vols.Volumes {
+	for _, v := range vols.Items {
 		// Not forced: a volume a container took up meanwhile is in use and stays.
-		if err := cli.VolumeRemove(ctx, v.Name, false); err != nil && !cerrdefs.IsNotFound(err) && !cerrdefs.IsConflict(err) {
+		if _, err := cli.VolumeRemove(ctx, v.Name, client.VolumeRemoveOptions{}); err != nil && !cerrdefs.IsNotFound(err) && !cerrdefs.IsConflict(err) {
 			errs = append(errs, fmt.Errorf("remove volume %s: %w", shortID(v.Name), err))
 		}
 	}

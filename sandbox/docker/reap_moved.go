@@ -6,8 +6,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
+	"github.com/moby/moby/client"
 )
 
 // ReapMoved removes the containers this Manager's worker created (labelled with its worker
@@ -15,18 +14,18 @@ import (
 // for one run id. A run that moves gets a fresh container on its new host (labelled with
 // that host's id), so two workers sharing one Docker engine never remove each other's.
 func (m *Manager) ReapMoved(ctx context.Context, moved func(runID string) (bool, error)) ([]string, error) {
-	f := filters.NewArgs(filters.Arg("label", LabelManaged+"=true"), filters.Arg("label", LabelWorker+"="+m.worker))
+	f := make(client.Filters).Add("label", LabelManaged+"=true", LabelWorker+"="+m.worker)
 	if m.scope != "" {
 		f.Add("label", LabelScope+"="+m.scope)
 	}
-	list, err := m.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
+	res, err := m.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
 	if err != nil {
 		return nil, fmt.Errorf("reap moved sandboxes: list containers: %w", err)
 	}
 	var removed []string
 	var errs []error
-	for _, c := range list {
-		runID := c.Labels[LabelRun]
+	for _, c := range res.Items {
+		runID, _ := runOfContainer(c.Labels, c.Names)
 		if runID == "" {
 			continue
 		}

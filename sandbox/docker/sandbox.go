@@ -10,6 +10,7 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 
+	"github.com/moby/moby/client"
 	"github.com/nexo-temporal/nexo/sandbox"
 )
 
@@ -138,7 +139,8 @@ func (s *Sandbox) apiError(err error) error {
 // checkWorkdir makes sure the workspace is a real directory (not a symbolic link), so
 // the workspace root as spelled is also its physical path.
 func (s *Sandbox) checkWorkdir(ctx context.Context) error {
-	st, err := s.cli.ContainerStatPath(ctx, s.id, s.set.workdir)
+	res, err := s.cli.ContainerStatPath(ctx, s.id, client.ContainerStatPathOptions{Path: s.set.workdir})
+	st := res.Stat
 	if err != nil {
 		return fmt.Errorf("check workspace %s: %w", s.set.workdir, s.apiError(err))
 	}

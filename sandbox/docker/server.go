@@ -13,10 +13,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/docker/docker/api/types"
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/pkg/stdcopy"
+	"github.com/moby/moby/api/pkg/stdcopy"
 
+	"github.com/moby/moby/client"
 	"github.com/nexo-temporal/nexo/sandbox"
 )
 
@@ -213,7 +212,7 @@ func (p *shellPool) close() {
 // shellServer is one running serverScript and the worker's end of its streams.
 type shellServer struct {
 	execID string
-	hj     types.HijackedResponse
+	hj     client.HijackedResponse
 
 	mu   sync.Mutex
 	cur  *job          // the command whose output the streams carry now
@@ -224,18 +223,18 @@ type shellServer struct {
 // startServer starts a server in the container and waits for its handshake.
 func startServer(ctx context.Context, cli Client, containerID, workdir string) (*shellServer, error) {
 	mark := newMark("")
-	created, err := cli.ContainerExecCreate(ctx, containerID, container.ExecOptions{
+	created, err := cli.ExecCreate(ctx, containerID, client.ExecCreateOptions{
 		Cmd:         []string{"/bin/sh", "-c", serverScript, "nexo-shell-server", mark},
 		AttachStdin: true, AttachStdout: true, AttachStderr: true, WorkingDir: workdir,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create shell server: %w", err)
 	}
-	hj, err := cli.ContainerExecAttach(ctx, created.ID, container.ExecAttachOptions{})
+	res, err := cli.ExecAttach(ctx, created.ID, client.ExecAttachOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("start shell server: %w", err)
 	}
-	srv := &shellServer{execID: created.ID, hj: hj, dead: make(chan struct{})}
+	srv := &shellServer{execID: created.ID, hj: res.HijackedResponse, dead: make(chan struct{})}
 	hello := newJob(mark, 4096, nil)
 	srv.cur = hello
 	go srv.read()

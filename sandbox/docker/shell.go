@@ -12,10 +12,9 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
-	"github.com/docker/docker/api/types"
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/pkg/stdcopy"
+	"github.com/moby/moby/api/pkg/stdcopy"
 
+	"github.com/moby/moby/client"
 	"github.com/nexo-temporal/nexo/sandbox"
 )
 
@@ -198,7 +197,8 @@ func (s *Sandbox) runOnServer(ctx context.Context, srv *shellServer, command str
 func (s *Sandbox) serverGone(err error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	info, ierr := s.cli.ContainerInspect(ctx, s.id)
+	res, ierr := s.cli.ContainerInspect(ctx, s.id, client.ContainerInspectOptions{})
+	info := res.Container
 	if (ierr != nil && cerrdefs.IsNotFound(ierr)) || (ierr == nil && (info.State == nil || !info.State.Running)) {
 		return fmt.Errorf("%w: container %s (%s)", ErrContainerGone, s.name, shortID(s.id))
 	}
@@ -299,7 +299,7 @@ func (s *Sandbox) stop(ctx context.Context, run *attached, marker *groupWriter, 
 // attached is a started exec: its id and its attached, multiplexed output stream.
 type attached struct {
 	execID string
-	stream types.HijackedResponse
+	stream client.HijackedResponse
 	once   sync.Once
 }
 
@@ -307,17 +307,17 @@ func (a *attached) close() { a.once.Do(a.stream.Close) }
 
 // start creates an exec of argv in the workspace and attaches to its output.
 func (s *Sandbox) start(ctx context.Context, argv []string) (*attached, error) {
-	created, err := s.cli.ContainerExecCreate(ctx, s.id, container.ExecOptions{
+	created, err := s.cli.ExecCreate(ctx, s.id, client.ExecCreateOptions{
 		Cmd: argv, AttachStdout: true, AttachStderr: true, WorkingDir: s.set.workdir,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create exec: %w", s.apiError(err))
 	}
-	hj, err := s.cli.ContainerExecAttach(ctx, created.ID, container.ExecAttachOptions{})
+	res, err := s.cli.ExecAttach(ctx, created.ID, client.ExecAttachOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("start exec: %w", s.apiError(err))
 	}
-	return &attached{execID: created.ID, stream: hj}, nil
+	return &attached{execID: created.ID, stream: res.HijackedResponse}, nil
 }
 
 // exitCode returns an exec's exit code once Docker has recorded its end, which follows
@@ -326,7 +326,7 @@ func (s *Sandbox) exitCode(ctx context.Context, execID string) (int, error) {
 	deadline := time.Now().Add(retryInspect)
 	wait := time.Millisecond
 	for {
-		info, err := s.cli.ContainerExecInspect(ctx, execID)
+		info, err := s.cli.ExecInspect(ctx, execID, client.ExecInspectOptions{})
 		if err != nil {
 			return 0, fmt.Errorf("inspect exec: %w", s.apiError(err))
 		}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -15,13 +16,13 @@ import (
 	"testing"
 
 	cerrdefs "github.com/containerd/errdefs"
-	"github.com/docker/docker/api/types"
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/image"
-	"github.com/docker/docker/api/types/mount"
-	"github.com/docker/docker/api/types/volume"
-	"github.com/docker/docker/pkg/stdcopy"
 	dockerspec "github.com/moby/docker-image-spec/specs-go/v1"
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/image"
+	"github.com/moby/moby/api/types/mount"
+	"github.com/moby/moby/api/types/volume"
+	"github.com/moby/moby/client"
 
 	"github.com/nexo-temporal/nexo/sandbox"
 )
@@ -121,7 +122,10 @@ func TestContainerName(t *testing.T) {
 // ensureFake is a fake engine with no containers, an image, and a recorder of calls.
 func ensureFake(calls *[]string) *fakeClient {
 	return &fakeClient{
-		list: func(container.ListOptions) ([]container.Summary, error) { return nil, nil },
+		list: func(client.ContainerListOptions) ([]container.Summary, error) { return nil, nil },
+		inspect: func(id string) (container.InspectResponse, error) {
+			return container.InspectResponse{}, fmt.Errorf("No such container: %s: %w", id, cerrdefs.ErrNotFound)
+		},
 		imgInspect: func(ref string) (image.InspectResponse, error) {
 			*calls = append(*calls, "image "+ref)
 			return image.InspectResponse{Config: &dockerspec.DockerOCIImageConfig{}}, nil
@@ -134,7 +138,7 @@ func ensureFake(calls *[]string) *fakeClient {
 			*calls = append(*calls, "start "+id)
 			return nil
 		},
-		remove: func(id string, o container.RemoveOptions) error {
+		remove: func(id string, o client.ContainerRemoveOptions) error {
 			*calls = append(*calls, fmt.Sprintf("remove %s force=%v volumes=%v", id, o.Force, o.RemoveVolumes))
 			return nil
 		},
@@ -193,8 +197,8 @@ func TestEnsureNameConflictReusesTheWinner(t *testing.T) {
 				return container.CreateResponse{}, fmt.Errorf("name in use: %w", cerrdefs.ErrConflict)
 			}
 			f.inspect = func(id string) (container.InspectResponse, error) {
-				r := container.InspectResponse{Config: &container.Config{Labels: tt.labels}}
-				r.ContainerJSONBase = &container.ContainerJSONBase{ID: "winner", State: &container.State{Status: tt.state}}
+				r := container.InspectResponse{ID: "winner", State: &container.State{Status: tt.state},
+					Config: &container.Config{Labels: tt.labels}}
 				return r, nil
 			}
 			sb, err := NewManager(f, "w1").Ensure(context.Background(), "run-1", Options{})
@@ -214,8 +218,8 @@ func TestEnsureNameConflictReusesTheWinner(t *testing.T) {
 func TestEnsureStartsAStoppedContainer(t *testing.T) {
 	var calls []string
 	f := ensureFake(&calls)
-	f.list = func(o container.ListOptions) ([]container.Summary, error) {
-		if !o.All || !o.Filters.ExactMatch("label", LabelRun+"=run-1") {
+	f.list = func(o client.ContainerListOptions) ([]container.Summary, error) {
+		if !o.All || !o.Filters["label"][LabelRun+"=run-1"] {
 			t.Errorf("list options = %+v", o)
 		}
 		return []container.Summary{{ID: "old", State: "exited",
@@ -282,21 +286,21 @@ func TestReapDecidesByRun(t *testing.T) {
 	var removed []string
 	asked := map[string]int{}
 	f := &fakeClient{
-		list: func(o container.ListOptions) ([]container.Summary, error) {
-			if !o.Filters.ExactMatch("label", LabelManaged+"=true") {
+		list: func(o client.ContainerListOptions) ([]container.Summary, error) {
+			if !reflect.DeepEqual(o.Filters, make(client.Filters).Add("label", LabelManaged+"=true")) {
 				t.Errorf("list filters = %v", o.Filters)
 			}
 			return containers, nil
 		},
-		remove: func(id string, o container.RemoveOptions) error {
+		remove: func(id string, o client.ContainerRemoveOptions) error {
 			if !o.Force || !o.RemoveVolumes {
 				t.Errorf("remove %s with %+v, want force and volumes", id, o)
 			}
 			removed = append(removed, id)
 			return nil
 		},
-		volList: func(volume.ListOptions) (volume.ListResponse, error) {
-			return volume.ListResponse{Volumes: []*volume.Volume{{Name: "dangling"}}}, nil
+		volList: func(client.VolumeListOptions) ([]volume.Volume, error) {
+			return []volume.Volume{{Name: "dangling"}}, nil
 		},
 		volRemove: func(name string, force bool) error {
 			removed = append(removed, "volume "+name)
@@ -438,19 +442,19 @@ func TestLiteralPrefix(t *testing.T) {
 func TestPoolFallsBackWhenTheServerCannotRun(t *testing.T) {
 	// What an image without setsid answers: a message on stderr, then the exec ends.
 	var frames bytes.Buffer
-	_, _ = stdcopy.NewStdWriter(&frames, stdcopy.Stderr).Write([]byte("nexo shell server: setsid not found\n"))
-	client, server := net.Pipe()
+	writeFrame(&frames, stdcopy.Stderr, "nexo shell server: setsid not found\n")
+	conn, server := net.Pipe()
 	defer server.Close()
 	go func() { _, _ = io.Copy(io.Discard, server) }()
 	f := &fakeClient{
-		execCreate: func(id string, o container.ExecOptions) (container.ExecCreateResponse, error) {
+		execCreate: func(id string, o client.ExecCreateOptions) (container.ExecCreateResponse, error) {
 			if !o.AttachStdin || o.Cmd[0] != "/bin/sh" {
 				t.Errorf("exec options = %+v", o)
 			}
 			return container.ExecCreateResponse{ID: "exec-1"}, nil
 		},
-		execAttach: func(string) (types.HijackedResponse, error) {
-			return types.HijackedResponse{Conn: client, Reader: bufio.NewReader(&frames)}, nil
+		execAttach: func(string) (client.HijackedResponse, error) {
+			return client.HijackedResponse{Conn: conn, Reader: bufio.NewReader(&frames)}, nil
 		},
 	}
 	p := &shellPool{cli: f, containerID: "c", workdir: "/workspace"}
@@ -463,4 +467,14 @@ func TestPoolFallsBackWhenTheServerCannotRun(t *testing.T) {
 	if srv, err := p.get(context.Background()); srv != nil || err != nil {
 		t.Errorf("second get = %v, %v", srv, err)
 	}
+}
+
+// writeFrame writes msg as one frame of Docker's multiplexed stream (what StdCopy reads):
+// an 8-byte header (the stream, three zero bytes, the length big-endian), then the bytes.
+func writeFrame(w *bytes.Buffer, stream stdcopy.StdType, msg string) {
+	var hdr [8]byte
+	hdr[0] = byte(stream)
+	binary.BigEndian.PutUint32(hdr[4:], uint32(len(msg)))
+	w.Write(hdr[:])
+	w.WriteString(msg)
 }

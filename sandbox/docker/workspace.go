@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/docker/docker/api/types/container"
+	"github.com/moby/moby/client"
 )
 
 // ArchiveWorkspace streams the whole workspace as a tar archive: every file, directory and
@@ -18,11 +18,11 @@ func (s *Sandbox) ArchiveWorkspace(ctx context.Context) (io.ReadCloser, error) {
 		return nil, fmt.Errorf("archive workspace of %s: %w", s.name, err)
 	}
 	// "dir/." archives the directory's content under "./" instead of under its name.
-	rc, _, err := s.cli.CopyFromContainer(ctx, s.id, s.set.workdir+"/.")
+	res, err := s.cli.CopyFromContainer(ctx, s.id, client.CopyFromContainerOptions{SourcePath: s.set.workdir + "/."})
 	if err != nil {
 		return nil, fmt.Errorf("archive workspace of %s: %w", s.name, s.apiError(err))
 	}
-	return rc, nil
+	return res.Content, nil
 }
 
 // RestoreWorkspace extracts an archive made by ArchiveWorkspace into the workspace, keeping
@@ -34,7 +34,7 @@ func (s *Sandbox) RestoreWorkspace(ctx context.Context, archive io.Reader) error
 	if err := s.check(ctx); err != nil {
 		return fmt.Errorf("restore workspace of %s: %w", s.name, err)
 	}
-	err := s.cli.CopyToContainer(ctx, s.id, s.set.workdir, archive, container.CopyToContainerOptions{})
+	_, err := s.cli.CopyToContainer(ctx, s.id, client.CopyToContainerOptions{DestinationPath: s.set.workdir, Content: archive})
 	if err != nil {
 		return fmt.Errorf("restore workspace of %s: %w", s.name, s.apiError(err))
 	}
