@@ -5,13 +5,12 @@ import (
 	"testing"
 
 	"github.com/nexo-temporal/nexo/api"
-	"github.com/nexo-temporal/nexo/config"
 )
 
 // TestPriceCall: a call is priced by the model it asked for, else the model that
 // answered; an unpriced model keeps no cost and says so.
 func TestPriceCall(t *testing.T) {
-	l := NewLLM(LLMConfig{BaseURL: "http://127.0.0.1:1/v1", Prices: map[string]config.ModelPrice{
+	l := NewLLM(LLMConfig{BaseURL: "http://127.0.0.1:1/v1", Prices: map[string]api.ModelPrice{
 		"gpt-4o":           {InputPerMTok: 2.5, OutputPerMTok: 10},
 		"dated-2024-08-06": {InputPerMTok: 1, OutputPerMTok: 1},
 	}})
@@ -36,9 +35,9 @@ func TestPriceCall(t *testing.T) {
 // not by the default endpoint's (the same model name may cost differently on each).
 func TestPriceAtTheCallsEndpoint(t *testing.T) {
 	a := New(Deps{
-		LLM: NewLLM(LLMConfig{BaseURL: "http://127.0.0.1:1/v1", Prices: map[string]config.ModelPrice{"m": {InputPerMTok: 1, OutputPerMTok: 1}}}),
+		LLM: NewLLM(LLMConfig{BaseURL: "http://127.0.0.1:1/v1", Prices: map[string]api.ModelPrice{"m": {InputPerMTok: 1, OutputPerMTok: 1}}}),
 		Endpoints: map[string]*LLM{"small": NewLLM(LLMConfig{BaseURL: "http://127.0.0.1:2/v1",
-			Prices: map[string]config.ModelPrice{"m": {InputPerMTok: 10, OutputPerMTok: 10}}})},
+			Prices: map[string]api.ModelPrice{"m": {InputPerMTok: 10, OutputPerMTok: 10}}})},
 	})
 	for endpoint, want := range map[string]float64{"": 0.001, "default": 0.001, "small": 0.01, "gone": 0} {
 		u := api.Usage{PromptTokens: 500, CompletionTokens: 500}

@@ -14,7 +14,6 @@ import (
 
 	"github.com/nexo-temporal/nexo/agents"
 	"github.com/nexo-temporal/nexo/api"
-	"github.com/nexo-temporal/nexo/config"
 )
 
 // LLM is the worker's model endpoint: any OpenAI-compatible chat completions API (OpenAI,
@@ -24,7 +23,7 @@ type LLM struct {
 	client   *openai.Client
 	model    string
 	retryFor time.Duration
-	prices   map[string]config.ModelPrice // llm.prices (cost.go)
+	prices   map[string]api.ModelPrice // llm.prices (cost.go)
 	// tokensPerMinute is the endpoint's limits.tokens_per_minute: its calls book their
 	// tokens with the endpoint's limiter first (tokenlimit.go); 0: no limit.
 	tokensPerMinute int
@@ -43,7 +42,7 @@ type LLMConfig struct {
 	RetryFor time.Duration
 	// Prices are what each model costs (config llm.prices): every call's usage gets its
 	// cost from them (cost.go).
-	Prices map[string]config.ModelPrice
+	Prices map[string]api.ModelPrice
 	// TokensPerMinute is the endpoint's token limit for the whole fleet (config
 	// limits.tokens_per_minute); 0: none.
 	TokensPerMinute int

@@ -1,13 +1,13 @@
 package gateway
 
 import (
+	"github.com/nexo-temporal/nexo/api"
+
 	"fmt"
 	"net/http"
 	"strings"
 
 	"go.temporal.io/sdk/converter"
-
-	"github.com/nexo-temporal/nexo/config"
 )
 
 // The codec endpoint: the Temporal Web UI (and `temporal` CLI's --codec-endpoint) sends
@@ -42,9 +42,9 @@ func (s *Server) codecRoutes() []route {
 		// CSRF tokens defend state changes made with the cookie's authority from other
 		// sites; here the origin check (only the gateway's pages and CodecOrigins) does
 		// that, since the UI cannot know the session's CSRF token.
-		{method: "POST", path: codecPath + "/decode", scope: config.ScopeRead, codec: true, csrfExempt: true, handle: serve},
-		{method: "POST", path: codecPath + "/download", scope: config.ScopeRead, codec: true, csrfExempt: true, handle: serve},
-		{method: "POST", path: codecPath + "/encode", scope: config.ScopeOperate, codec: true, csrfExempt: true, handle: serve},
+		{method: "POST", path: codecPath + "/decode", scope: api.ScopeRead, codec: true, csrfExempt: true, handle: serve},
+		{method: "POST", path: codecPath + "/download", scope: api.ScopeRead, codec: true, csrfExempt: true, handle: serve},
+		{method: "POST", path: codecPath + "/encode", scope: api.ScopeOperate, codec: true, csrfExempt: true, handle: serve},
 		// The CORS preflight carries no credentials: public.
 		{method: "OPTIONS", path: codecPath + "/{op}", codec: true, handle: s.codecPreflight},
 	}
