@@ -28,7 +28,7 @@ const compactMessageBytes = 4 << 10
 // CompactThread shortens a thread that would no longer fit the agent's context budget:
 // the oldest turns are summarised by the model, and the thread continues, as a new chain,
 // from the summary plus the most recent messages (see api.CompactThreadRequest).
-func (a *Activities) CompactThread(ctx context.Context, req api.CompactThreadRequest) (api.CompactThreadResult, error) {
+func (a *Model) CompactThread(ctx context.Context, req api.CompactThreadRequest) (api.CompactThreadResult, error) {
 	model, err := a.modelAt("compact thread", req.Endpoint, req.Model)
 	if err != nil {
 		return api.CompactThreadResult{}, err

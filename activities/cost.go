@@ -25,7 +25,7 @@ func (l *LLM) price(asked, answered string, u *api.Usage) {
 
 // priceAt prices u with the price table of the endpoint the call went to (llm.prices for
 // the default endpoint, llm.endpoints.<name>.prices for the others).
-func (a *Activities) priceAt(endpoint, asked, answered string, u *api.Usage) {
+func (a *Model) priceAt(endpoint, asked, answered string, u *api.Usage) {
 	if l, err := a.llmAt("price", endpoint); err == nil {
 		l.price(asked, answered, u)
 	}

@@ -41,7 +41,7 @@ func TestPriceAtTheCallsEndpoint(t *testing.T) {
 	})
 	for endpoint, want := range map[string]float64{"": 0.001, "default": 0.001, "small": 0.01, "gone": 0} {
 		u := api.Usage{PromptTokens: 500, CompletionTokens: 500}
-		a.priceAt(endpoint, "m", "m", &u)
+		a.Model.priceAt(endpoint, "m", "m", &u)
 		if math.Abs(u.Cost-want) > 1e-12 || u.Priced != (want > 0) {
 			t.Errorf("endpoint %q: cost %v priced %v, want %v", endpoint, u.Cost, u.Priced, want)
 		}

@@ -49,7 +49,7 @@ func TestFileToolsRefuseFIFO(t *testing.T) {
 	}
 	var err error
 	within(t, "WriteArtifact", func() {
-		_, err = e.a.WriteArtifact(context.Background(), api.WriteArtifactRequest{RunID: testRun, Name: "out", Path: "pipe"})
+		_, err = e.a.Host.WriteArtifact(context.Background(), api.WriteArtifactRequest{RunID: testRun, Name: "out", Path: "pipe"})
 	})
 	wantAppError(t, err, true, api.ErrTypeBadInput)
 }

@@ -63,7 +63,7 @@ func TestSandboxHostRegistersOnlySandboxActivities(t *testing.T) {
 		}
 	}
 	var claim nameRegistry
-	a.RegisterClaim(&claim)
+	a.Host.RegisterClaim(&claim)
 	if len(claim.names) != 1 || claim.names[0] != api.ActivityClaimSandboxHost {
 		t.Errorf("claim queue registers %v, want %s alone", claim.names, api.ActivityClaimSandboxHost)
 	}

@@ -139,7 +139,7 @@ func TestMCPInterop(t *testing.T) {
 			// Over HTTP: the bearer token on every request, the end of the run's session
 			// included, and the negotiated version in the MCP-Protocol-Version header of
 			// every request after the handshake.
-			if err := a.CloseMCP(context.Background(), api.CloseMCPRequest{RunID: mcpRun}); err != nil {
+			if err := a.MCP.CloseMCP(context.Background(), api.CloseMCPRequest{RunID: mcpRun}); err != nil {
 				t.Errorf("CloseMCP: %v", err)
 			}
 			reqs := requests()

@@ -104,7 +104,7 @@ func TestMCPOAuthLoginRefreshAndRevoke(t *testing.T) {
 			}
 			seen = append(seen, list.Errors["docs"])
 
-			if err := a.CloseMCP(context.Background(), api.CloseMCPRequest{RunID: "run-o2"}); err != nil {
+			if err := a.MCP.CloseMCP(context.Background(), api.CloseMCPRequest{RunID: "run-o2"}); err != nil {
 				t.Errorf("CloseMCP: %v", err)
 			}
 			// Every request (the session's closing DELETE too) carried an access token.

@@ -46,7 +46,7 @@ func callMCP(t *testing.T, a *activities.Activities, run string, spec api.MCPSer
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	return a.CallMCPTool(ctx, api.CallMCPToolRequest{RunID: run, CallID: "1.1", Server: spec, Tool: tool, Args: json.RawMessage(args)})
+	return a.MCP.CallMCPTool(ctx, api.CallMCPToolRequest{RunID: run, CallID: "1.1", Server: spec, Tool: tool, Args: json.RawMessage(args)})
 }
 
 // mustCallMCP calls a tool that must answer without error.
@@ -66,7 +66,7 @@ func listMCP(t *testing.T, a *activities.Activities, run string, servers ...api.
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	res, err := a.ListMCPTools(ctx, api.ListMCPToolsRequest{RunID: run, Servers: servers})
+	res, err := a.MCP.ListMCPTools(ctx, api.ListMCPToolsRequest{RunID: run, Servers: servers})
 	if err != nil {
 		t.Fatalf("ListMCPTools: %v", err)
 	}
@@ -378,7 +378,7 @@ func TestMCPCloseReapsTheRunsServers(t *testing.T) {
 	}
 	child, _ := strconv.Atoi(strings.TrimSpace(string(b)))
 
-	if err := a.CloseMCP(context.Background(), api.CloseMCPRequest{RunID: "run-a"}); err != nil {
+	if err := a.MCP.CloseMCP(context.Background(), api.CloseMCPRequest{RunID: "run-a"}); err != nil {
 		t.Fatalf("CloseMCP: %v", err)
 	}
 	for _, pid := range []int{mine, shell} {
@@ -391,7 +391,7 @@ func TestMCPCloseReapsTheRunsServers(t *testing.T) {
 		t.Errorf("the other run's server %d was closed too", other)
 	}
 	// Closing again, or a run with nothing open, is fine.
-	if err := a.CloseMCP(context.Background(), api.CloseMCPRequest{RunID: "run-a"}); err != nil {
+	if err := a.MCP.CloseMCP(context.Background(), api.CloseMCPRequest{RunID: "run-a"}); err != nil {
 		t.Errorf("CloseMCP again: %v", err)
 	}
 

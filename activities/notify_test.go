@@ -73,7 +73,7 @@ func TestNotifyApprovalBodyAndSignature(t *testing.T) {
 		Call: json.RawMessage(`{"call_id":"2.1","tool":"shell","capability":"shell","detail":"go test ./...",` +
 			`"args":{"command":"go test ./..."},"approved":false,"action":"deny","by":"ada","reason":"not now"}`),
 	}
-	if err := a.NotifyApproval(context.Background(), req); err != nil {
+	if err := a.Notifier.NotifyApproval(context.Background(), req); err != nil {
 		t.Fatalf("NotifyApproval: %v", err)
 	}
 	r := <-got
@@ -111,7 +111,7 @@ func TestNotifyApprovalBodyAndSignature(t *testing.T) {
 func TestNotifyApprovalSession(t *testing.T) {
 	srv, got := receiver(t, http.StatusOK)
 	a := notifyActivities(map[string]string{"HOOK_SECRET": "s3cret"}, "https://nexo.example.com")
-	err := a.NotifyApproval(context.Background(), api.NotifyApprovalRequest{
+	err := a.Notifier.NotifyApproval(context.Background(), api.NotifyApprovalRequest{
 		RunID: api.SessionID("coder", "ada"), Workflow: api.WorkflowSession, Agent: "coder",
 		Target: api.NotifyTarget{URL: srv.URL, SecretEnv: "HOOK_SECRET"}, Event: api.EventApprovalRequested, Seq: 3,
 		Call: json.RawMessage(`{"call_id":"1.1","tool":"write_file","capability":"write","detail":"notes.md","args":{"path":"notes.md"}}`),
@@ -151,7 +151,7 @@ func TestNotifyApprovalRetries(t *testing.T) {
 		t.Run(http.StatusText(tc.status), func(t *testing.T) {
 			srv, got := receiver(t, tc.status)
 			a := notifyActivities(map[string]string{"HOOK_SECRET": "s3cret"}, "")
-			err := a.NotifyApproval(context.Background(), api.NotifyApprovalRequest{RunID: "r", Event: api.EventApprovalRequested,
+			err := a.Notifier.NotifyApproval(context.Background(), api.NotifyApprovalRequest{RunID: "r", Event: api.EventApprovalRequested,
 				Target: api.NotifyTarget{URL: srv.URL, SecretEnv: "HOOK_SECRET"}, Call: json.RawMessage(`{"call_id":"1"}`)})
 			<-got
 			var app *temporal.ApplicationError
@@ -172,7 +172,7 @@ func TestNotifyApprovalRetries(t *testing.T) {
 		url := srv.URL
 		srv.Close()
 		a := notifyActivities(map[string]string{"HOOK_SECRET": "s3cret"}, "")
-		err := a.NotifyApproval(context.Background(), api.NotifyApprovalRequest{RunID: "r", Event: api.EventApprovalRequested,
+		err := a.Notifier.NotifyApproval(context.Background(), api.NotifyApprovalRequest{RunID: "r", Event: api.EventApprovalRequested,
 			Target: api.NotifyTarget{URL: url, SecretEnv: "HOOK_SECRET"}})
 		var app *temporal.ApplicationError
 		if err == nil || (errors.As(err, &app) && app.NonRetryable()) {
@@ -183,7 +183,7 @@ func TestNotifyApprovalRetries(t *testing.T) {
 	t.Run("no secret", func(t *testing.T) {
 		srv, got := receiver(t, http.StatusOK)
 		a := notifyActivities(nil, "")
-		err := a.NotifyApproval(context.Background(), api.NotifyApprovalRequest{RunID: "r", Event: api.EventApprovalRequested,
+		err := a.Notifier.NotifyApproval(context.Background(), api.NotifyApprovalRequest{RunID: "r", Event: api.EventApprovalRequested,
 			Target: api.NotifyTarget{URL: srv.URL, SecretEnv: "HOOK_SECRET"}})
 		var app *temporal.ApplicationError
 		if !errors.As(err, &app) || !app.NonRetryable() || !strings.Contains(err.Error(), "HOOK_SECRET") {
@@ -206,7 +206,7 @@ func TestNotifyApprovalURLFromTheEnvironment(t *testing.T) {
 
 	srv, got := receiver(t, http.StatusOK)
 	hook := srv.URL + "/services/T000/B000/tokenXYZ"
-	if err := notifyActivities(map[string]string{"HOOK_SECRET": "s3cret", "HOOK_URL": hook}, "").NotifyApproval(context.Background(), req); err != nil {
+	if err := notifyActivities(map[string]string{"HOOK_SECRET": "s3cret", "HOOK_URL": hook}, "").Notifier.NotifyApproval(context.Background(), req); err != nil {
 		t.Fatalf("NotifyApproval to $HOOK_URL: %v", err)
 	}
 	if r := <-got; r.header.Get(api.SignatureHeader) != activities.Signature("s3cret", r.body) {
@@ -221,7 +221,7 @@ func TestNotifyApprovalURLFromTheEnvironment(t *testing.T) {
 		if url != "" {
 			env["HOOK_URL"] = url
 		}
-		err := notifyActivities(env, "").NotifyApproval(context.Background(), req)
+		err := notifyActivities(env, "").Notifier.NotifyApproval(context.Background(), req)
 		if err == nil || strings.Contains(err.Error(), "tokenXYZ") || strings.Contains(err.Error(), "127.0.0.1") || !strings.Contains(err.Error(), "$HOOK_URL") {
 			t.Errorf("%s: error %v: want one naming $HOOK_URL and not the URL", name, err)
 		}
@@ -237,7 +237,7 @@ func TestResolveAgentCarriesNotify(t *testing.T) {
 	targets := []api.NotifyTarget{{URL: "https://hooks.example.com/nexo", SecretEnv: "HOOK_SECRET"}}
 	a := activities.New(activities.Deps{Agents: []agents.Spec{{Name: "coder"}}, Notify: targets,
 		LookupEnv: func(string) (string, bool) { return "s3cret", true }})
-	spec, err := a.ResolveAgent(context.Background(), "coder")
+	spec, err := a.Model.ResolveAgent(context.Background(), "coder")
 	if err != nil {
 		t.Fatalf("ResolveAgent: %v", err)
 	}

@@ -19,7 +19,7 @@ func TestCompleteChatReasoning(t *testing.T) {
 		reply := fakellm.Reply{Content: "Hello there.", Reasoning: thought, ReasoningField: field}
 		t.Run(field+"/reply", func(t *testing.T) {
 			e, _ := newModelEnv(t, activities.LLMConfig{}, reply)
-			got, err := e.a.CompleteChat(context.Background(), api.CompleteChatRequest{Messages: userAsks("Hi")})
+			got, err := e.a.Model.CompleteChat(context.Background(), api.CompleteChatRequest{Messages: userAsks("Hi")})
 			if err != nil {
 				t.Fatalf("CompleteChat: %v", err)
 			}
@@ -41,7 +41,7 @@ func TestCompleteChatReasoning(t *testing.T) {
 func TestCompleteChatLongReasoningByReference(t *testing.T) {
 	long := strings.Repeat("think ", 3000) // 18,000 bytes
 	e, _ := newModelEnv(t, activities.LLMConfig{}, fakellm.Reply{Content: "ok", Reasoning: long})
-	got, err := e.a.CompleteChat(context.Background(), api.CompleteChatRequest{Messages: userAsks("Hi")})
+	got, err := e.a.Model.CompleteChat(context.Background(), api.CompleteChatRequest{Messages: userAsks("Hi")})
 	if err != nil {
 		t.Fatalf("CompleteChat: %v", err)
 	}

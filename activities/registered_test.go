@@ -38,8 +38,8 @@ func TestRegisteredActivityNames(t *testing.T) {
 	}{
 		{"shared task queue", a.Register},
 		{"host queue", a.RegisterSandbox},
-		{"pool claim queue", a.RegisterClaim},
-		{"model queue", a.RegisterModel},
+		{"pool claim queue", a.Host.RegisterClaim},
+		{"model queue", a.Model.RegisterCalls},
 	} {
 		var r nameRegistry
 		q.register(&r)

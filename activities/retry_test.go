@@ -28,7 +28,7 @@ func TestRunToolRetryIsVisibleToTheModel(t *testing.T) {
 		if activity.GetInfo(ctx).Attempt == 1 {
 			return api.RunToolResult{}, errors.New("worker lost")
 		}
-		return e.a.RunTool(ctx, req)
+		return e.a.Tools.RunTool(ctx, req)
 	}, activity.RegisterOptions{Name: api.ActivityRunTool})
 	wenv.ExecuteWorkflow(func(ctx workflow.Context) ([]api.RunToolResult, error) {
 		ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: time.Minute,

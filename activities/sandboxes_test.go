@@ -60,7 +60,7 @@ func TestWriteArtifactRefusesHugeFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	_, err = e.a.WriteArtifact(context.Background(), api.WriteArtifactRequest{RunID: testRun, Name: "huge.bin", Path: "huge.bin"})
+	_, err = e.a.Host.WriteArtifact(context.Background(), api.WriteArtifactRequest{RunID: testRun, Name: "huge.bin", Path: "huge.bin"})
 	var app *temporal.ApplicationError
 	if !errors.As(err, &app) || app.Type() != api.ErrTypeTooLarge || !app.NonRetryable() ||
 		!strings.Contains(app.Message(), fmt.Sprintf("is %d bytes", activities.MaxArtifactBytes+1)) {
@@ -69,7 +69,7 @@ func TestWriteArtifactRefusesHugeFile(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(e.ws, "small.txt"), []byte("hi"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	meta, err := e.a.WriteArtifact(context.Background(), api.WriteArtifactRequest{RunID: testRun, Name: "small.txt", Path: "small.txt"})
+	meta, err := e.a.Host.WriteArtifact(context.Background(), api.WriteArtifactRequest{RunID: testRun, Name: "small.txt", Path: "small.txt"})
 	if err != nil || meta.Size != 2 {
 		t.Fatalf("WriteArtifact(small) = %+v, %v", meta, err)
 	}

@@ -38,7 +38,7 @@ func TestDockerSnapshotsSeeEveryChange(t *testing.T) {
 		if res, err := sb.Shell(ctx, cmd, time.Minute); err != nil || res.ExitCode != 0 {
 			t.Fatalf("%s: %v %+v", cmd, err, res)
 		}
-		ref, err := a.snapshotWorkspace(ctx, runID, spec, sb)
+		ref, err := a.Host.snapshotWorkspace(ctx, runID, spec, sb)
 		if err != nil {
 			t.Fatalf("snapshot after %s: %v", cmd, err)
 		}

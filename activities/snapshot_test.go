@@ -18,7 +18,7 @@ import (
 func (e *env) snapTool(t *testing.T, spec api.SandboxSpec, base, tool string, args map[string]any) api.RunToolResult {
 	t.Helper()
 	raw, _ := json.Marshal(args)
-	res, err := e.a.RunTool(context.Background(), api.RunToolRequest{RunID: testRun, Sandbox: spec, CallID: "c", Tool: tool,
+	res, err := e.a.Tools.RunTool(context.Background(), api.RunToolRequest{RunID: testRun, Sandbox: spec, CallID: "c", Tool: tool,
 		Args: raw, Snapshot: true, Base: base})
 	if err != nil {
 		t.Fatalf("RunTool %s %v: %v", tool, args, err)
@@ -76,7 +76,7 @@ func TestSnapshotAfterEveryCallIsIncrementalAndRestores(t *testing.T) {
 
 			// Another host: a worker with its own (empty) sandbox root over the same store.
 			other := newEnvWithStore(t, e.dir)
-			res, err := other.a.RestoreSandboxOnHost(context.Background(), api.ReleaseSandboxRequest{RunID: testRun, Sandbox: spec, Manifest: r2.Snapshot.Manifest})
+			res, err := other.a.Host.RestoreSandboxOnHost(context.Background(), api.ReleaseSandboxRequest{RunID: testRun, Sandbox: spec, Manifest: r2.Snapshot.Manifest})
 			if err != nil {
 				t.Fatalf("RestoreSandboxOnHost: %v", err)
 			}
@@ -112,7 +112,7 @@ func TestRestoreNamesLostFiles(t *testing.T) {
 		t.Fatalf("remove the blob of gone.txt: %v", err)
 	}
 	other := newEnvWithStore(t, e.dir)
-	res, err := other.a.RestoreSandboxOnHost(context.Background(), api.ReleaseSandboxRequest{RunID: testRun, Manifest: r.Snapshot.Manifest})
+	res, err := other.a.Host.RestoreSandboxOnHost(context.Background(), api.ReleaseSandboxRequest{RunID: testRun, Manifest: r.Snapshot.Manifest})
 	if err != nil {
 		t.Fatalf("RestoreSandboxOnHost: %v", err)
 	}
@@ -135,7 +135,7 @@ func TestSandboxMadeAnewIsRebuiltFromBase(t *testing.T) {
 		t.Fatal(err)
 	}
 	raw, _ := json.Marshal(map[string]any{"path": "mine.txt"})
-	res, err := other.a.RunTool(context.Background(), api.RunToolRequest{RunID: testRun, CallID: "c2", Tool: agents.ToolReadFile, Args: raw, Base: r.Snapshot.Manifest})
+	res, err := other.a.Tools.RunTool(context.Background(), api.RunToolRequest{RunID: testRun, CallID: "c2", Tool: agents.ToolReadFile, Args: raw, Base: r.Snapshot.Manifest})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,7 +47,7 @@ func TestChangedThreadSegmentIsFinal(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = st.Close() })
 	restarted := newEnv(t, activities.Deps{LLM: activities.NewLLM(activities.LLMConfig{BaseURL: modelURL, Model: "fake-model"}), Store: st})
-	_, err = restarted.a.CompleteChat(ctx, api.CompleteChatRequest{Thread: &api.ThreadRef{Head: head}, Messages: userAsks("next")})
+	_, err = restarted.a.Model.CompleteChat(ctx, api.CompleteChatRequest{Thread: &api.ThreadRef{Head: head}, Messages: userAsks("next")})
 	app, ok := err.(*temporal.ApplicationError)
 	if !ok {
 		t.Fatalf("CompleteChat = %T %v, want a *temporal.ApplicationError as is", err, err)

@@ -33,7 +33,7 @@ const streamFlushEvery = 150 * time.Millisecond
 // StreamLive wins when both are set. Streaming is best effort: a heartbeat or signal that
 // fails costs a viewer some text, never the call, and the text still arrives with the
 // result.
-func (a *Activities) completeStreaming(ctx context.Context, model string, creq openai.ChatCompletionRequest, req api.CompleteChatRequest) (api.CompleteChatResult, error) {
+func (a *Model) completeStreaming(ctx context.Context, model string, creq openai.ChatCompletionRequest, req api.CompleteChatRequest) (api.CompleteChatResult, error) {
 	creq.Stream = true
 	creq.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
 	stream, err := a.clientFor(req.Endpoint).CreateChatCompletionStream(ctx, creq)

@@ -25,7 +25,7 @@ func TestCompleteChatStoredThread(t *testing.T) {
 		fakellm.Reply{Content: "Still big."})
 	ctx := context.Background()
 	tools := []api.ToolDef{{Name: "read_file", Description: "reads", Parameters: []byte(`{"type":"object"}`)}}
-	first, err := e.a.CompleteChat(ctx, api.CompleteChatRequest{Thread: &api.ThreadRef{}, Messages: userAsks("How big?"),
+	first, err := e.a.Model.CompleteChat(ctx, api.CompleteChatRequest{Thread: &api.ThreadRef{}, Messages: userAsks("How big?"),
 		System: "You read files.", Tools: tools, StoreContext: true, CallID: "1"})
 	if err != nil {
 		t.Fatalf("first call: %v", err)
@@ -39,7 +39,7 @@ func TestCompleteChatStoredThread(t *testing.T) {
 		t.Fatal(err)
 	}
 	result := api.ChatMessage{Role: api.RoleTool, ToolCallID: "1.1", Content: "0123… (preview)", ContentRef: sum, ContentBytes: len(big)}
-	second, err := e.a.CompleteChat(ctx, api.CompleteChatRequest{Thread: first.Thread, Messages: []api.ChatMessage{result},
+	second, err := e.a.Model.CompleteChat(ctx, api.CompleteChatRequest{Thread: first.Thread, Messages: []api.ChatMessage{result},
 		Context: first.Context, CallID: "2"})
 	if err != nil {
 		t.Fatalf("second call: %v", err)
@@ -60,7 +60,7 @@ func TestCompleteChatStoredThread(t *testing.T) {
 	// Another worker (nothing cached) on the same store.
 	other := activities.New(activities.Deps{Store: e.store, Sandboxes: e.sbs, LLM: activities.NewLLM(activities.LLMConfig{
 		BaseURL: model.Start(t), Model: "fake-model"})})
-	third, err := other.CompleteChat(ctx, api.CompleteChatRequest{Thread: second.Thread,
+	third, err := other.Model.CompleteChat(ctx, api.CompleteChatRequest{Thread: second.Thread,
 		Messages: userAsks("And now?"), Context: first.Context, CallID: "3"})
 	if err != nil {
 		t.Fatalf("call on another worker: %v", err)
@@ -75,7 +75,7 @@ func TestCompleteChatStoredThread(t *testing.T) {
 
 func TestCompleteChatMissingThreadIsNonRetryable(t *testing.T) {
 	e, _ := newModelEnv(t, activities.LLMConfig{}, fakellm.Reply{Content: "x"})
-	_, err := e.a.CompleteChat(context.Background(), api.CompleteChatRequest{
+	_, err := e.a.Model.CompleteChat(context.Background(), api.CompleteChatRequest{
 		Thread: &api.ThreadRef{Head: strings.Repeat("ab", 32), Messages: 3}, Messages: userAsks("hi")})
 	var app *temporal.ApplicationError
 	if !errors.As(err, &app) || !app.NonRetryable() || !strings.Contains(err.Error(), "abababababab") || !strings.Contains(err.Error(), "artifacts.url") {
@@ -87,7 +87,7 @@ func TestCompleteChatMissingThreadIsNonRetryable(t *testing.T) {
 func TestCompleteChatContextExceededNamesTheSetting(t *testing.T) {
 	e, _ := newModelEnv(t, activities.LLMConfig{}, fakellm.Reply{Status: 400,
 		Error: "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens."})
-	_, err := e.a.CompleteChat(context.Background(), api.CompleteChatRequest{Messages: userAsks("hi")})
+	_, err := e.a.Model.CompleteChat(context.Background(), api.CompleteChatRequest{Messages: userAsks("hi")})
 	var app *temporal.ApplicationError
 	if !errors.As(err, &app) || !app.NonRetryable() || !strings.Contains(err.Error(), "context.max_tokens") {
 		t.Fatalf("err = %v, want a non-retryable error naming context.max_tokens", err)
@@ -148,7 +148,7 @@ func TestCompactThread(t *testing.T) {
 			api.ChatMessage{Role: api.RoleAssistant, ToolCalls: []api.ToolCall{{ID: f + ".1", Name: "read_file", Arguments: `{"path":"` + f + `.txt"}`}}},
 			api.ChatMessage{Role: api.RoleTool, ToolCallID: f + ".1", Content: strings.Repeat(f, 4000)})
 	}
-	res, err := e.a.CompactThread(ctx, api.CompactThreadRequest{Thread: api.ThreadRef{}, Messages: msgs, KeepRecent: 1, MaxTokens: 2000})
+	res, err := e.a.Model.CompactThread(ctx, api.CompactThreadRequest{Thread: api.ThreadRef{}, Messages: msgs, KeepRecent: 1, MaxTokens: 2000})
 	if err != nil {
 		t.Fatalf("CompactThread: %v", err)
 	}
@@ -163,7 +163,7 @@ func TestCompactThread(t *testing.T) {
 		t.Errorf("transcript = %.200q, want the old turns only", tr)
 	}
 	// The next model call continues from the summary.
-	next, err := e.a.CompleteChat(ctx, api.CompleteChatRequest{Thread: &res.Thread, Messages: userAsks("So?"), CallID: "9"})
+	next, err := e.a.Model.CompleteChat(ctx, api.CompleteChatRequest{Thread: &res.Thread, Messages: userAsks("So?"), CallID: "9"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -463,7 +463,7 @@ func TestShellActivityCancelled(t *testing.T) {
 	e := newEnv(t, activities.Deps{})
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	res, err := e.a.RunTool(ctx, api.RunToolRequest{RunID: testRun, Tool: agents.ToolShell,
+	res, err := e.a.Tools.RunTool(ctx, api.RunToolRequest{RunID: testRun, Tool: agents.ToolShell,
 		Args: argsJSON(t, map[string]any{"command": "sleep 5", "timeout_seconds": 30})})
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("RunTool = %+v, %v; want an error wrapping the context's", res, err)
@@ -525,7 +525,7 @@ func TestRunToolBadArguments(t *testing.T) {
 func TestRunToolSandboxErrors(t *testing.T) {
 	e := newEnv(t, activities.Deps{})
 	t.Run("unavailable sandbox type is non-retryable", func(t *testing.T) {
-		_, err := e.a.RunTool(context.Background(), api.RunToolRequest{RunID: testRun, Sandbox: api.SandboxSpec{Type: "firecracker"},
+		_, err := e.a.Tools.RunTool(context.Background(), api.RunToolRequest{RunID: testRun, Sandbox: api.SandboxSpec{Type: "firecracker"},
 			Tool: agents.ToolReadFile, Args: argsJSON(t, map[string]any{"path": "x"})})
 		appErr := wantAppError(t, err, true, api.ErrTypeBadInput)
 		if !strings.Contains(appErr.Error(), "firecracker") {
@@ -540,7 +540,7 @@ func TestRunToolSandboxErrors(t *testing.T) {
 		if err := sb.Close(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		_, err = e.a.RunTool(context.Background(), api.RunToolRequest{RunID: "run-closed", Tool: agents.ToolReadFile,
+		_, err = e.a.Tools.RunTool(context.Background(), api.RunToolRequest{RunID: "run-closed", Tool: agents.ToolReadFile,
 			Args: argsJSON(t, map[string]any{"path": "x"})})
 		var appErr *temporal.ApplicationError
 		if err == nil || (errors.As(err, &appErr) && appErr.NonRetryable()) {
@@ -605,7 +605,7 @@ func TestCollectOutputs(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := e.a.CollectOutputs(context.Background(), api.CollectOutputsRequest{RunID: testRun, Patterns: tt.patterns})
+			got, err := e.a.Tools.CollectOutputs(context.Background(), api.CollectOutputsRequest{RunID: testRun, Patterns: tt.patterns})
 			if err != nil {
 				t.Fatalf("CollectOutputs(%q): %v", tt.patterns, err)
 			}
@@ -630,7 +630,7 @@ func TestRestoreArtifacts(t *testing.T) {
 	}
 
 	t.Run("from another run into a directory", func(t *testing.T) {
-		got, err := e.a.RestoreArtifacts(ctx, api.RestoreArtifactsRequest{RunID: testRun, FromRun: "run-old",
+		got, err := e.a.Tools.RestoreArtifacts(ctx, api.RestoreArtifactsRequest{RunID: testRun, FromRun: "run-old",
 			Names: []string{"report.md", "data.bin"}, Into: "restored"})
 		if err != nil {
 			t.Fatalf("RestoreArtifacts: %v", err)
@@ -650,7 +650,7 @@ func TestRestoreArtifacts(t *testing.T) {
 		}
 	})
 	t.Run("from the same run into the root", func(t *testing.T) {
-		got, err := e.a.RestoreArtifacts(ctx, api.RestoreArtifactsRequest{RunID: testRun, Names: []string{"own.txt"}})
+		got, err := e.a.Tools.RestoreArtifacts(ctx, api.RestoreArtifactsRequest{RunID: testRun, Names: []string{"own.txt"}})
 		if err != nil {
 			t.Fatalf("RestoreArtifacts: %v", err)
 		}
@@ -659,7 +659,7 @@ func TestRestoreArtifacts(t *testing.T) {
 		}
 	})
 	t.Run("missing artifact is non-retryable", func(t *testing.T) {
-		got, err := e.a.RestoreArtifacts(ctx, api.RestoreArtifactsRequest{RunID: testRun, FromRun: "run-old",
+		got, err := e.a.Tools.RestoreArtifacts(ctx, api.RestoreArtifactsRequest{RunID: testRun, FromRun: "run-old",
 			Names: []string{"report.md", "nope.md"}, Into: "partial"})
 		appErr := wantAppError(t, err, true, api.ErrTypeNotFound)
 		if !strings.Contains(appErr.Error(), "nope.md") {
@@ -670,7 +670,7 @@ func TestRestoreArtifacts(t *testing.T) {
 		}
 	})
 	t.Run("into outside the workspace is non-retryable", func(t *testing.T) {
-		_, err := e.a.RestoreArtifacts(ctx, api.RestoreArtifactsRequest{RunID: testRun, FromRun: "run-old",
+		_, err := e.a.Tools.RestoreArtifacts(ctx, api.RestoreArtifactsRequest{RunID: testRun, FromRun: "run-old",
 			Names: []string{"report.md"}, Into: "../elsewhere"})
 		wantAppError(t, err, true, api.ErrTypeEscape)
 		if got := fileContent(t, filepath.Join(e.root, "elsewhere/report.md")); got != "<missing>" {
@@ -682,7 +682,7 @@ func TestRestoreArtifacts(t *testing.T) {
 func TestResolveAgent(t *testing.T) {
 	specs := []agents.Spec{{Name: "beta", Model: "m-b"}, {Name: "alpha", Instructions: "Be brief."}}
 	e := newEnv(t, activities.Deps{Agents: specs})
-	got, err := e.a.ResolveAgent(context.Background(), "alpha")
+	got, err := e.a.Model.ResolveAgent(context.Background(), "alpha")
 	if err != nil {
 		t.Fatalf("ResolveAgent(alpha): %v", err)
 	}
@@ -690,7 +690,7 @@ func TestResolveAgent(t *testing.T) {
 		t.Errorf("ResolveAgent(alpha) = %+v, want the configured alpha", got)
 	}
 
-	_, err = e.a.ResolveAgent(context.Background(), "gamma")
+	_, err = e.a.Model.ResolveAgent(context.Background(), "gamma")
 	// Its own type: AgentRun asks another worker (workflows/agentavail.go).
 	appErr := wantAppError(t, err, true, api.ErrTypeAgentUnavailable)
 	if msg := appErr.Error(); !strings.Contains(msg, `"gamma"`) || !strings.Contains(msg, "alpha, beta") {

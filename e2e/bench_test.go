@@ -187,7 +187,7 @@ func benchPlatform(b *testing.B, deps activities.Deps, register func(worker.Work
 	// The worker's host queue, as platform.Run serves it: a run's sandbox activities go to
 	// the host that claimed it (workflows/hostq.go).
 	hostQueue := api.HostQueueName(benchTaskQueue, "bench")
-	acts.SetHost(api.SandboxHost{Queue: hostQueue, Host: "bench"})
+	acts.Host.SetHost(api.SandboxHost{Queue: hostQueue, Host: "bench"})
 	w := worker.New(tc, benchTaskQueue, worker.Options{MaxHeartbeatThrottleInterval: activities.HeartbeatThrottle})
 	workflows.RegisterAll(w)
 	acts.Register(w)

@@ -62,7 +62,7 @@ func startModelWorkers(tc client.Client, cfg config.Config, acts *activities.Act
 			// Nothing but model activities is ever scheduled here.
 			DisableWorkflowWorker: true,
 		})
-		acts.RegisterModel(w)
+		acts.Model.RegisterCalls(w)
 		if err := w.Start(); err != nil {
 			stop()
 			return nil, fmt.Errorf("start the model worker of endpoint %s on task queue %s: %w", name, queue, err)

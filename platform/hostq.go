@@ -33,7 +33,7 @@ type hostQueue struct {
 // with it.
 func newHostQueue(tc client.Client, cfg config.Config, identity, id string, acts *activities.Activities, register func(activities.Registry)) *hostQueue {
 	queue := api.HostQueueName(cfg.Temporal.TaskQueue, id)
-	acts.SetHost(api.SandboxHost{Queue: queue, Host: id, ParkEvery: api.Duration(cfg.Sandbox.ParkEvery),
+	acts.Host.SetHost(api.SandboxHost{Queue: queue, Host: id, ParkEvery: api.Duration(cfg.Sandbox.ParkEvery),
 		HostTimeout: api.Duration(cfg.Sandbox.HostTimeout)})
 	hw := worker.New(tc, queue, worker.Options{
 		Identity:                     identity + "@host-" + id,
@@ -114,6 +114,6 @@ func newPoolWorker(tc client.Client, cfg config.Config, identity, pool string, a
 		WorkerStopTimeout:            10 * time.Second,
 		MaxHeartbeatThrottleInterval: activities.HeartbeatThrottle,
 	})
-	acts.RegisterClaim(pw)
+	acts.Host.RegisterClaim(pw)
 	return pw
 }
