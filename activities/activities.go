@@ -24,7 +24,6 @@ import (
 // Register registers the example workflows' steps (DocumentApproval,
 // BuildDashboard).
 func (a *Examples) Register(r Registry) {
-	r = keepAliveRegistry{r}
 	for name, fn := range map[string]any{
 		api.ActivityFetchDocument:   a.FetchDocument,
 		api.ActivityPublishDocument: a.PublishDocument,

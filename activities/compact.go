@@ -48,7 +48,6 @@ func (a *Model) CompactThread(ctx context.Context, req api.CompactThreadRequest)
 		}
 		return api.CompactThreadResult{Thread: ref, TokensBefore: before, TokensAfter: before}, nil
 	}
-	defer keepAlive(ctx)()
 	transcript := renderTranscript(all[:split], req.MaxTokens*3)
 	creq := openai.ChatCompletionRequest{Model: model, Messages: []openai.ChatCompletionMessage{
 		{Role: openai.ChatMessageRoleSystem, Content: compactPrompt},

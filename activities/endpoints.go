@@ -93,13 +93,12 @@ func (a *Model) withEndpoint(spec agents.Spec) agents.Spec {
 // RegisterCalls registers only the model calls (CompleteChat, CompactThread): for the
 // worker of an endpoint's rate-limited task queue.
 func (a *Model) RegisterCalls(r Registry) {
-	r = keepAliveRegistry{r}
 	r.RegisterActivityWithOptions(a.CompleteChat, activity.RegisterOptions{Name: api.ActivityCompleteChat})
 	r.RegisterActivityWithOptions(a.CompactThread, activity.RegisterOptions{Name: api.ActivityCompactThread})
 }
 
-// Register registers the model calls and ResolveAgent, each kept alive by heartbeats.
+// Register registers the model calls and ResolveAgent.
 func (a *Model) Register(r Registry) {
 	a.RegisterCalls(r)
-	keepAliveRegistry{r}.RegisterActivityWithOptions(a.ResolveAgent, activity.RegisterOptions{Name: api.ActivityResolveAgent})
+	r.RegisterActivityWithOptions(a.ResolveAgent, activity.RegisterOptions{Name: api.ActivityResolveAgent})
 }

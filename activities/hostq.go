@@ -96,12 +96,11 @@ func validHostID(id string) bool {
 // it ClaimSandboxHost refuses, so a worker that polls no host queue never claims a run.
 func (a *Host) SetHost(h api.SandboxHost) { a.host = &h }
 
-// Register registers the host's activities, each kept alive by heartbeats: what the
+// Register registers the host's activities: what the
 // shared task queue serves for runs recorded before host queues, plus the claim, the
 // stored records and RestoreSandbox (the workflow sends it wherever the run lands).
 func (a *Host) Register(r Registry) {
 	a.RegisterSandbox(r)
-	r = keepAliveRegistry{r}
 	for name, fn := range map[string]any{
 		api.ActivityRestoreSandbox:   a.RestoreSandbox,
 		api.ActivityClaimSandboxHost: a.ClaimSandboxHost,
@@ -111,10 +110,9 @@ func (a *Host) Register(r Registry) {
 	}
 }
 
-// RegisterSandbox registers, each kept alive, the host activities a run sends to its
+// RegisterSandbox registers the host activities a run sends to its
 // host queue (workflows/hostq.go): files, artifacts, snapshots and restores.
 func (a *Host) RegisterSandbox(r Registry) {
-	r = keepAliveRegistry{r}
 	for name, fn := range map[string]any{
 		api.ActivityWriteArtifact:        a.WriteArtifact,
 		api.ActivityStageFiles:           a.StageFiles,
@@ -130,7 +128,7 @@ func (a *Host) RegisterSandbox(r Registry) {
 // RegisterClaim registers ClaimSandboxHost alone: what a pool's claim queue
 // (api.PoolQueueName) is polled for, by every host of the pool.
 func (a *Host) RegisterClaim(r Registry) {
-	keepAliveRegistry{r}.RegisterActivityWithOptions(a.ClaimSandboxHost, activity.RegisterOptions{Name: api.ActivityClaimSandboxHost})
+	r.RegisterActivityWithOptions(a.ClaimSandboxHost, activity.RegisterOptions{Name: api.ActivityClaimSandboxHost})
 }
 
 // ClaimSandboxHost answers with this worker's host queue. On a run's first claim it also

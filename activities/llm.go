@@ -199,8 +199,6 @@ func (a *Model) CompleteChat(ctx context.Context, req api.CompleteChatRequest) (
 // tokens_per_minute it first waits for its booking with the endpoint's token limiter
 // (heartbeating), and settles the booking with the provider's count after the reply.
 func (a *Model) complete(ctx context.Context, model string, creq openai.ChatCompletionRequest, req api.CompleteChatRequest) (api.CompleteChatResult, error) {
-	stop := keepAlive(ctx)
-	defer stop()
 	settle, err := a.awaitTokens(ctx, req.Endpoint, creq)
 	if err != nil {
 		return api.CompleteChatResult{}, err

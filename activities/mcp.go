@@ -62,7 +62,6 @@ const redacted = "[REDACTED]"
 // entry in Errors and offers no tools; the run goes on without it. Servers are asked in
 // parallel, each within mcpConnectTimeout to connect.
 func (a *MCP) ListMCPTools(ctx context.Context, req api.ListMCPToolsRequest) (api.ListMCPToolsResult, error) {
-	defer keepAlive(ctx)()
 	pool := a.mcpPool()
 	if pool.isClosed() {
 		return api.ListMCPToolsResult{}, fmt.Errorf("list MCP tools of run %s: %w", req.RunID, ErrMCPClosed)
@@ -103,7 +102,6 @@ func (a *MCP) CallMCPTool(ctx context.Context, req api.CallMCPToolRequest) (api.
 	if err := json.Unmarshal(args, &obj); err != nil {
 		return toolError("MCP server %s: %s: arguments are not a JSON object: %v", name, req.Tool, err), nil
 	}
-	defer keepAlive(ctx)()
 	pool := a.mcpPool()
 	c, err := pool.acquire(ctx, req.RunID, req.Server)
 	if err != nil {
@@ -137,9 +135,8 @@ func (a *MCP) CallMCPTool(ctx context.Context, req api.CallMCPToolRequest) (api.
 	return a.out.offload(ctx, res, req.StoreOver)
 }
 
-// Register registers the MCP activities, each kept alive by heartbeats.
+// Register registers the MCP activities.
 func (a *MCP) Register(r Registry) {
-	r = keepAliveRegistry{r}
 	for name, fn := range map[string]any{
 		api.ActivityListMCPTools: a.ListMCPTools,
 		api.ActivityCallMCPTool:  a.CallMCPTool,
@@ -152,7 +149,6 @@ func (a *MCP) Register(r Registry) {
 // CloseMCP closes the run's MCP clients on this worker; stdio servers are stopped and
 // reaped. Clients the run has on other workers close there when idle.
 func (a *MCP) CloseMCP(ctx context.Context, req api.CloseMCPRequest) error {
-	defer keepAlive(ctx)()
 	return a.mcpPool().closeWhere(func(k mcpKey) bool { return k.run == req.RunID })
 }
 

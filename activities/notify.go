@@ -47,9 +47,9 @@ func (a *Model) withNotify(spec agents.Spec) agents.Spec {
 	return spec
 }
 
-// Register registers NotifyApproval, kept alive by heartbeats.
+// Register registers NotifyApproval.
 func (a *Notifier) Register(r Registry) {
-	keepAliveRegistry{r}.RegisterActivityWithOptions(a.NotifyApproval, activity.RegisterOptions{Name: api.ActivityNotifyApproval})
+	r.RegisterActivityWithOptions(a.NotifyApproval, activity.RegisterOptions{Name: api.ActivityNotifyApproval})
 }
 
 // NotifyApproval POSTs one approval notification (a JSON api.Notification) to one receiver,

@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"context"
 	"strings"
 	"time"
 
@@ -24,7 +25,8 @@ import (
 //   - Examples: the example workflows' steps.
 //
 // New builds them all from Deps; a worker registers each on the task queues whose
-// activities it serves (platform composes them).
+// activities it serves (platform composes them), with the KeepAlive interceptor in its
+// options so every attempt heartbeats while it runs (heartbeat.go).
 
 // Registry is the part of a Temporal worker the providers register on.
 type Registry interface {
@@ -44,6 +46,9 @@ type Model struct {
 	modelQueues map[string]string  // endpoint name → task queue of its rate-limited model calls
 	tokens      TokenLimiter       // books the calls of endpoints with tokens_per_minute (tokenlimit.go)
 	tokenWait   func(endpoint string, waited time.Duration)
+	// signalStream sends a chunk of a call streamed by signal (runs recorded before live
+	// text): signalChunk; tests set their own.
+	signalStream func(ctx context.Context, workflowID string, chunk api.StreamChunk) error
 }
 
 // MCP calls the tools of MCP servers. It owns its pool of clients: Close stops them.
@@ -178,7 +183,8 @@ func New(d Deps) *Activities {
 		mcp.pool.lookupEnv = d.LookupEnv
 	}
 	model := &Model{store: d.Store, sandboxes: d.Sandboxes, llm: d.LLM, agents: byName, threads: newThreadCache(), out: out,
-		notify: d.Notify, endpoints: d.Endpoints, modelQueues: d.ModelQueues, tokens: d.Tokens, tokenWait: d.TokenWait}
+		notify: d.Notify, endpoints: d.Endpoints, modelQueues: d.ModelQueues, tokens: d.Tokens, tokenWait: d.TokenWait,
+		signalStream: signalChunk}
 	return &Activities{
 		Model:    model,
 		MCP:      mcp,

@@ -20,17 +20,15 @@ import (
 	"github.com/nexo-temporal/nexo/skills"
 )
 
-// Register registers the tool, skill and requirement activities, each kept alive by
-// heartbeats.
+// Register registers the tool, skill and requirement activities.
 func (a *Tools) Register(r Registry) {
 	a.RegisterSandbox(r)
-	keepAliveRegistry{r}.RegisterActivityWithOptions(a.LoadSkills, activity.RegisterOptions{Name: api.ActivityLoadSkills})
+	r.RegisterActivityWithOptions(a.LoadSkills, activity.RegisterOptions{Name: api.ActivityLoadSkills})
 }
 
 // RegisterSandbox registers the tool activities a run sends to its host queue: all but
 // LoadSkills, which reads the worker's skills_path, not the run's sandbox.
 func (a *Tools) RegisterSandbox(r Registry) {
-	r = keepAliveRegistry{r}
 	for name, fn := range map[string]any{
 		api.ActivityRunTool:           a.RunTool,
 		api.ActivityCollectOutputs:    a.CollectOutputs,
@@ -111,8 +109,6 @@ func (a *Tools) skillFile(ctx context.Context, storeRun, sum string) ([]byte, er
 // already holds with the same bytes is left alone. Writing is idempotent, so a retry is
 // harmless.
 func (a *Tools) MaterializeSkills(ctx context.Context, req api.MaterializeSkillsRequest) (api.MaterializeSkillsResult, error) {
-	stop := keepAlive(ctx)
-	defer stop()
 	sb, err := a.sandboxes.Open(ctx, req.RunID, req.Sandbox)
 	if err != nil {
 		return api.MaterializeSkillsResult{}, classify(fmt.Errorf("materialize skills: %w", err))

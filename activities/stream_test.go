@@ -9,8 +9,10 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.temporal.io/sdk/interceptor"
 	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
 
 	"github.com/nexo-temporal/nexo/activities"
 	"github.com/nexo-temporal/nexo/api"
@@ -39,30 +41,32 @@ func streamChat(t *testing.T, reply fakellm.Reply, req api.CompleteChatRequest, 
 	t.Helper()
 	e, _ := newModelEnv(t, activities.LLMConfig{}, reply)
 	var got streamed
-	activities.WatchStreaming(t, keepAlive,
-		func(_ context.Context, details ...any) {
-			got.mu.Lock()
-			defer got.mu.Unlock()
-			if len(details) == 0 {
-				got.beats = append(got.beats, nil)
-				return
-			}
-			lt, ok := details[0].(api.LiveText)
-			if !ok || len(details) != 1 {
-				t.Errorf("heartbeat details = %#v, want one api.LiveText", details)
-				return
-			}
-			got.beats = append(got.beats, &lt)
-		},
-		func(_ context.Context, wf string, c api.StreamChunk) error {
-			got.mu.Lock()
-			defer got.mu.Unlock()
-			got.signals, got.to = append(got.signals, c), append(got.to, wf)
-			return nil
-		})
+	activities.SetSignalStream(e.a, func(_ context.Context, wf string, c api.StreamChunk) error {
+		got.mu.Lock()
+		defer got.mu.Unlock()
+		got.signals, got.to = append(got.signals, c), append(got.to, wf)
+		return nil
+	})
+	// Every beat the call records, before the SDK's throttle; the test environment
+	// schedules the call without a heartbeat timeout, so keepAlive is the interval.
+	record := func(_ context.Context, details ...any) {
+		got.mu.Lock()
+		defer got.mu.Unlock()
+		if len(details) == 0 {
+			got.beats = append(got.beats, nil)
+			return
+		}
+		lt, ok := details[0].(api.LiveText)
+		if !ok || len(details) != 1 {
+			t.Errorf("heartbeat details = %#v, want one api.LiveText", details)
+			return
+		}
+		got.beats = append(got.beats, &lt)
+	}
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(tlog.NewStructuredLogger(slog.New(slog.DiscardHandler)))
 	tenv := suite.NewTestActivityEnvironment()
+	tenv.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{&activities.KeepAlive{Every: keepAlive, Record: record}}})
 	e.a.Register(tenv)
 	val, err := tenv.ExecuteActivity(api.ActivityCompleteChat, req)
 	if err != nil {

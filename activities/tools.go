@@ -106,7 +106,6 @@ func (a *Tools) RunTool(ctx context.Context, req api.RunToolRequest) (res api.Ru
 	if err := json.Unmarshal(req.Args, &args); err != nil {
 		return toolError("arguments are not a JSON object: %v", err), nil
 	}
-	defer keepAlive(ctx)()
 	str := func(k string) (string, bool) { s, ok := args[k].(string); return s, ok }
 	switch req.Tool {
 	case agents.ToolReadFile:

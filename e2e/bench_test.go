@@ -11,6 +11,7 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -188,13 +189,15 @@ func benchPlatform(b *testing.B, deps activities.Deps, register func(worker.Work
 	// the host that claimed it (workflows/hostq.go).
 	hostQueue := api.HostQueueName(benchTaskQueue, "bench")
 	acts.Host.SetHost(api.SandboxHost{Queue: hostQueue, Host: "bench"})
-	w := worker.New(tc, benchTaskQueue, worker.Options{MaxHeartbeatThrottleInterval: activities.HeartbeatThrottle})
+	w := worker.New(tc, benchTaskQueue, worker.Options{MaxHeartbeatThrottleInterval: activities.HeartbeatThrottle,
+		Interceptors: []interceptor.WorkerInterceptor{&activities.KeepAlive{}}})
 	workflows.RegisterAll(w)
 	acts.Register(w)
 	if register != nil {
 		register(w)
 	}
-	hw := worker.New(tc, hostQueue, worker.Options{DisableWorkflowWorker: true, MaxHeartbeatThrottleInterval: activities.HeartbeatThrottle})
+	hw := worker.New(tc, hostQueue, worker.Options{DisableWorkflowWorker: true, MaxHeartbeatThrottleInterval: activities.HeartbeatThrottle,
+		Interceptors: []interceptor.WorkerInterceptor{&activities.KeepAlive{}}})
 	acts.Register(hw)
 	if err := w.Start(); err != nil {
 		b.Fatal(err)

@@ -59,6 +59,7 @@ func startModelWorkers(tc client.Client, cfg config.Config, acts *activities.Act
 			WorkerStopTimeout:            10 * time.Second,
 			TaskQueueActivitiesPerSecond: rate,
 			MaxHeartbeatThrottleInterval: activities.HeartbeatThrottle,
+			Interceptors:                 keepAlive(), // every attempt heartbeats while it runs
 			// Nothing but model activities is ever scheduled here.
 			DisableWorkflowWorker: true,
 		})

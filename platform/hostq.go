@@ -40,6 +40,7 @@ func newHostQueue(tc client.Client, cfg config.Config, identity, id string, acts
 		DisableWorkflowWorker:        true,
 		WorkerStopTimeout:            10 * time.Second,
 		MaxHeartbeatThrottleInterval: activities.HeartbeatThrottle,
+		Interceptors:                 keepAlive(), // every attempt heartbeats while it runs
 	})
 	register(hw)
 	return &hostQueue{id: id, queue: queue, w: hw, stopReap: func() {}}
@@ -113,6 +114,7 @@ func newPoolWorker(tc client.Client, cfg config.Config, identity, pool string, a
 		DisableWorkflowWorker:        true,
 		WorkerStopTimeout:            10 * time.Second,
 		MaxHeartbeatThrottleInterval: activities.HeartbeatThrottle,
+		Interceptors:                 keepAlive(), // every attempt heartbeats while it runs
 	})
 	acts.Host.RegisterClaim(pw)
 	return pw
