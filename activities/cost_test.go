@@ -10,6 +10,7 @@ import (
 // TestPriceCall: a call is priced by the model it asked for, else the model that
 // answered; an unpriced model keeps no cost and says so.
 func TestPriceCall(t *testing.T) {
+	t.Parallel()
 	l := NewLLM(LLMConfig{BaseURL: "http://127.0.0.1:1/v1", Prices: map[string]api.ModelPrice{
 		"gpt-4o":           {InputPerMTok: 2.5, OutputPerMTok: 10},
 		"dated-2024-08-06": {InputPerMTok: 1, OutputPerMTok: 1},
@@ -34,6 +35,7 @@ func TestPriceCall(t *testing.T) {
 // TestPriceAtTheCallsEndpoint: a call is priced by the table of the endpoint it went to,
 // not by the default endpoint's (the same model name may cost differently on each).
 func TestPriceAtTheCallsEndpoint(t *testing.T) {
+	t.Parallel()
 	a := New(Deps{
 		LLM: NewLLM(LLMConfig{BaseURL: "http://127.0.0.1:1/v1", Prices: map[string]api.ModelPrice{"m": {InputPerMTok: 1, OutputPerMTok: 1}}}),
 		Endpoints: map[string]*LLM{"small": NewLLM(LLMConfig{BaseURL: "http://127.0.0.1:2/v1",

@@ -15,6 +15,7 @@ import (
 // A call naming an endpoint goes to that endpoint's server with its model and key; the
 // default endpoint keeps llm:, and an agent's summaries follow its endpoint too.
 func TestModelCallsReachTheirEndpoint(t *testing.T) {
+	t.Parallel()
 	big := fakellm.New(fakellm.Reply{Content: "from the big model"})
 	small := fakellm.New(fakellm.Reply{Content: "from the small model"}, fakellm.Reply{Match: "You compact the transcript", Content: "short summary"})
 	e := newEnv(t, activities.Deps{
@@ -69,6 +70,7 @@ func TestModelCallsReachTheirEndpoint(t *testing.T) {
 }
 
 func TestModelCallToAnUnknownEndpoint(t *testing.T) {
+	t.Parallel()
 	model := fakellm.New(fakellm.Reply{Content: "ok"})
 	e := newEnv(t, activities.Deps{LLM: activities.NewLLM(activities.LLMConfig{BaseURL: model.Start(t), Model: "m"})})
 	_, err := e.a.Model.CompleteChat(context.Background(), api.CompleteChatRequest{Endpoint: "small", Messages: userAsks("Hi")})
@@ -83,6 +85,7 @@ func TestModelCallToAnUnknownEndpoint(t *testing.T) {
 
 // ResolveAgent records the endpoint's canonical name and its rate-limited task queue.
 func TestResolveAgentCarriesTheModelQueue(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, activities.Deps{
 		LLM:         activities.NewLLM(activities.LLMConfig{BaseURL: "http://127.0.0.1:1/v1", Model: "m"}),
 		Endpoints:   map[string]*activities.LLM{"small": activities.NewLLM(activities.LLMConfig{BaseURL: "http://127.0.0.1:2/v1"})},
@@ -103,6 +106,7 @@ func TestResolveAgentCarriesTheModelQueue(t *testing.T) {
 // The fake provider's 429 above its limit carries a Retry-After, which becomes the next
 // retry's delay: the retry waits the window out instead of burning an attempt at once.
 func TestRateLimited429WaitsForRetryAfter(t *testing.T) {
+	t.Parallel()
 	model := fakellm.New(fakellm.Reply{Content: "one", Repeat: 3})
 	model.LimitRate(2, time.Minute)
 	e := newEnv(t, activities.Deps{LLM: activities.NewLLM(activities.LLMConfig{BaseURL: model.Start(t), Model: "m"})})

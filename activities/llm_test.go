@@ -36,6 +36,7 @@ func userAsks(text string) []api.ChatMessage {
 }
 
 func TestCompleteChatText(t *testing.T) {
+	t.Parallel()
 	e, model := newModelEnv(t, activities.LLMConfig{}, fakellm.Reply{Content: "Hello there."})
 	got, err := e.a.Model.CompleteChat(context.Background(), api.CompleteChatRequest{Messages: userAsks("Hi")})
 	if err != nil {
@@ -57,6 +58,7 @@ func TestCompleteChatText(t *testing.T) {
 }
 
 func TestCompleteChatToolCalls(t *testing.T) {
+	t.Parallel()
 	e, _ := newModelEnv(t, activities.LLMConfig{}, fakellm.Reply{
 		Content: "Let me look.",
 		ToolCalls: []fakellm.Call{
@@ -104,6 +106,7 @@ func jsonEqual(t *testing.T, a, b any) bool {
 }
 
 func TestCompleteChatRequest(t *testing.T) {
+	t.Parallel()
 	e, model := newModelEnv(t, activities.LLMConfig{}, fakellm.Reply{Content: "unused"}, fakellm.Reply{Content: "Done."})
 	local, err := e.sbs.Get(testRun, api.SandboxSpec{})
 	if err != nil {
@@ -212,6 +215,7 @@ func TestCompleteChatRequest(t *testing.T) {
 }
 
 func TestCompleteChatAuthAndModel(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name      string
 		cfg       activities.LLMConfig
@@ -242,6 +246,7 @@ func TestCompleteChatAuthAndModel(t *testing.T) {
 }
 
 func TestCompleteChatNotConfigured(t *testing.T) {
+	t.Parallel()
 	t.Run("no llm", func(t *testing.T) {
 		e := newEnv(t, activities.Deps{})
 		_, err := e.a.Model.CompleteChat(context.Background(), api.CompleteChatRequest{Model: "m", Messages: userAsks("Hi")})
@@ -266,6 +271,7 @@ func TestCompleteChatNotConfigured(t *testing.T) {
 }
 
 func TestCompleteChatHTTPErrors(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		status       int
 		nonRetryable bool
@@ -313,6 +319,7 @@ func wantRetryable(t *testing.T, err error) {
 // Error bodies that are not the OpenAI shape: a proxy's HTML or text, or {"error": "…"}
 // with a string (LiteLLM, some gateways).
 func TestCompleteChatOtherErrorBodies(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name         string
 		status       int
@@ -352,6 +359,7 @@ func TestCompleteChatOtherErrorBodies(t *testing.T) {
 }
 
 func TestCompleteChatTransportErrors(t *testing.T) {
+	t.Parallel()
 	t.Run("connection refused", func(t *testing.T) {
 		srv := httptest.NewServer(http.NotFoundHandler())
 		url := srv.URL + "/v1"
@@ -381,6 +389,7 @@ func TestCompleteChatTransportErrors(t *testing.T) {
 // Transient provider answers are ErrTypeModelUnavailable and retryable; the provider's
 // Retry-After (seconds or an HTTP date) becomes the next retry's delay.
 func TestCompleteChatTransientErrorsCarryRetryAfter(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name       string
 		status     int
@@ -426,6 +435,7 @@ func TestCompleteChatTransientErrorsCarryRetryAfter(t *testing.T) {
 // The worker's llm.retry_for reaches the workflow in the resolved (recorded) spec; an
 // agent's own retry_for wins.
 func TestResolveAgentCarriesTheRetryBudget(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, activities.Deps{
 		LLM:    activities.NewLLM(activities.LLMConfig{BaseURL: "http://127.0.0.1:1/v1", Model: "m", RetryFor: 2 * time.Hour}),
 		Agents: []agents.Spec{{Name: "plain"}, {Name: "patient", RetryFor: api.Duration(72 * time.Hour)}},

@@ -175,6 +175,7 @@ func TestMCPInterop(t *testing.T) {
 // server accepts; the client settles on one the server lists, or says plainly there is
 // none (and does not retry what cannot work).
 func TestMCPInteropServerNarrowsVersions(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name      string
 		transport string
@@ -279,6 +280,7 @@ func TestMCPInteropWrongToken(t *testing.T) {
 // refused call is a retryable activity error (the tool did not run), and the retry
 // negotiates again instead of failing for as long as the client is cached.
 func TestMCPInteropServerRedeployedWithOtherVersions(t *testing.T) {
+	t.Parallel()
 	hs := officialsdk.StartHTTP(t, "", officialsdk.Options{Stateless: true})
 	srv := api.MCPServerSpec{Name: "peer", Transport: api.MCPHTTP, URL: hs.URL}
 	a := newMCPActivities(t)

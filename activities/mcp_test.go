@@ -130,6 +130,7 @@ func toolNames(res api.ListMCPToolsResult) map[string]api.MCPTool {
 }
 
 func TestMCPStdioListAndCall(t *testing.T) {
+	t.Parallel()
 	a := newMCPActivities(t)
 	srv := stdioServer(t, "srv")
 	list := listMCP(t, a, mcpRun, srv)
@@ -298,6 +299,7 @@ func TestMCPMissingTokenVariable(t *testing.T) {
 }
 
 func TestMCPServerThatCannotStart(t *testing.T) {
+	t.Parallel()
 	a := newMCPActivities(t)
 	good := stdioServer(t, "good")
 	missing := api.MCPServerSpec{Name: "missing", Transport: api.MCPStdio, Command: filepath.Join(t.TempDir(), "no-such-server")}
@@ -338,6 +340,7 @@ func TestMCPServerThatCannotStart(t *testing.T) {
 }
 
 func TestMCPCrashMidCallRestartsTheServer(t *testing.T) {
+	t.Parallel()
 	a := newMCPActivities(t)
 	srv := stdioServer(t, "srv")
 	first := serverPID(t, a, mcpRun, srv)
@@ -362,6 +365,7 @@ func TestMCPCrashMidCallRestartsTheServer(t *testing.T) {
 }
 
 func TestMCPCloseReapsTheRunsServers(t *testing.T) {
+	t.Parallel()
 	a := newMCPActivities(t)
 	srv := stdioServer(t, "srv")
 	// A server that starts a process of its own: closing stops that too.
@@ -409,6 +413,7 @@ func TestMCPCloseReapsTheRunsServers(t *testing.T) {
 }
 
 func TestMCPIdleClientIsClosed(t *testing.T) {
+	t.Parallel()
 	a := newMCPActivities(t)
 	activities.SetMCPIdleTimeout(a, 300*time.Millisecond)
 	srv := stdioServer(t, "srv")
@@ -420,6 +425,7 @@ func TestMCPIdleClientIsClosed(t *testing.T) {
 }
 
 func TestMCPLargeResultIsCapped(t *testing.T) {
+	t.Parallel()
 	a := newMCPActivities(t)
 	srv := stdioServer(t, "srv")
 	got := mustCallMCP(t, a, mcpRun, srv, mcptest.ToolBig, `{"bytes":300000}`)
@@ -475,6 +481,7 @@ func TestMCPThroughTemporal(t *testing.T) {
 }
 
 func TestMCPBadDeclaration(t *testing.T) {
+	t.Parallel()
 	a := newMCPActivities(t)
 	odd := api.MCPServerSpec{Name: "odd", Transport: "pigeon"}
 	if msg := listMCP(t, a, mcpRun, odd).Errors["odd"]; !strings.Contains(msg, `transport "pigeon"`) {

@@ -25,6 +25,7 @@ import (
 // TestSignature: the header value is sha256= and the hex HMAC-SHA256 of the body, which a
 // receiver checks with any HMAC library (here the RFC 4231-style well-known vector).
 func TestSignature(t *testing.T) {
+	t.Parallel()
 	got := activities.Signature("key", []byte("The quick brown fox jumps over the lazy dog"))
 	want := "sha256=f7bc83f430538424b13298e6aa6fb143ef4d59a14946175997479dbc2d1a3cd8"
 	if got != want {
@@ -63,6 +64,7 @@ func notifyActivities(secrets map[string]string, pageURL string) *activities.Act
 // run, the call (what its request said) and the decision, links to the page and the API,
 // and a signature over the exact bytes with the secret the worker holds.
 func TestNotifyApprovalBodyAndSignature(t *testing.T) {
+	t.Parallel()
 	srv, got := receiver(t, http.StatusNoContent)
 	a := notifyActivities(map[string]string{"HOOK_SECRET": "s3cret"}, "http://127.0.0.1:8234/")
 	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
@@ -109,6 +111,7 @@ func TestNotifyApprovalBodyAndSignature(t *testing.T) {
 // TestNotifyApprovalSession: a session's call names the session, links to its page, and a
 // requested call carries no decision.
 func TestNotifyApprovalSession(t *testing.T) {
+	t.Parallel()
 	srv, got := receiver(t, http.StatusOK)
 	a := notifyActivities(map[string]string{"HOOK_SECRET": "s3cret"}, "https://nexo.example.com")
 	err := a.Notifier.NotifyApproval(context.Background(), api.NotifyApprovalRequest{
@@ -135,6 +138,7 @@ func TestNotifyApprovalSession(t *testing.T) {
 // TestNotifyApprovalRetries: 5xx, 408 and 429 are retried; any other 4xx is not, nor is a
 // secret the worker does not hold (no request is made then); the error names the answer.
 func TestNotifyApprovalRetries(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		status    int
 		retryable bool
@@ -201,6 +205,7 @@ func TestNotifyApprovalRetries(t *testing.T) {
 // is posted to at the URL the worker holds, and no error names that URL (activity failures
 // are kept in history), whether the receiver refuses, cannot be reached or is not set.
 func TestNotifyApprovalURLFromTheEnvironment(t *testing.T) {
+	t.Parallel()
 	target := api.NotifyTarget{URLEnv: "HOOK_URL", SecretEnv: "HOOK_SECRET"}
 	req := api.NotifyApprovalRequest{RunID: "r", Event: api.EventApprovalRequested, Target: target, Call: json.RawMessage(`{"call_id":"1"}`)}
 
@@ -234,6 +239,7 @@ func TestNotifyApprovalURLFromTheEnvironment(t *testing.T) {
 // TestResolveAgentCarriesNotify: the resolved spec names the receivers (URLs and variable
 // names), never the secret.
 func TestResolveAgentCarriesNotify(t *testing.T) {
+	t.Parallel()
 	targets := []api.NotifyTarget{{URL: "https://hooks.example.com/nexo", SecretEnv: "HOOK_SECRET"}}
 	a := activities.New(activities.Deps{Agents: []agents.Spec{{Name: "coder"}}, Notify: targets,
 		LookupEnv: func(string) (string, bool) { return "s3cret", true }})

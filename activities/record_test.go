@@ -10,6 +10,7 @@ import (
 )
 
 func TestStoreRecordWritesTheRecordAsABlob(t *testing.T) {
+	t.Parallel()
 	st, err := artifacts.Open("mem://")
 	if err != nil {
 		t.Fatal(err)

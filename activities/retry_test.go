@@ -21,6 +21,7 @@ import (
 // attempt may have run partly, and the model should look before repeating it. The first
 // attempt here fails as a killed worker's would; the second runs the real RunTool.
 func TestRunToolRetryIsVisibleToTheModel(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, activities.Deps{})
 	var suite testsuite.WorkflowTestSuite
 	wenv := suite.NewTestWorkflowEnvironment()

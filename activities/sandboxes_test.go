@@ -19,6 +19,7 @@ import (
 
 // Concurrent first uses of a run's sandbox get the one sandbox, made once.
 func TestSandboxesOpenConcurrentlyMakesOne(t *testing.T) {
+	t.Parallel()
 	sbs, err := activities.NewSandboxes(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -50,6 +51,7 @@ func TestSandboxesOpenConcurrentlyMakesOne(t *testing.T) {
 // A sandbox file too large to hold in memory is refused as an artifact before it is read,
 // with a message naming its size; a small one is stored.
 func TestWriteArtifactRefusesHugeFile(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, activities.Deps{})
 	huge := filepath.Join(e.ws, "huge.bin")
 	f, err := os.Create(huge)

@@ -52,6 +52,7 @@ func loadKit(t *testing.T, e *env) api.LoadSkillsResult {
 }
 
 func TestLoadSkillsRecordsTextAndManifest(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, activities.Deps{SkillsPath: skillRoot(t)})
 	s := loadKit(t, e).Skills[0]
 	if s.Name != "kit" || s.Description != "Makes reports." || s.Compatibility != "needs sh" || s.Dir != "skills/kit" || s.StoreRun != "" {
@@ -89,6 +90,7 @@ func TestLoadSkillsRecordsTextAndManifest(t *testing.T) {
 // copy writes (the snapshot is the run's); skip_same leaves identical files alone and
 // rewrites a tampered one.
 func TestMaterializeSkillsLocal(t *testing.T) {
+	t.Parallel()
 	root := skillRoot(t)
 	e := newEnv(t, activities.Deps{SkillsPath: root})
 	loaded := loadKit(t, e)
@@ -139,6 +141,7 @@ func TestMaterializeSkillsLocal(t *testing.T) {
 // are blobs in the shared store, not files on the loading worker), and a run recorded
 // before skill files were blobs still gets its files from where it kept them.
 func TestSkillFilesAnyWorker(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e := newEnv(t, activities.Deps{SkillsPath: skillRoot(t)})
 	loaded := loadKit(t, e)
@@ -192,6 +195,7 @@ func TestSkillFilesAnyWorker(t *testing.T) {
 }
 
 func TestMaterializeSkillsVirtual(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, activities.Deps{SkillsPath: skillRoot(t)})
 	loaded := loadKit(t, e)
 	spec := api.SandboxSpec{Type: api.SandboxVirtual}
@@ -210,6 +214,7 @@ func TestMaterializeSkillsVirtual(t *testing.T) {
 }
 
 func TestProbeSandboxLocal(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, activities.Deps{})
 	req := api.ProbeSandboxRequest{RunID: testRun, Requires: api.Requirements{
 		Commands: map[string]string{"sh": "*", "nexo-no-such-command": ">=1"},
@@ -248,6 +253,7 @@ func TestProbeSandboxLocal(t *testing.T) {
 }
 
 func TestProbeSandboxVirtualIsAClearError(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, activities.Deps{})
 	_, err := e.a.Tools.ProbeSandbox(context.Background(), api.ProbeSandboxRequest{RunID: testRun,
 		Sandbox: api.SandboxSpec{Type: api.SandboxVirtual}, Requires: api.Requirements{Locale: "utf8"}})
@@ -261,6 +267,7 @@ func TestProbeSandboxVirtualIsAClearError(t *testing.T) {
 // inside the container), its script runs, and the probe sees busybox without python3.
 // Skips without a Docker engine and the default image.
 func TestSkillsDockerTier(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cli, err := docker.NewClient(ctx)

@@ -15,6 +15,7 @@ import (
 // snapshot holds exactly the workspace's bytes: a same-size rewrite within the second, a
 // bulk change of 100 files (the archive), then one file changed again (read alone).
 func TestDockerSnapshotsSeeEveryChange(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st, err := artifacts.OpenWith(ctx, "file://"+t.TempDir(), artifacts.Options{})
 	if err != nil {

@@ -50,6 +50,7 @@ func entry(m api.Manifest, p string) (api.ManifestEntry, bool) {
 // A snapshot after each call lists every file with its sha256, uploads only what changed,
 // and a restore on another host (a fresh Sandboxes root) brings the files back exactly.
 func TestSnapshotAfterEveryCallIsIncrementalAndRestores(t *testing.T) {
+	t.Parallel()
 	for _, spec := range []api.SandboxSpec{{}, {Type: api.SandboxVirtual}} {
 		t.Run(spec.Type+"tier", func(t *testing.T) {
 			e := newEnv(t, activities.Deps{})
@@ -93,6 +94,7 @@ func TestSnapshotAfterEveryCallIsIncrementalAndRestores(t *testing.T) {
 
 // A file changed in place (same size, by shell) is seen by the next snapshot.
 func TestSnapshotSeesSameSizeRewrite(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, activities.Deps{})
 	r1 := e.snapTool(t, api.SandboxSpec{}, "", agents.ToolShell, map[string]any{"command": "printf aaaa > f"})
 	r2 := e.snapTool(t, api.SandboxSpec{}, "", agents.ToolShell, map[string]any{"command": "printf bbbb > f"})
@@ -105,6 +107,7 @@ func TestSnapshotSeesSameSizeRewrite(t *testing.T) {
 
 // A restore whose file blob is missing brings back the rest and names what it lost.
 func TestRestoreNamesLostFiles(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, activities.Deps{})
 	e.snapTool(t, api.SandboxSpec{}, "", agents.ToolWriteFile, map[string]any{"path": "keep.txt", "content": "kept"})
 	r := e.snapTool(t, api.SandboxSpec{}, "", agents.ToolWriteFile, map[string]any{"path": "gone.txt", "content": "will vanish"})
@@ -128,6 +131,7 @@ func TestRestoreNamesLostFiles(t *testing.T) {
 // A per-run workspace this host has to make anew (its directory is gone, as on a host
 // whose disk was lost) is rebuilt from the run's last snapshot before the call runs.
 func TestSandboxMadeAnewIsRebuiltFromBase(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, activities.Deps{})
 	r := e.snapTool(t, api.SandboxSpec{}, "", agents.ToolWriteFile, map[string]any{"path": "mine.txt", "content": "written before"})
 	other := newEnvWithStore(t, e.dir)

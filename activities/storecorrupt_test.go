@@ -23,6 +23,7 @@ import (
 // NexoStoreCorrupt, leading with the mismatch and naming the segment; the model is not
 // called.
 func TestChangedThreadSegmentIsFinal(t *testing.T) {
+	t.Parallel()
 	model := fakellm.New(fakellm.Reply{Content: "never"})
 	modelURL := model.Start(t)
 	e := newEnv(t, activities.Deps{}) // the worker that stored the thread

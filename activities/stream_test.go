@@ -82,6 +82,7 @@ func streamChat(t *testing.T, reply fakellm.Reply, req api.CompleteChatRequest, 
 // A live call publishes its growing text as heartbeat details and signals nothing; the
 // keep-alive beats in the model's pauses resend the text instead of clearing it.
 func TestCompleteChatStreamLive(t *testing.T) {
+	t.Parallel()
 	const content = "one two three four five"
 	req := api.CompleteChatRequest{Messages: userAsks("Count"), StreamLive: true, StreamCall: "3.2",
 		StreamTo: "session:a:b"} // set too: StreamLive wins, nothing reaches history
@@ -129,6 +130,7 @@ func TestCompleteChatStreamLive(t *testing.T) {
 // A reply longer than api.LiveTextMax is published by its tail, cut at a rune boundary,
 // with From its offset in the reply.
 func TestCompleteChatStreamLiveTail(t *testing.T) {
+	t.Parallel()
 	// 40 words of 2,501 bytes (two-byte runes), so the 64 KiB cut falls inside a rune.
 	word := strings.Repeat("é", 1250) + " "
 	content := strings.TrimSuffix(strings.Repeat(word, 40), " ")
@@ -161,6 +163,7 @@ func TestCompleteChatStreamLiveTail(t *testing.T) {
 }
 
 func TestLiveTail(t *testing.T) {
+	t.Parallel()
 	long := strings.Repeat("a", api.LiveTextMax+10)
 	// "é" is two bytes: the plain cut would fall on the second byte of the first rune kept.
 	odd := strings.Repeat("é", api.LiveTextMax/2+3) + "x"
@@ -188,6 +191,7 @@ func TestLiveTail(t *testing.T) {
 // A call of a run recorded before live streaming (StreamTo) signals its text as before
 // and publishes none as heartbeat details.
 func TestCompleteChatStreamTo(t *testing.T) {
+	t.Parallel()
 	const content = "older runs still signal"
 	req := api.CompleteChatRequest{Messages: userAsks("Hi"), StreamTo: "session:a:b", StreamCall: "1.1"}
 	res, got := streamChat(t, fakellm.Reply{Content: content, ChunkDelayMS: 60}, req, 25*time.Millisecond)
@@ -216,6 +220,7 @@ func TestCompleteChatStreamTo(t *testing.T) {
 // the beats' thinking grows word by word from offset 0, is all there before the first
 // text, and the result still carries the whole reasoning (for the thinking event).
 func TestCompleteChatStreamLiveThinking(t *testing.T) {
+	t.Parallel()
 	const thought = "first I read the question then I weigh it"
 	const content = "here is the answer"
 	for _, field := range []string{fakellm.FieldReasoningContent, fakellm.FieldReasoning} {
@@ -257,6 +262,7 @@ func TestCompleteChatStreamLiveThinking(t *testing.T) {
 // A call without reasoning publishes no thinking: its heartbeats are those of a worker
 // from before live thinking, byte for byte.
 func TestCompleteChatStreamLiveNoThinking(t *testing.T) {
+	t.Parallel()
 	req := api.CompleteChatRequest{Messages: userAsks("Hi"), StreamLive: true, StreamCall: "1.1"}
 	_, got := streamChat(t, fakellm.Reply{Content: "plain words only", ChunkDelayMS: 20}, req, time.Hour)
 	beats, _, _ := got.snapshot()
@@ -270,6 +276,7 @@ func TestCompleteChatStreamLiveNoThinking(t *testing.T) {
 // The thinking of a heartbeat is bounded like its text, on its own: its last
 // api.LiveTextMax bytes at a rune start, with its offset.
 func TestLiveSnapshot(t *testing.T) {
+	t.Parallel()
 	odd := strings.Repeat("é", api.LiveTextMax/2+3) + "x"
 	for _, tc := range []struct {
 		name, text, thinking string

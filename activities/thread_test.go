@@ -19,6 +19,7 @@ import (
 // (a preview with a reference) and the context by name, and the model still receives the
 // whole conversation with the whole output. Another worker on the same store rebuilds it.
 func TestCompleteChatStoredThread(t *testing.T) {
+	t.Parallel()
 	e, model := newModelEnv(t, activities.LLMConfig{},
 		fakellm.Reply{ToolCalls: []fakellm.Call{{Name: "read_file", Arguments: []byte(`{"path":"big.txt"}`)}}},
 		fakellm.Reply{Content: "It is big."},
@@ -74,6 +75,7 @@ func TestCompleteChatStoredThread(t *testing.T) {
 }
 
 func TestCompleteChatMissingThreadIsNonRetryable(t *testing.T) {
+	t.Parallel()
 	e, _ := newModelEnv(t, activities.LLMConfig{}, fakellm.Reply{Content: "x"})
 	_, err := e.a.Model.CompleteChat(context.Background(), api.CompleteChatRequest{
 		Thread: &api.ThreadRef{Head: strings.Repeat("ab", 32), Messages: 3}, Messages: userAsks("hi")})
@@ -85,6 +87,7 @@ func TestCompleteChatMissingThreadIsNonRetryable(t *testing.T) {
 
 // A provider that says the request is over its context gets a message naming the setting.
 func TestCompleteChatContextExceededNamesTheSetting(t *testing.T) {
+	t.Parallel()
 	e, _ := newModelEnv(t, activities.LLMConfig{}, fakellm.Reply{Status: 400,
 		Error: "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens."})
 	_, err := e.a.Model.CompleteChat(context.Background(), api.CompleteChatRequest{Messages: userAsks("hi")})
@@ -97,6 +100,7 @@ func TestCompleteChatContextExceededNamesTheSetting(t *testing.T) {
 // A tool output over StoreOver is stored whole and returned as a preview with its
 // reference; without StoreOver (runs from before) it stays inline.
 func TestRunToolStoresLargeOutput(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, activities.Deps{})
 	body := strings.Repeat("line of a large file\n", 5_000) // 105,000 bytes
 	if err := os.WriteFile(filepath.Join(e.ws, "big.txt"), []byte(body), 0o644); err != nil {
@@ -119,6 +123,7 @@ func TestRunToolStoresLargeOutput(t *testing.T) {
 // A note (a human edited the call) starts the result before it is stored, so the model
 // reads it also when the result travels by reference.
 func TestRunToolNoteIsStoredWithALargeOutput(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, activities.Deps{})
 	body := strings.Repeat("line of a large file\n", 5_000)
 	if err := os.WriteFile(filepath.Join(e.ws, "big.txt"), []byte(body), 0o644); err != nil {
@@ -138,6 +143,7 @@ func TestRunToolNoteIsStoredWithALargeOutput(t *testing.T) {
 // Compaction summarises all but the most recent messages (a tool call stays with its
 // results) and the thread continues from the summary.
 func TestCompactThread(t *testing.T) {
+	t.Parallel()
 	e, model := newModelEnv(t, activities.LLMConfig{}, fakellm.Reply{Content: "The user wants sizes; a.txt and b.txt were read."},
 		fakellm.Reply{Content: "Both are 4000 bytes."})
 	ctx := context.Background()
@@ -175,6 +181,7 @@ func TestCompactThread(t *testing.T) {
 }
 
 func TestKeepFrom(t *testing.T) {
+	t.Parallel()
 	u := api.ChatMessage{Role: api.RoleUser, Content: "q"}
 	a := api.ChatMessage{Role: api.RoleAssistant, ToolCalls: []api.ToolCall{{ID: "1", Name: "glob"}, {ID: "2", Name: "glob"}}}
 	r := api.ChatMessage{Role: api.RoleTool, Content: "r"}

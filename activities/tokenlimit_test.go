@@ -70,6 +70,7 @@ func tokenEnv(t *testing.T, tokens *fakeTokens, script ...fakellm.Reply) (*env, 
 // 4 plus the output allowance) before it reaches the provider, and settles the booking
 // with the usage the provider reported; a call on an endpoint without one books nothing.
 func TestModelCallBooksAndSettlesItsTokens(t *testing.T) {
+	t.Parallel()
 	tokens := &fakeTokens{}
 	e, small, _ := tokenEnv(t, tokens, fakellm.Reply{Content: "twelve chars"})
 	prompt := strings.Repeat("x", 4000)
@@ -103,6 +104,7 @@ func TestModelCallBooksAndSettlesItsTokens(t *testing.T) {
 // The estimate: a token per 4 bytes of the request as sent, plus max_tokens when the
 // request sets it.
 func TestEstimateTokens(t *testing.T) {
+	t.Parallel()
 	creq := openai.ChatCompletionRequest{Model: "m", Messages: []openai.ChatCompletionMessage{{Role: "user", Content: strings.Repeat("y", 8000)}}}
 	base := activities.EstimateTokens(creq)
 	if base < 2000+api.DefaultOutputTokens || base > 2050+api.DefaultOutputTokens {
@@ -117,6 +119,7 @@ func TestEstimateTokens(t *testing.T) {
 
 // A booking in the future holds the call until it is due; the provider sees nothing before.
 func TestModelCallWaitsForItsBooking(t *testing.T) {
+	t.Parallel()
 	const wait = 300 * time.Millisecond
 	var waited []time.Duration
 	tokens := &fakeTokens{grant: func(r api.TokenReserveRequest) (api.TokenGrant, error) {
@@ -144,6 +147,7 @@ func TestModelCallWaitsForItsBooking(t *testing.T) {
 // A waiting call asks again with its key now and then, and goes as soon as the limiter
 // moves its booking earlier (capacity given back by settles).
 func TestModelCallGoesWhenItsBookingMovesEarlier(t *testing.T) {
+	t.Parallel()
 	tokens := &fakeTokens{}
 	tokens.grant = func(r api.TokenReserveRequest) (api.TokenGrant, error) {
 		tokens.mu.Lock()
@@ -170,6 +174,7 @@ func TestModelCallGoesWhenItsBookingMovesEarlier(t *testing.T) {
 // A booking further off than an attempt waits ends the attempt, retryably, with the wait
 // as the next retry's delay, before the provider is called.
 func TestModelCallRetriesAFarBookingLater(t *testing.T) {
+	t.Parallel()
 	tokens := &fakeTokens{grant: func(r api.TokenReserveRequest) (api.TokenGrant, error) {
 		return api.TokenGrant{At: time.Now().Add(10 * time.Minute), WaitMS: (10 * time.Minute).Milliseconds(), Tokens: r.Tokens}, nil
 	}}
@@ -188,6 +193,7 @@ func TestModelCallRetriesAFarBookingLater(t *testing.T) {
 // called; a worker wired without one refuses the call retryably, naming the key; a
 // settle that fails does not fail the call.
 func TestModelCallTokenLimiterFailures(t *testing.T) {
+	t.Parallel()
 	t.Run("reserve fails", func(t *testing.T) {
 		tokens := &fakeTokens{grant: func(api.TokenReserveRequest) (api.TokenGrant, error) {
 			return api.TokenGrant{}, errors.New("limiter unreachable")
@@ -219,6 +225,7 @@ func TestModelCallTokenLimiterFailures(t *testing.T) {
 
 // The compaction call books its tokens too, on the agent's endpoint.
 func TestCompactionBooksItsTokens(t *testing.T) {
+	t.Parallel()
 	tokens := &fakeTokens{}
 	e, _, _ := tokenEnv(t, tokens, fakellm.Reply{Content: "unused"})
 	msgs := userAsks("How big is a.txt?")
@@ -240,6 +247,7 @@ func TestCompactionBooksItsTokens(t *testing.T) {
 // one activity shares (Temporal keeps the activity id across retries), so a retry finds
 // the booking its first attempt made; two activities have two keys.
 func TestTokenKeyNamesTheActivity(t *testing.T) {
+	t.Parallel()
 	tokens := &fakeTokens{}
 	e, _, _ := tokenEnv(t, tokens, fakellm.Reply{Content: "one"}, fakellm.Reply{Content: "two"})
 	var s testsuite.WorkflowTestSuite

@@ -27,6 +27,7 @@ import (
 )
 
 func TestReadFile(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, activities.Deps{})
 	e.write(t, "notes/hello.txt", "hello\nworld\n")
 
@@ -62,6 +63,7 @@ func TestReadFile(t *testing.T) {
 }
 
 func TestReadFileCap(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, activities.Deps{})
 	const cap = activities.ReadCap
 	tests := []struct {
@@ -106,6 +108,7 @@ func TestReadFileCap(t *testing.T) {
 }
 
 func TestReadFileBinaryAndHuge(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, activities.Deps{})
 	e.write(t, "image.png", "\x89PNG\r\n\x1a\n\x00\x00\xff\xfe\xfd")
 
@@ -156,6 +159,7 @@ func escapeFixture(t *testing.T, e *env) (secret, secretDir string) {
 }
 
 func TestPathEscapes(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, activities.Deps{})
 	secret, secretDir := escapeFixture(t, e)
 	outsideNew := filepath.Join(t.TempDir(), "created.txt")
@@ -201,6 +205,7 @@ func TestPathEscapes(t *testing.T) {
 }
 
 func TestWriteFileReadBeforeWrite(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, activities.Deps{})
 	read := func(t *testing.T, p string) *api.FileStamp {
 		t.Helper()
@@ -305,6 +310,7 @@ func TestWriteFileReadBeforeWrite(t *testing.T) {
 }
 
 func TestGlob(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, activities.Deps{})
 	for _, p := range []string{"a.go", "b.go", "sub/c.go", "sub/deep/d.go", "readme.md"} {
 		e.write(t, p, "x")
@@ -395,6 +401,7 @@ func TestShell(t *testing.T) {
 }
 
 func TestShellTruncation(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, activities.Deps{})
 	t.Run("1000 coloured lines", func(t *testing.T) {
 		cmd := `i=1; while [ $i -le 1000 ]; do printf '\033[1;31mline %d\033[0m of the build log\n' $i; i=$((i+1)); done; exit 2`
@@ -424,6 +431,7 @@ func TestShellTruncation(t *testing.T) {
 }
 
 func TestShellTimeout(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		cap     time.Duration
@@ -460,6 +468,7 @@ func TestShellTimeout(t *testing.T) {
 // A command cut short because the activity itself ended (cancelled, or its own timeout)
 // is an activity error, not a "timed out" result the model would see.
 func TestShellActivityCancelled(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, activities.Deps{})
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
@@ -471,6 +480,7 @@ func TestShellActivityCancelled(t *testing.T) {
 }
 
 func TestShellOnVirtualSandbox(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, activities.Deps{})
 	virtual := api.SandboxSpec{Type: api.SandboxVirtual}
 	res := e.toolReq(t, api.RunToolRequest{Sandbox: virtual, Tool: agents.ToolShell, Args: argsJSON(t, map[string]any{"command": "ls"})})
@@ -490,6 +500,7 @@ func TestShellOnVirtualSandbox(t *testing.T) {
 }
 
 func TestRunToolBadArguments(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, activities.Deps{})
 	tests := []struct {
 		tool, args, want string
@@ -523,6 +534,7 @@ func TestRunToolBadArguments(t *testing.T) {
 }
 
 func TestRunToolSandboxErrors(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, activities.Deps{})
 	t.Run("unavailable sandbox type is non-retryable", func(t *testing.T) {
 		_, err := e.a.Tools.RunTool(context.Background(), api.RunToolRequest{RunID: testRun, Sandbox: api.SandboxSpec{Type: "firecracker"},
@@ -550,6 +562,7 @@ func TestRunToolSandboxErrors(t *testing.T) {
 }
 
 func TestRunToolFetchDispatch(t *testing.T) {
+	t.Parallel()
 	var hits atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hits.Add(1)
@@ -585,6 +598,7 @@ func TestRunToolFetchDispatch(t *testing.T) {
 }
 
 func TestCollectOutputs(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, activities.Deps{})
 	for _, p := range []string{"out/a.md", "out/b.md", "out/skip.txt", "report.txt", "sub/dir/x.md"} {
 		e.write(t, p, "x")
@@ -617,6 +631,7 @@ func TestCollectOutputs(t *testing.T) {
 }
 
 func TestRestoreArtifacts(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, activities.Deps{})
 	ctx := context.Background()
 	blob := "\x00\x01\xfe\xff binary"
@@ -680,6 +695,7 @@ func TestRestoreArtifacts(t *testing.T) {
 }
 
 func TestResolveAgent(t *testing.T) {
+	t.Parallel()
 	specs := []agents.Spec{{Name: "beta", Model: "m-b"}, {Name: "alpha", Instructions: "Be brief."}}
 	e := newEnv(t, activities.Deps{Agents: specs})
 	got, err := e.a.Model.ResolveAgent(context.Background(), "alpha")
@@ -701,6 +717,7 @@ func TestResolveAgent(t *testing.T) {
 // Through Temporal's activity environment: the api names are registered, a tool failure
 // arrives as a result and a non-retryable error survives the trip.
 func TestActivitiesRegistered(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, activities.Deps{Agents: []agents.Spec{{Name: "alpha"}}})
 	e.write(t, "x.txt", "via temporal")
 	var suite testsuite.WorkflowTestSuite
