@@ -36,7 +36,7 @@ func TestBubblewrapShellTool(t *testing.T) {
 	e := newEnv(t, activities.Deps{})
 	enableBubblewrap(t, e.sbs)
 	spec := api.SandboxSpec{Type: api.SandboxBubblewrap}
-	res, err := e.a.RunTool(context.Background(), api.RunToolRequest{RunID: testRun, Sandbox: spec, CallID: "c", Tool: agents.ToolShell,
+	res, err := e.a.Tools.RunTool(context.Background(), api.RunToolRequest{RunID: testRun, Sandbox: spec, CallID: "c", Tool: agents.ToolShell,
 		Args: argsJSON(t, map[string]any{"command": "echo sealed > s.txt; cat /etc/shadow"}), Snapshot: true})
 	if err != nil {
 		t.Fatal(err)

@@ -28,7 +28,7 @@ const compactMessageBytes = 4 << 10
 // CompactThread shortens a thread that would no longer fit the agent's context budget:
 // the oldest turns are summarised by the model, and the thread continues, as a new chain,
 // from the summary plus the most recent messages (see api.CompactThreadRequest).
-func (a *Activities) CompactThread(ctx context.Context, req api.CompactThreadRequest) (api.CompactThreadResult, error) {
+func (a *Model) CompactThread(ctx context.Context, req api.CompactThreadRequest) (api.CompactThreadResult, error) {
 	model, err := a.modelAt("compact thread", req.Endpoint, req.Model)
 	if err != nil {
 		return api.CompactThreadResult{}, err
@@ -48,7 +48,6 @@ func (a *Activities) CompactThread(ctx context.Context, req api.CompactThreadReq
 		}
 		return api.CompactThreadResult{Thread: ref, TokensBefore: before, TokensAfter: before}, nil
 	}
-	defer keepAlive(ctx)()
 	transcript := renderTranscript(all[:split], req.MaxTokens*3)
 	creq := openai.ChatCompletionRequest{Model: model, Messages: []openai.ChatCompletionMessage{
 		{Role: openai.ChatMessageRoleSystem, Content: compactPrompt},

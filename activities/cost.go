@@ -2,7 +2,6 @@ package activities
 
 import (
 	"github.com/nexo-temporal/nexo/api"
-	"github.com/nexo-temporal/nexo/config"
 )
 
 // price sets u's cost from the worker's price table (llm.prices): the price of the model
@@ -26,18 +25,18 @@ func (l *LLM) price(asked, answered string, u *api.Usage) {
 
 // priceAt prices u with the price table of the endpoint the call went to (llm.prices for
 // the default endpoint, llm.endpoints.<name>.prices for the others).
-func (a *Activities) priceAt(endpoint, asked, answered string, u *api.Usage) {
+func (a *Model) priceAt(endpoint, asked, answered string, u *api.Usage) {
 	if l, err := a.llmAt("price", endpoint); err == nil {
 		l.price(asked, answered, u)
 	}
 }
 
 // copyPrices is the LLM's price table, copied so the caller's map cannot change under it.
-func copyPrices(in map[string]config.ModelPrice) map[string]config.ModelPrice {
+func copyPrices(in map[string]api.ModelPrice) map[string]api.ModelPrice {
 	if len(in) == 0 {
 		return nil
 	}
-	out := make(map[string]config.ModelPrice, len(in))
+	out := make(map[string]api.ModelPrice, len(in))
 	for k, v := range in {
 		out[k] = v
 	}

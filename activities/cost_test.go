@@ -5,13 +5,13 @@ import (
 	"testing"
 
 	"github.com/nexo-temporal/nexo/api"
-	"github.com/nexo-temporal/nexo/config"
 )
 
 // TestPriceCall: a call is priced by the model it asked for, else the model that
 // answered; an unpriced model keeps no cost and says so.
 func TestPriceCall(t *testing.T) {
-	l := NewLLM(LLMConfig{BaseURL: "http://127.0.0.1:1/v1", Prices: map[string]config.ModelPrice{
+	t.Parallel()
+	l := NewLLM(LLMConfig{BaseURL: "http://127.0.0.1:1/v1", Prices: map[string]api.ModelPrice{
 		"gpt-4o":           {InputPerMTok: 2.5, OutputPerMTok: 10},
 		"dated-2024-08-06": {InputPerMTok: 1, OutputPerMTok: 1},
 	}})
@@ -35,14 +35,15 @@ func TestPriceCall(t *testing.T) {
 // TestPriceAtTheCallsEndpoint: a call is priced by the table of the endpoint it went to,
 // not by the default endpoint's (the same model name may cost differently on each).
 func TestPriceAtTheCallsEndpoint(t *testing.T) {
+	t.Parallel()
 	a := New(Deps{
-		LLM: NewLLM(LLMConfig{BaseURL: "http://127.0.0.1:1/v1", Prices: map[string]config.ModelPrice{"m": {InputPerMTok: 1, OutputPerMTok: 1}}}),
+		LLM: NewLLM(LLMConfig{BaseURL: "http://127.0.0.1:1/v1", Prices: map[string]api.ModelPrice{"m": {InputPerMTok: 1, OutputPerMTok: 1}}}),
 		Endpoints: map[string]*LLM{"small": NewLLM(LLMConfig{BaseURL: "http://127.0.0.1:2/v1",
-			Prices: map[string]config.ModelPrice{"m": {InputPerMTok: 10, OutputPerMTok: 10}}})},
+			Prices: map[string]api.ModelPrice{"m": {InputPerMTok: 10, OutputPerMTok: 10}}})},
 	})
 	for endpoint, want := range map[string]float64{"": 0.001, "default": 0.001, "small": 0.01, "gone": 0} {
 		u := api.Usage{PromptTokens: 500, CompletionTokens: 500}
-		a.priceAt(endpoint, "m", "m", &u)
+		a.Model.priceAt(endpoint, "m", "m", &u)
 		if math.Abs(u.Cost-want) > 1e-12 || u.Priced != (want > 0) {
 			t.Errorf("endpoint %q: cost %v priced %v, want %v", endpoint, u.Cost, u.Priced, want)
 		}

@@ -12,6 +12,7 @@ import (
 // Every field of the Docker tier's options has a field of the same name in the wire spec,
 // and DockerOptions copies it: an option added on one side only fails here.
 func TestDockerOptionsCopiesEveryField(t *testing.T) {
+	t.Parallel()
 	var spec api.SandboxSpec
 	sv := reflect.ValueOf(&spec).Elem()
 	ot := reflect.TypeFor[docker.Options]()

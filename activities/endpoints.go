@@ -24,7 +24,7 @@ func endpointName(name string) string {
 
 // llmAt is the client of the named endpoint, or a non-retryable error naming op when
 // this worker has no such endpoint (workers of one fleet must share llm.endpoints).
-func (a *Activities) llmAt(op, endpoint string) (*LLM, error) {
+func (a *Model) llmAt(op, endpoint string) (*LLM, error) {
 	name := endpointName(endpoint)
 	if name == api.DefaultEndpoint {
 		if a.llm == nil {
@@ -51,7 +51,7 @@ func (a *Activities) llmAt(op, endpoint string) (*LLM, error) {
 
 // modelAt is the model a call to endpoint uses (the agent's, else the endpoint's), or a
 // non-retryable error naming op.
-func (a *Activities) modelAt(op, endpoint, agentModel string) (string, error) {
+func (a *Model) modelAt(op, endpoint, agentModel string) (string, error) {
 	l, err := a.llmAt(op, endpoint)
 	if err != nil {
 		return "", err
@@ -71,7 +71,7 @@ func (a *Activities) modelAt(op, endpoint, agentModel string) (string, error) {
 }
 
 // clientFor is the go-openai client of endpoint; call it after modelAt succeeded.
-func (a *Activities) clientFor(endpoint string) *openai.Client {
+func (a *Model) clientFor(endpoint string) *openai.Client {
 	l, err := a.llmAt("model call", endpoint)
 	if err != nil {
 		return nil
@@ -82,7 +82,7 @@ func (a *Activities) clientFor(endpoint string) *openai.Client {
 // withEndpoint records in spec its endpoint's canonical name and, when the endpoint has
 // a request rate limit, the task queue its model calls go to (api.ModelTaskQueue), so the
 // workflow routes them there deterministically.
-func (a *Activities) withEndpoint(spec agents.Spec) agents.Spec {
+func (a *Model) withEndpoint(spec agents.Spec) agents.Spec {
 	if spec.LLM != "" {
 		spec.LLM = endpointName(spec.LLM)
 	}
@@ -90,10 +90,15 @@ func (a *Activities) withEndpoint(spec agents.Spec) agents.Spec {
 	return spec
 }
 
-// RegisterModel registers only the model activities (CompleteChat, CompactThread), each
-// kept alive by heartbeats: for the worker of an endpoint's rate-limited task queue.
-func (a *Activities) RegisterModel(r Registry) {
-	r = keepAliveRegistry{r}
+// RegisterCalls registers only the model calls (CompleteChat, CompactThread): for the
+// worker of an endpoint's rate-limited task queue.
+func (a *Model) RegisterCalls(r Registry) {
 	r.RegisterActivityWithOptions(a.CompleteChat, activity.RegisterOptions{Name: api.ActivityCompleteChat})
 	r.RegisterActivityWithOptions(a.CompactThread, activity.RegisterOptions{Name: api.ActivityCompactThread})
+}
+
+// Register registers the model calls and ResolveAgent.
+func (a *Model) Register(r Registry) {
+	a.RegisterCalls(r)
+	r.RegisterActivityWithOptions(a.ResolveAgent, activity.RegisterOptions{Name: api.ActivityResolveAgent})
 }

@@ -15,6 +15,7 @@ import (
 // A call naming an endpoint goes to that endpoint's server with its model and key; the
 // default endpoint keeps llm:, and an agent's summaries follow its endpoint too.
 func TestModelCallsReachTheirEndpoint(t *testing.T) {
+	t.Parallel()
 	big := fakellm.New(fakellm.Reply{Content: "from the big model"})
 	small := fakellm.New(fakellm.Reply{Content: "from the small model"}, fakellm.Reply{Match: "You compact the transcript", Content: "short summary"})
 	e := newEnv(t, activities.Deps{
@@ -23,7 +24,7 @@ func TestModelCallsReachTheirEndpoint(t *testing.T) {
 			"small": activities.NewLLM(activities.LLMConfig{BaseURL: small.Start(t), Model: "small-model", APIKey: "sk-small"}),
 		},
 	})
-	got, err := e.a.CompleteChat(context.Background(), api.CompleteChatRequest{Endpoint: "small", Messages: userAsks("Hi")})
+	got, err := e.a.Model.CompleteChat(context.Background(), api.CompleteChatRequest{Endpoint: "small", Messages: userAsks("Hi")})
 	if err != nil {
 		t.Fatalf("CompleteChat on small: %v", err)
 	}
@@ -36,11 +37,11 @@ func TestModelCallsReachTheirEndpoint(t *testing.T) {
 	if n := len(big.Requests()); n != 0 {
 		t.Errorf("the default endpoint got %d requests, want none", n)
 	}
-	if got, err = e.a.CompleteChat(context.Background(), api.CompleteChatRequest{Messages: userAsks("Hi")}); err != nil || got.Message.Content != "from the big model" {
+	if got, err = e.a.Model.CompleteChat(context.Background(), api.CompleteChatRequest{Messages: userAsks("Hi")}); err != nil || got.Message.Content != "from the big model" {
 		t.Errorf("default endpoint: %q, %v", got.Message.Content, err)
 	}
 	// An agent's model overrides the endpoint's.
-	if _, err := e.a.CompleteChat(context.Background(), api.CompleteChatRequest{Endpoint: "Small", Model: "tiny", Messages: userAsks("Hi")}); err != nil {
+	if _, err := e.a.Model.CompleteChat(context.Background(), api.CompleteChatRequest{Endpoint: "Small", Model: "tiny", Messages: userAsks("Hi")}); err != nil {
 		t.Fatalf("CompleteChat on Small: %v", err)
 	}
 	if reqs := small.Requests(); len(reqs) != 2 || reqs[1].Model != "tiny" {
@@ -53,7 +54,7 @@ func TestModelCallsReachTheirEndpoint(t *testing.T) {
 			api.ChatMessage{Role: api.RoleAssistant, ToolCalls: []api.ToolCall{{ID: f + ".1", Name: "read_file", Arguments: `{}`}}},
 			api.ChatMessage{Role: api.RoleTool, ToolCallID: f + ".1", Content: strings.Repeat(f, 4000)})
 	}
-	res, err := e.a.CompactThread(context.Background(), api.CompactThreadRequest{Endpoint: "small", Messages: msgs, KeepRecent: 1, MaxTokens: 2000})
+	res, err := e.a.Model.CompactThread(context.Background(), api.CompactThreadRequest{Endpoint: "small", Messages: msgs, KeepRecent: 1, MaxTokens: 2000})
 	if err != nil {
 		t.Fatalf("CompactThread on small: %v", err)
 	}
@@ -69,9 +70,10 @@ func TestModelCallsReachTheirEndpoint(t *testing.T) {
 }
 
 func TestModelCallToAnUnknownEndpoint(t *testing.T) {
+	t.Parallel()
 	model := fakellm.New(fakellm.Reply{Content: "ok"})
 	e := newEnv(t, activities.Deps{LLM: activities.NewLLM(activities.LLMConfig{BaseURL: model.Start(t), Model: "m"})})
-	_, err := e.a.CompleteChat(context.Background(), api.CompleteChatRequest{Endpoint: "small", Messages: userAsks("Hi")})
+	_, err := e.a.Model.CompleteChat(context.Background(), api.CompleteChatRequest{Endpoint: "small", Messages: userAsks("Hi")})
 	app := wantAppError(t, err, false, api.ErrTypeAgentUnavailable) // retryable: another worker may have it
 	if !strings.Contains(app.Error(), `no model endpoint "small" (it has: default)`) {
 		t.Errorf("err = %v, want it to name the endpoint and the ones the worker has", err)
@@ -83,6 +85,7 @@ func TestModelCallToAnUnknownEndpoint(t *testing.T) {
 
 // ResolveAgent records the endpoint's canonical name and its rate-limited task queue.
 func TestResolveAgentCarriesTheModelQueue(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, activities.Deps{
 		LLM:         activities.NewLLM(activities.LLMConfig{BaseURL: "http://127.0.0.1:1/v1", Model: "m"}),
 		Endpoints:   map[string]*activities.LLM{"small": activities.NewLLM(activities.LLMConfig{BaseURL: "http://127.0.0.1:2/v1"})},
@@ -90,7 +93,7 @@ func TestResolveAgentCarriesTheModelQueue(t *testing.T) {
 		Agents:      []agents.Spec{{Name: "plain"}, {Name: "summariser", LLM: "Small"}},
 	})
 	for name, want := range map[string][2]string{"plain": {"", ""}, "summariser": {"small", "nexo-llm-small"}} {
-		spec, err := e.a.ResolveAgent(context.Background(), name)
+		spec, err := e.a.Model.ResolveAgent(context.Background(), name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -103,15 +106,16 @@ func TestResolveAgentCarriesTheModelQueue(t *testing.T) {
 // The fake provider's 429 above its limit carries a Retry-After, which becomes the next
 // retry's delay: the retry waits the window out instead of burning an attempt at once.
 func TestRateLimited429WaitsForRetryAfter(t *testing.T) {
+	t.Parallel()
 	model := fakellm.New(fakellm.Reply{Content: "one", Repeat: 3})
 	model.LimitRate(2, time.Minute)
 	e := newEnv(t, activities.Deps{LLM: activities.NewLLM(activities.LLMConfig{BaseURL: model.Start(t), Model: "m"})})
 	for i := range 2 {
-		if _, err := e.a.CompleteChat(context.Background(), api.CompleteChatRequest{Messages: userAsks("Hi")}); err != nil {
+		if _, err := e.a.Model.CompleteChat(context.Background(), api.CompleteChatRequest{Messages: userAsks("Hi")}); err != nil {
 			t.Fatalf("call %d within the limit: %v", i+1, err)
 		}
 	}
-	_, err := e.a.CompleteChat(context.Background(), api.CompleteChatRequest{Messages: userAsks("Hi")})
+	_, err := e.a.Model.CompleteChat(context.Background(), api.CompleteChatRequest{Messages: userAsks("Hi")})
 	app := wantAppError(t, err, false, api.ErrTypeModelUnavailable)
 	if d := app.NextRetryDelay(); d < 58*time.Second || d > time.Minute {
 		t.Errorf("NextRetryDelay = %s, want about a minute (when the oldest call leaves the window)", d)

@@ -49,6 +49,7 @@ func countingServer(t *testing.T, h http.HandlerFunc) (*httptest.Server, *atomic
 }
 
 func TestHostAllowed(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		host  string
 		allow []string
@@ -83,6 +84,7 @@ func TestHostAllowed(t *testing.T) {
 }
 
 func TestPublicAddr(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		ip   string
 		want bool
@@ -136,6 +138,7 @@ func TestPublicAddr(t *testing.T) {
 }
 
 func TestFetchRefusesPrivateAddresses(t *testing.T) {
+	t.Parallel()
 	srv, hits, port := countingServer(t, func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "internal") })
 	tests := []struct {
 		name string
@@ -187,6 +190,7 @@ func TestFetchRefusesPrivateAddresses(t *testing.T) {
 }
 
 func TestFetchRefusedBeforeAnyRequest(t *testing.T) {
+	t.Parallel()
 	_, hits, port := countingServer(t, func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "body") })
 	f := loopbackFetcher(t, "docs.example.test", "example.test.evil.net", "badexample.test")
 	var resolved atomic.Int32
@@ -226,6 +230,7 @@ func TestFetchRefusedBeforeAnyRequest(t *testing.T) {
 }
 
 func TestFetchSuccess(t *testing.T) {
+	t.Parallel()
 	type seen struct{ host, uri, ua, method string }
 	got := make(chan seen, 1)
 	_, hits, port := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
@@ -261,6 +266,7 @@ func TestFetchSuccess(t *testing.T) {
 }
 
 func TestFetchStatusAndBody(t *testing.T) {
+	t.Parallel()
 	mux := http.NewServeMux()
 	mux.HandleFunc("/missing", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "no such page", http.StatusNotFound) })
 	mux.HandleFunc("/big", func(w http.ResponseWriter, r *http.Request) {
@@ -313,6 +319,7 @@ func TestFetchStatusAndBody(t *testing.T) {
 // The address that was vetted is the one dialled: a second lookup (DNS rebinding) never
 // happens, and the host name is never handed to the system resolver.
 func TestFetchPinsTheVettedAddress(t *testing.T) {
+	t.Parallel()
 	_, hits, port := countingServer(t, func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "vetted") })
 	var calls atomic.Int32
 	f := &activities.Fetcher{
@@ -347,6 +354,7 @@ func TestFetchPinsTheVettedAddress(t *testing.T) {
 }
 
 func TestFetchDoesNotFollowRedirects(t *testing.T) {
+	t.Parallel()
 	var targetHits atomic.Int32
 	mux := http.NewServeMux()
 	mux.HandleFunc("/start", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/target", http.StatusFound) })
@@ -372,6 +380,7 @@ func TestFetchDoesNotFollowRedirects(t *testing.T) {
 }
 
 func TestFetchTimeout(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	mux := http.NewServeMux()
 	mux.HandleFunc("/slow-headers", func(w http.ResponseWriter, r *http.Request) {
@@ -416,6 +425,7 @@ func TestFetchTimeout(t *testing.T) {
 // TLS is verified against the system roots: a server with an untrusted certificate is an
 // error result and gets no request.
 func TestFetchVerifiesTLS(t *testing.T) {
+	t.Parallel()
 	var hits atomic.Int32
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
 	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshake is expected

@@ -31,6 +31,7 @@ func within(t *testing.T, what string, op func()) {
 // every file tool with a result the model can read, and by artifact collection with a
 // non-retryable error: nothing blocks on it.
 func TestFileToolsRefuseFIFO(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, activities.Deps{})
 	e.write(t, "keep.txt", "x")
 	if err := syscall.Mkfifo(filepath.Join(e.ws, "pipe"), 0o644); err != nil {
@@ -49,7 +50,7 @@ func TestFileToolsRefuseFIFO(t *testing.T) {
 	}
 	var err error
 	within(t, "WriteArtifact", func() {
-		_, err = e.a.WriteArtifact(context.Background(), api.WriteArtifactRequest{RunID: testRun, Name: "out", Path: "pipe"})
+		_, err = e.a.Host.WriteArtifact(context.Background(), api.WriteArtifactRequest{RunID: testRun, Name: "out", Path: "pipe"})
 	})
 	wantAppError(t, err, true, api.ErrTypeBadInput)
 }

@@ -2,38 +2,89 @@ package activities
 
 import (
 	"context"
-	"reflect"
 	"sync"
 	"time"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/interceptor"
 )
 
-// heartbeatEvery is how often a long activity without a heartbeat timeout tells Temporal
-// it is alive (a beat also brings a cancellation back). With a heartbeat timeout, the
-// activity beats every half of it (keepAliveEvery), so a call in flight on a worker that
-// was killed is retried on another within seconds instead of after its start-to-close
-// timeout.
-var heartbeatEvery = 2 * time.Second
-
 // HeartbeatThrottle is the WorkerOptions.MaxHeartbeatThrottleInterval of every worker that
-// runs these activities. The SDK sends at most one heartbeat per throttle interval (0.8×
-// the heartbeat timeout unless capped here: 8 s for a model call), and a streaming model
-// call publishes its text so far as heartbeat details for live viewers, who must see it
-// within a fraction of a second. Keep-alive beats come every half heartbeat timeout
-// (keepAliveEvery), so the cap leaves other activities at one heartbeat per 5 s for a 10 s
-// timeout (one per 8 s before: the default throttle folded the old 2 s beats).
+// runs these activities. A streaming model call publishes its text so far as heartbeat
+// details for live viewers, who must see it within a fraction of a second, and the SDK
+// would otherwise send at most one heartbeat per 0.8× the heartbeat timeout (8 s for a
+// model call).
+//
+// The SDK takes this cap per worker only: each attempt's throttle is computed from it and
+// the attempt's heartbeat timeout (sdk internal getHeartbeatThrottleInterval), with no
+// per-activity override, and a model call runs on the same task queues (so the same
+// workers) as every other activity, since a task queue cannot route by activity type. The
+// cap costs the other activities nothing: a throttle is the least spacing of the
+// heartbeats an attempt records, it sends none of its own, and the other activities
+// record one every half heartbeat timeout (KeepAlive), 5 s for a 10 s timeout. Only the
+// streaming call records faster, so only it sends up to one heartbeat per 200 ms.
 const HeartbeatThrottle = 200 * time.Millisecond
 
-// recordHeartbeat is activity.RecordHeartbeat; the tests replace it to see every beat
-// (the SDK's test environment sends one per 30 s window).
-var recordHeartbeat = activity.RecordHeartbeat
+// KeepAlive is the activity inbound interceptor (go.temporal.io/sdk/interceptor) that
+// keeps every attempt with a heartbeat timeout alive while it runs, whatever its code
+// does: it heartbeats every half of that timeout, so an attempt in flight on a worker that
+// was killed is retried elsewhere within seconds, not after its start-to-close timeout
+// (minutes). The workflows give every activity a heartbeat timeout, the shipped ones and a
+// user's (platform.Activity) alike; an attempt without one is not beaten for (nothing
+// times it out by heartbeat) unless Every is set.
+//
+// Put one in worker.Options.Interceptors of every worker that runs activities. The zero
+// value is ready; one KeepAlive serves any number of workers and attempts.
+type KeepAlive struct {
+	interceptor.WorkerInterceptorBase
+	// Every is the keep-alive interval of an attempt without a heartbeat timeout; 0 (the
+	// default) leaves such an attempt alone. The SDK's test environment schedules
+	// activities without one, so tests set it.
+	Every time.Duration
+	// Record records one heartbeat; nil means activity.RecordHeartbeat. Tests see every
+	// beat through it (the SDK's test environment sends one per 30 s window).
+	Record func(ctx context.Context, details ...any)
+}
+
+// InterceptActivity keeps the attempt that ctx is of alive while next runs it.
+func (k *KeepAlive) InterceptActivity(ctx context.Context, next interceptor.ActivityInboundInterceptor) interceptor.ActivityInboundInterceptor {
+	i := &keepAliveInbound{k: k}
+	i.Next = next
+	return i
+}
+
+type keepAliveInbound struct {
+	interceptor.ActivityInboundInterceptorBase
+	k *KeepAlive
+}
+
+func (i *keepAliveInbound) ExecuteActivity(ctx context.Context, in *interceptor.ExecuteActivityInput) (any, error) {
+	every := i.k.Every
+	if t := activity.GetInfo(ctx).HeartbeatTimeout; t > 0 {
+		every = t / 2
+	}
+	if every <= 0 {
+		return i.Next.ExecuteActivity(ctx, in)
+	}
+	record := i.k.Record
+	if record == nil {
+		record = activity.RecordHeartbeat
+	}
+	b := &beat{record: record}
+	ctx = context.WithValue(ctx, beatKey{}, b)
+	defer b.keepAlive(ctx, every)()
+	return i.Next.ExecuteActivity(ctx, in)
+}
+
+// beatKey is the context key of the attempt's beat.
+type beatKey struct{}
 
 // beat is the heartbeat of one activity attempt. The server keeps only the details of the
 // last heartbeat (one without details clears them), so every beat of an attempt that
 // publishes details goes through its beat: keep-alive beats resend the last details
 // instead of clearing them.
 type beat struct {
+	record  func(ctx context.Context, details ...any)
 	mu      sync.Mutex
 	details any // nil: none published
 }
@@ -48,38 +99,17 @@ func (b *beat) send(ctx context.Context, details any) {
 		b.details = details
 	}
 	if b.details == nil {
-		recordHeartbeat(ctx)
+		b.record(ctx)
 		return
 	}
-	recordHeartbeat(ctx, b.details)
+	b.record(ctx, b.details)
 }
 
-// beats holds the beat of each activity attempt being kept alive, by task token (unique
-// per attempt), so publishHeartbeat finds the keep-alive of the attempt it runs in.
-var beats sync.Map // string → *beat
-
-// keepAliveEvery is the keep-alive interval of the attempt: half its heartbeat timeout,
-// or heartbeatEvery when it has none.
-func keepAliveEvery(ctx context.Context) time.Duration {
-	if t := activity.GetInfo(ctx).HeartbeatTimeout; t > 0 {
-		return t / 2
-	}
-	return heartbeatEvery
-}
-
-// keepAlive heartbeats until the returned stop is called or ctx ends. An attempt that
-// is kept alive already keeps its one keep-alive (stop is then a no-op).
-func keepAlive(ctx context.Context) (stop func()) {
-	if !activity.IsActivity(ctx) {
-		return func() {}
-	}
-	key := string(activity.GetInfo(ctx).TaskToken)
-	b := &beat{}
-	if _, loaded := beats.LoadOrStore(key, b); loaded {
-		return func() {}
-	}
+// keepAlive heartbeats every interval until the returned stop is called or ctx ends.
+// stop returns once the keep-alive has ended: no beat is sent after it (nor after the
+// attempt it kept alive returned).
+func (b *beat) keepAlive(ctx context.Context, every time.Duration) (stop func()) {
 	done, exited := make(chan struct{}), make(chan struct{})
-	every := keepAliveEvery(ctx)
 	go func() {
 		defer close(exited)
 		t := time.NewTicker(every)
@@ -95,12 +125,9 @@ func keepAlive(ctx context.Context) (stop func()) {
 			}
 		}
 	}()
-	// stop returns once the keep-alive has ended: no beat is sent after it (nor after the
-	// attempt it kept alive returned).
 	return func() {
 		close(done)
 		<-exited
-		beats.CompareAndDelete(key, b)
 	}
 }
 
@@ -111,45 +138,9 @@ func publishHeartbeat(ctx context.Context, details any) {
 	if !activity.IsActivity(ctx) || details == nil {
 		return
 	}
-	if b, ok := beats.Load(string(activity.GetInfo(ctx).TaskToken)); ok {
-		b.(*beat).send(ctx, details)
+	if b, ok := ctx.Value(beatKey{}).(*beat); ok {
+		b.send(ctx, details)
 		return
 	}
-	recordHeartbeat(ctx, details) // no keep-alive runs that could clear them
-}
-
-// keepAliveRegistry registers every activity wrapped in keepAlive, so each one heartbeats
-// while it runs, whatever it does: the workflows give every activity a heartbeat timeout,
-// and an attempt in flight on a worker that was killed is then retried elsewhere within
-// seconds, not after its start-to-close timeout (minutes). An activity that keeps its own
-// keep-alive (a model call publishing details) shares this one.
-type keepAliveRegistry struct{ r Registry }
-
-// KeepAlive returns r with every activity function registered through it kept alive by
-// heartbeats as Register's own are, for a worker's other activities (a user's, through
-// platform.Activity): the workflows give them the same heartbeat timeout.
-func KeepAlive(r Registry) Registry { return keepAliveRegistry{r} }
-
-var contextType = reflect.TypeFor[context.Context]()
-
-func (k keepAliveRegistry) RegisterActivityWithOptions(fn any, o activity.RegisterOptions) {
-	k.r.RegisterActivityWithOptions(withKeepAlive(fn), o)
-}
-
-// withKeepAlive wraps an activity function whose first argument is its context.
-func withKeepAlive(fn any) any {
-	v := reflect.ValueOf(fn)
-	t := v.Type()
-	if t.Kind() != reflect.Func || t.NumIn() == 0 || t.In(0) != contextType {
-		return fn
-	}
-	return reflect.MakeFunc(t, func(args []reflect.Value) []reflect.Value {
-		if ctx, ok := args[0].Interface().(context.Context); ok && ctx != nil {
-			defer keepAlive(ctx)()
-		}
-		if t.IsVariadic() {
-			return v.CallSlice(args)
-		}
-		return v.Call(args)
-	}).Interface()
+	activity.RecordHeartbeat(ctx, details) // no keep-alive runs that could clear them
 }

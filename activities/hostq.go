@@ -94,36 +94,30 @@ func validHostID(id string) bool {
 
 // SetHost tells the activities the host queue this worker polls (platform wiring); without
 // it ClaimSandboxHost refuses, so a worker that polls no host queue never claims a run.
-func (a *Activities) SetHost(h api.SandboxHost) { a.host = &h }
+func (a *Host) SetHost(h api.SandboxHost) { a.host = &h }
 
-// registerHost registers the host routing activities.
-func (a *Activities) registerHost(r Registry) {
+// Register registers the host's activities: what the
+// shared task queue serves for runs recorded before host queues, plus the claim, the
+// stored records and RestoreSandbox (the workflow sends it wherever the run lands).
+func (a *Host) Register(r Registry) {
+	a.RegisterSandbox(r)
 	for name, fn := range map[string]any{
-		api.ActivityClaimSandboxHost:     a.ClaimSandboxHost,
-		api.ActivitySnapshotSandbox:      a.SnapshotSandbox,
-		api.ActivityRestoreSandboxOnHost: a.RestoreSandboxOnHost,
+		api.ActivityRestoreSandbox:   a.RestoreSandbox,
+		api.ActivityClaimSandboxHost: a.ClaimSandboxHost,
+		api.ActivityStoreRecord:      a.StoreRecord,
 	} {
 		r.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}
 }
 
-// RegisterSandbox registers, each kept alive, only the activities a run sends to its host
-// queue (workflows/hostq.go): tool calls, files, artifacts, skill files, snapshots and
-// restores. A sandbox host (`worker --sandbox-host`) polls its host queue with these
-// alone: it makes no model call, no MCP call and resolves no agent, so it needs none of
-// their configuration or secrets.
-func (a *Activities) RegisterSandbox(r Registry) {
-	r = keepAliveRegistry{r}
+// RegisterSandbox registers the host activities a run sends to its
+// host queue (workflows/hostq.go): files, artifacts, snapshots and restores.
+func (a *Host) RegisterSandbox(r Registry) {
 	for name, fn := range map[string]any{
-		api.ActivityRunTool:              a.RunTool,
-		api.ActivityCollectOutputs:       a.CollectOutputs,
 		api.ActivityWriteArtifact:        a.WriteArtifact,
 		api.ActivityStageFiles:           a.StageFiles,
 		api.ActivityReleaseSandbox:       a.ReleaseSandbox,
 		api.ActivityParkSandbox:          a.ParkSandbox,
-		api.ActivityRestoreArtifacts:     a.RestoreArtifacts,
-		api.ActivityMaterializeSkills:    a.MaterializeSkills,
-		api.ActivityProbeSandbox:         a.ProbeSandbox,
 		api.ActivitySnapshotSandbox:      a.SnapshotSandbox,
 		api.ActivityRestoreSandboxOnHost: a.RestoreSandboxOnHost,
 	} {
@@ -133,13 +127,13 @@ func (a *Activities) RegisterSandbox(r Registry) {
 
 // RegisterClaim registers ClaimSandboxHost alone: what a pool's claim queue
 // (api.PoolQueueName) is polled for, by every host of the pool.
-func (a *Activities) RegisterClaim(r Registry) {
-	keepAliveRegistry{r}.RegisterActivityWithOptions(a.ClaimSandboxHost, activity.RegisterOptions{Name: api.ActivityClaimSandboxHost})
+func (a *Host) RegisterClaim(r Registry) {
+	r.RegisterActivityWithOptions(a.ClaimSandboxHost, activity.RegisterOptions{Name: api.ActivityClaimSandboxHost})
 }
 
 // ClaimSandboxHost answers with this worker's host queue. On a run's first claim it also
 // blanks any snapshot an earlier run with the same id left.
-func (a *Activities) ClaimSandboxHost(ctx context.Context, req api.ClaimHostRequest) (api.SandboxHost, error) {
+func (a *Host) ClaimSandboxHost(ctx context.Context, req api.ClaimHostRequest) (api.SandboxHost, error) {
 	if a.host == nil {
 		return api.SandboxHost{}, errors.New("claim sandbox host: this worker polls no host queue")
 	}
@@ -165,7 +159,7 @@ func emptyArchive() []byte {
 // SnapshotSandbox archives the run's workspace to the artifact store (streamed, never
 // whole in memory for local and docker) and leaves the sandbox as it is. A local sandbox
 // on a directory the user named (sandbox.dir) is not the run's to copy: nothing is stored.
-func (a *Activities) SnapshotSandbox(ctx context.Context, req api.ReleaseSandboxRequest) (api.SnapshotResult, error) {
+func (a *Host) SnapshotSandbox(ctx context.Context, req api.ReleaseSandboxRequest) (api.SnapshotResult, error) {
 	if req.Manifest == api.ManifestRequested {
 		if !snapshotEligible(req.Sandbox) {
 			return api.SnapshotResult{}, nil
@@ -213,7 +207,7 @@ func classifyArchive(err error) error {
 // RestoreSandboxOnHost makes the run's sandbox on this host anew (a stale directory or
 // container of the run here is cleared first) and extracts the run's last snapshot into
 // it, if it has one.
-func (a *Activities) RestoreSandboxOnHost(ctx context.Context, req api.ReleaseSandboxRequest) (api.RestoreOnHostResult, error) {
+func (a *Host) RestoreSandboxOnHost(ctx context.Context, req api.ReleaseSandboxRequest) (api.RestoreOnHostResult, error) {
 	if req.Sandbox.Dir != "" {
 		return api.RestoreOnHostResult{}, nil
 	}
@@ -253,7 +247,7 @@ func (a *Activities) RestoreSandboxOnHost(ctx context.Context, req api.ReleaseSa
 
 // restoreVirtual fills a virtual sandbox made after a worker restart (its files were in
 // the old process's memory) from the run's last snapshot, if there is one.
-func (a *Activities) restoreVirtual(ctx context.Context, runID string, v *sandbox.Virtual) error {
+func (a *Host) restoreVirtual(ctx context.Context, runID string, v *sandbox.Virtual) error {
 	archive, err := a.store.GetReader(ctx, runID, workspaceArchive)
 	if errors.Is(err, artifacts.ErrNotFound) {
 		return nil

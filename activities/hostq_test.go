@@ -12,6 +12,7 @@ import (
 // A worker keeps its host id across restarts on one sandbox root; a second process on the
 // same root while the first runs gets another id; a different root is another host.
 func TestHostIDSurvivesRestartAndIsNotShared(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	id1, release1, err := HostID(root)
 	if err != nil || !validHostID(id1) {
@@ -46,6 +47,7 @@ func (r *nameRegistry) RegisterActivityWithOptions(_ any, o activity.RegisterOpt
 // snapshot and restore activity) and nothing of the model, MCP or agent resolution, so it
 // needs none of their configuration; the pool's claim queue gets the claim alone.
 func TestSandboxHostRegistersOnlySandboxActivities(t *testing.T) {
+	t.Parallel()
 	a := New(Deps{})
 	var r nameRegistry
 	a.RegisterSandbox(&r)
@@ -63,7 +65,7 @@ func TestSandboxHostRegistersOnlySandboxActivities(t *testing.T) {
 		}
 	}
 	var claim nameRegistry
-	a.RegisterClaim(&claim)
+	a.Host.RegisterClaim(&claim)
 	if len(claim.names) != 1 || claim.names[0] != api.ActivityClaimSandboxHost {
 		t.Errorf("claim queue registers %v, want %s alone", claim.names, api.ActivityClaimSandboxHost)
 	}

@@ -7,36 +7,77 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/nexo-temporal/nexo/api"
 )
 
-// TestEveryActivityHeartbeats: an activity registered through Register heartbeats while
-// it runs although its code never does (FetchMetric, PublishDocument, ...), so a killed
-// worker's attempt is noticed after its heartbeat timeout.
-func TestEveryActivityHeartbeats(t *testing.T) {
-	var beats atomic.Int32
-	oldBeat, oldEvery := recordHeartbeat, heartbeatEvery
-	recordHeartbeat = func(context.Context, ...any) { beats.Add(1) }
-	heartbeatEvery = 10 * time.Millisecond
-	t.Cleanup(func() { recordHeartbeat, heartbeatEvery = oldBeat, oldEvery })
+// slowMetric is a slow backend whose code never heartbeats.
+func slowMetric(ctx context.Context, name string) (api.Metric, error) {
+	time.Sleep(600 * time.Millisecond)
+	return api.Metric{Name: name, Value: 1}, nil
+}
 
+// TestKeepAliveBeatsAtHalfTheHeartbeatTimeout: an activity scheduled with a 200 ms
+// heartbeat timeout that runs 600 ms without beating itself completes (the test
+// environment would time it out otherwise), kept alive by beats every 100 ms.
+func TestKeepAliveBeatsAtHalfTheHeartbeatTimeout(t *testing.T) {
+	t.Parallel()
+	var beats atomic.Int32
+	ka := &KeepAlive{Record: func(ctx context.Context, details ...any) {
+		beats.Add(1)
+		activity.RecordHeartbeat(ctx, details...)
+	}}
 	var s testsuite.WorkflowTestSuite
-	env := s.NewTestActivityEnvironment()
-	keepAliveRegistry{env}.RegisterActivityWithOptions(func(ctx context.Context, name string) (api.Metric, error) {
-		time.Sleep(200 * time.Millisecond) // a slow backend; the code itself never beats
-		return api.Metric{Name: name, Value: 1}, nil
-	}, activity.RegisterOptions{Name: api.ActivityFetchMetric})
-	v, err := env.ExecuteActivity(api.ActivityFetchMetric, "sales")
-	if err != nil {
-		t.Fatal(err)
+	env := s.NewTestWorkflowEnvironment()
+	env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{ka}})
+	env.RegisterActivityWithOptions(slowMetric, activity.RegisterOptions{Name: api.ActivityFetchMetric})
+	env.RegisterWorkflowWithOptions(func(ctx workflow.Context) (api.Metric, error) {
+		ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: time.Minute, HeartbeatTimeout: 200 * time.Millisecond})
+		var m api.Metric
+		err := workflow.ExecuteActivity(ctx, api.ActivityFetchMetric, "sales").Get(ctx, &m)
+		return m, err
+	}, workflow.RegisterOptions{Name: "KeepAliveTest"})
+	env.ExecuteWorkflow("KeepAliveTest")
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatalf("a 600 ms activity with a 200 ms heartbeat timeout: %v (want it kept alive)", err)
 	}
-	var m api.Metric
-	if err := v.Get(&m); err != nil || m.Name != "sales" {
-		t.Fatalf("result %+v, %v", m, err)
+	// 600 ms at one beat per 100 ms: about 5; fewer than 3 means the interval is not half
+	// the timeout, more than 8 that it beats faster than it needs to.
+	if n := beats.Load(); n < 3 || n > 8 {
+		t.Errorf("beats = %d in 600 ms with a 200 ms heartbeat timeout, want about 5 (one per 100 ms)", n)
 	}
-	if n := beats.Load(); n < 3 {
-		t.Errorf("a 200 ms activity heartbeat %d times with a 10 ms keep-alive, want several", n)
+}
+
+// TestKeepAliveLeavesAttemptsWithoutTimeout: an attempt without a heartbeat timeout is
+// beaten for only when KeepAlive.Every is set.
+func TestKeepAliveLeavesAttemptsWithoutTimeout(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		every     time.Duration
+		min, max  int32
+		situation string
+	}{
+		{0, 0, 0, "Every unset"},
+		{50 * time.Millisecond, 5, 13, "Every 50 ms"},
+	} {
+		t.Run(tc.situation, func(t *testing.T) {
+			t.Parallel()
+			var beats atomic.Int32
+			var s testsuite.WorkflowTestSuite
+			env := s.NewTestActivityEnvironment()
+			env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{
+				&KeepAlive{Every: tc.every, Record: func(context.Context, ...any) { beats.Add(1) }}}})
+			env.RegisterActivityWithOptions(slowMetric, activity.RegisterOptions{Name: api.ActivityFetchMetric})
+			if _, err := env.ExecuteActivity(api.ActivityFetchMetric, "sales"); err != nil {
+				t.Fatal(err)
+			}
+			if n := beats.Load(); n < tc.min || n > tc.max {
+				t.Errorf("%s: %d beats in 600 ms, want %d to %d", tc.situation, n, tc.min, tc.max)
+			}
+		})
 	}
 }

@@ -14,7 +14,6 @@ import (
 
 	"github.com/nexo-temporal/nexo/agents"
 	"github.com/nexo-temporal/nexo/api"
-	"github.com/nexo-temporal/nexo/config"
 )
 
 // LLM is the worker's model endpoint: any OpenAI-compatible chat completions API (OpenAI,
@@ -24,7 +23,7 @@ type LLM struct {
 	client   *openai.Client
 	model    string
 	retryFor time.Duration
-	prices   map[string]config.ModelPrice // llm.prices (cost.go)
+	prices   map[string]api.ModelPrice // llm.prices (cost.go)
 	// tokensPerMinute is the endpoint's limits.tokens_per_minute: its calls book their
 	// tokens with the endpoint's limiter first (tokenlimit.go); 0: no limit.
 	tokensPerMinute int
@@ -43,7 +42,7 @@ type LLMConfig struct {
 	RetryFor time.Duration
 	// Prices are what each model costs (config llm.prices): every call's usage gets its
 	// cost from them (cost.go).
-	Prices map[string]config.ModelPrice
+	Prices map[string]api.ModelPrice
 	// TokensPerMinute is the endpoint's token limit for the whole fleet (config
 	// limits.tokens_per_minute); 0: none.
 	TokensPerMinute int
@@ -121,7 +120,7 @@ func retryAfterOf(ctx context.Context) time.Duration {
 // CompleteChat asks the model for the next message of an agent's thread. The system
 // message is built here for every request (agent instructions, then the sandbox's own
 // instructions, then the agent's skills), so the stored thread never carries it.
-func (a *Activities) CompleteChat(ctx context.Context, req api.CompleteChatRequest) (api.CompleteChatResult, error) {
+func (a *Model) CompleteChat(ctx context.Context, req api.CompleteChatRequest) (api.CompleteChatResult, error) {
 	model, err := a.modelAt("complete chat", req.Endpoint, req.Model)
 	if err != nil {
 		return api.CompleteChatResult{}, err
@@ -199,9 +198,7 @@ func (a *Activities) CompleteChat(ctx context.Context, req api.CompleteChatReque
 // complete sends one request, streamed when the call asks for it. On an endpoint with
 // tokens_per_minute it first waits for its booking with the endpoint's token limiter
 // (heartbeating), and settles the booking with the provider's count after the reply.
-func (a *Activities) complete(ctx context.Context, model string, creq openai.ChatCompletionRequest, req api.CompleteChatRequest) (api.CompleteChatResult, error) {
-	stop := keepAlive(ctx)
-	defer stop()
+func (a *Model) complete(ctx context.Context, model string, creq openai.ChatCompletionRequest, req api.CompleteChatRequest) (api.CompleteChatResult, error) {
 	settle, err := a.awaitTokens(ctx, req.Endpoint, creq)
 	if err != nil {
 		return api.CompleteChatResult{}, err
@@ -214,7 +211,7 @@ func (a *Activities) complete(ctx context.Context, model string, creq openai.Cha
 }
 
 // send sends one request, streamed when the call asks for it.
-func (a *Activities) send(ctx context.Context, model string, creq openai.ChatCompletionRequest, req api.CompleteChatRequest) (api.CompleteChatResult, error) {
+func (a *Model) send(ctx context.Context, model string, creq openai.ChatCompletionRequest, req api.CompleteChatRequest) (api.CompleteChatResult, error) {
 	ctx, _ = withRetryAfter(ctx)
 	if req.StreamTo != "" || req.StreamLive {
 		return a.completeStreaming(ctx, model, creq, req)
@@ -242,14 +239,14 @@ func (a *Activities) send(ctx context.Context, model string, creq openai.ChatCom
 }
 
 // model is the model a call to the default endpoint uses (see modelAt).
-func (a *Activities) model(op, agentModel string) (string, error) {
+func (a *Model) model(op, agentModel string) (string, error) {
 	return a.modelAt(op, "", agentModel)
 }
 
 // withRetryBudget gives spec the worker's model retry budget (llm.retry_for) unless its
 // definition sets its own; the resolved spec is recorded, so the workflow reads it
 // deterministically.
-func (a *Activities) withRetryBudget(spec agents.Spec) agents.Spec {
+func (a *Model) withRetryBudget(spec agents.Spec) agents.Spec {
 	if spec.RetryFor == 0 && a.llm != nil && a.llm.retryFor > 0 {
 		spec.RetryFor = api.Duration(a.llm.retryFor)
 	}

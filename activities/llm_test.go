@@ -36,8 +36,9 @@ func userAsks(text string) []api.ChatMessage {
 }
 
 func TestCompleteChatText(t *testing.T) {
+	t.Parallel()
 	e, model := newModelEnv(t, activities.LLMConfig{}, fakellm.Reply{Content: "Hello there."})
-	got, err := e.a.CompleteChat(context.Background(), api.CompleteChatRequest{Messages: userAsks("Hi")})
+	got, err := e.a.Model.CompleteChat(context.Background(), api.CompleteChatRequest{Messages: userAsks("Hi")})
 	if err != nil {
 		t.Fatalf("CompleteChat: %v", err)
 	}
@@ -57,6 +58,7 @@ func TestCompleteChatText(t *testing.T) {
 }
 
 func TestCompleteChatToolCalls(t *testing.T) {
+	t.Parallel()
 	e, _ := newModelEnv(t, activities.LLMConfig{}, fakellm.Reply{
 		Content: "Let me look.",
 		ToolCalls: []fakellm.Call{
@@ -64,7 +66,7 @@ func TestCompleteChatToolCalls(t *testing.T) {
 			{Name: agents.ToolShell, Arguments: json.RawMessage(`{"command":"ls -la","timeout_seconds":5}`)},
 		},
 	})
-	got, err := e.a.CompleteChat(context.Background(), api.CompleteChatRequest{Messages: userAsks("What is here?")})
+	got, err := e.a.Model.CompleteChat(context.Background(), api.CompleteChatRequest{Messages: userAsks("What is here?")})
 	if err != nil {
 		t.Fatalf("CompleteChat: %v", err)
 	}
@@ -104,6 +106,7 @@ func jsonEqual(t *testing.T, a, b any) bool {
 }
 
 func TestCompleteChatRequest(t *testing.T) {
+	t.Parallel()
 	e, model := newModelEnv(t, activities.LLMConfig{}, fakellm.Reply{Content: "unused"}, fakellm.Reply{Content: "Done."})
 	local, err := e.sbs.Get(testRun, api.SandboxSpec{})
 	if err != nil {
@@ -154,7 +157,7 @@ func TestCompleteChatRequest(t *testing.T) {
 			req := tt.req
 			req.Messages, req.Tools = thread, tools
 			before := len(model.Requests())
-			got, err := e.a.CompleteChat(context.Background(), req)
+			got, err := e.a.Model.CompleteChat(context.Background(), req)
 			if err != nil {
 				t.Fatalf("CompleteChat: %v", err)
 			}
@@ -212,6 +215,7 @@ func TestCompleteChatRequest(t *testing.T) {
 }
 
 func TestCompleteChatAuthAndModel(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name      string
 		cfg       activities.LLMConfig
@@ -226,7 +230,7 @@ func TestCompleteChatAuthAndModel(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e, model := newModelEnv(t, tt.cfg, fakellm.Reply{Content: "ok"})
-			got, err := e.a.CompleteChat(context.Background(), api.CompleteChatRequest{Model: tt.reqModel, Messages: userAsks("Hi")})
+			got, err := e.a.Model.CompleteChat(context.Background(), api.CompleteChatRequest{Model: tt.reqModel, Messages: userAsks("Hi")})
 			if err != nil {
 				t.Fatalf("CompleteChat: %v", err)
 			}
@@ -242,9 +246,10 @@ func TestCompleteChatAuthAndModel(t *testing.T) {
 }
 
 func TestCompleteChatNotConfigured(t *testing.T) {
+	t.Parallel()
 	t.Run("no llm", func(t *testing.T) {
 		e := newEnv(t, activities.Deps{})
-		_, err := e.a.CompleteChat(context.Background(), api.CompleteChatRequest{Model: "m", Messages: userAsks("Hi")})
+		_, err := e.a.Model.CompleteChat(context.Background(), api.CompleteChatRequest{Model: "m", Messages: userAsks("Hi")})
 		// Retryable: another worker of the task queue, one with the agent, may have a model.
 		appErr := wantAppError(t, err, false, api.ErrTypeAgentUnavailable)
 		if !strings.Contains(appErr.Error(), "llm.base_url") {
@@ -254,7 +259,7 @@ func TestCompleteChatNotConfigured(t *testing.T) {
 	t.Run("no model", func(t *testing.T) {
 		model := fakellm.New(fakellm.Reply{Content: "ok"})
 		e := newEnv(t, activities.Deps{LLM: activities.NewLLM(activities.LLMConfig{BaseURL: model.Start(t)})})
-		_, err := e.a.CompleteChat(context.Background(), api.CompleteChatRequest{Messages: userAsks("Hi")})
+		_, err := e.a.Model.CompleteChat(context.Background(), api.CompleteChatRequest{Messages: userAsks("Hi")})
 		appErr := wantAppError(t, err, true, api.ErrTypeBadInput)
 		if !strings.Contains(appErr.Error(), "llm.model") {
 			t.Errorf("err = %v, want it to name llm.model", err)
@@ -266,6 +271,7 @@ func TestCompleteChatNotConfigured(t *testing.T) {
 }
 
 func TestCompleteChatHTTPErrors(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		status       int
 		nonRetryable bool
@@ -286,7 +292,7 @@ func TestCompleteChatHTTPErrors(t *testing.T) {
 		t.Run(fmt.Sprint(tt.status), func(t *testing.T) {
 			msg := fmt.Sprintf("provider says %d", tt.status)
 			e, model := newModelEnv(t, activities.LLMConfig{}, fakellm.Reply{Status: tt.status, Error: msg})
-			_, err := e.a.CompleteChat(context.Background(), api.CompleteChatRequest{Messages: userAsks("Hi")})
+			_, err := e.a.Model.CompleteChat(context.Background(), api.CompleteChatRequest{Messages: userAsks("Hi")})
 			appErr := wantAppError(t, err, tt.nonRetryable, tt.typ)
 			for _, part := range []string{msg, fmt.Sprintf("HTTP %d", tt.status), "fake-model"} {
 				if !strings.Contains(appErr.Error(), part) {
@@ -313,6 +319,7 @@ func wantRetryable(t *testing.T, err error) {
 // Error bodies that are not the OpenAI shape: a proxy's HTML or text, or {"error": "…"}
 // with a string (LiteLLM, some gateways).
 func TestCompleteChatOtherErrorBodies(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name         string
 		status       int
@@ -338,7 +345,7 @@ func TestCompleteChatOtherErrorBodies(t *testing.T) {
 			}))
 			t.Cleanup(srv.Close)
 			e := newEnv(t, activities.Deps{LLM: activities.NewLLM(activities.LLMConfig{BaseURL: srv.URL + "/v1", Model: "m"})})
-			_, err := e.a.CompleteChat(context.Background(), api.CompleteChatRequest{Messages: userAsks("Hi")})
+			_, err := e.a.Model.CompleteChat(context.Background(), api.CompleteChatRequest{Messages: userAsks("Hi")})
 			if tt.nonRetryable {
 				wantAppError(t, err, true, api.ErrTypeBadInput)
 			} else {
@@ -352,12 +359,13 @@ func TestCompleteChatOtherErrorBodies(t *testing.T) {
 }
 
 func TestCompleteChatTransportErrors(t *testing.T) {
+	t.Parallel()
 	t.Run("connection refused", func(t *testing.T) {
 		srv := httptest.NewServer(http.NotFoundHandler())
 		url := srv.URL + "/v1"
 		srv.Close()
 		e := newEnv(t, activities.Deps{LLM: activities.NewLLM(activities.LLMConfig{BaseURL: url, Model: "m"})})
-		_, err := e.a.CompleteChat(context.Background(), api.CompleteChatRequest{Messages: userAsks("Hi")})
+		_, err := e.a.Model.CompleteChat(context.Background(), api.CompleteChatRequest{Messages: userAsks("Hi")})
 		wantRetryable(t, err)
 		if err != nil && !strings.Contains(err.Error(), "model m") {
 			t.Errorf("err = %v, want it to name the model", err)
@@ -370,7 +378,7 @@ func TestCompleteChatTransportErrors(t *testing.T) {
 		}))
 		t.Cleanup(srv.Close)
 		e := newEnv(t, activities.Deps{LLM: activities.NewLLM(activities.LLMConfig{BaseURL: srv.URL + "/v1", Model: "m"})})
-		_, err := e.a.CompleteChat(context.Background(), api.CompleteChatRequest{Messages: userAsks("Hi")})
+		_, err := e.a.Model.CompleteChat(context.Background(), api.CompleteChatRequest{Messages: userAsks("Hi")})
 		wantRetryable(t, err)
 		if err != nil && !strings.Contains(err.Error(), "no choices") {
 			t.Errorf("err = %v, want it to say the reply had no choices", err)
@@ -381,6 +389,7 @@ func TestCompleteChatTransportErrors(t *testing.T) {
 // Transient provider answers are ErrTypeModelUnavailable and retryable; the provider's
 // Retry-After (seconds or an HTTP date) becomes the next retry's delay.
 func TestCompleteChatTransientErrorsCarryRetryAfter(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name       string
 		status     int
@@ -405,7 +414,7 @@ func TestCompleteChatTransientErrorsCarryRetryAfter(t *testing.T) {
 			}))
 			t.Cleanup(srv.Close)
 			e := newEnv(t, activities.Deps{LLM: activities.NewLLM(activities.LLMConfig{BaseURL: srv.URL + "/v1", Model: "m"})})
-			_, err := e.a.CompleteChat(context.Background(), api.CompleteChatRequest{Messages: userAsks("Hi")})
+			_, err := e.a.Model.CompleteChat(context.Background(), api.CompleteChatRequest{Messages: userAsks("Hi")})
 			app := wantAppError(t, err, false, api.ErrTypeModelUnavailable)
 			// An HTTP date has a resolution of a second.
 			if got := app.NextRetryDelay(); got > tt.wantDelay || got < tt.wantDelay-2*time.Second {
@@ -418,7 +427,7 @@ func TestCompleteChatTransientErrorsCarryRetryAfter(t *testing.T) {
 		url := srv.URL + "/v1"
 		srv.Close()
 		e := newEnv(t, activities.Deps{LLM: activities.NewLLM(activities.LLMConfig{BaseURL: url, Model: "m"})})
-		_, err := e.a.CompleteChat(context.Background(), api.CompleteChatRequest{Messages: userAsks("Hi")})
+		_, err := e.a.Model.CompleteChat(context.Background(), api.CompleteChatRequest{Messages: userAsks("Hi")})
 		wantAppError(t, err, false, api.ErrTypeModelUnavailable)
 	})
 }
@@ -426,12 +435,13 @@ func TestCompleteChatTransientErrorsCarryRetryAfter(t *testing.T) {
 // The worker's llm.retry_for reaches the workflow in the resolved (recorded) spec; an
 // agent's own retry_for wins.
 func TestResolveAgentCarriesTheRetryBudget(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, activities.Deps{
 		LLM:    activities.NewLLM(activities.LLMConfig{BaseURL: "http://127.0.0.1:1/v1", Model: "m", RetryFor: 2 * time.Hour}),
 		Agents: []agents.Spec{{Name: "plain"}, {Name: "patient", RetryFor: api.Duration(72 * time.Hour)}},
 	})
 	for name, want := range map[string]time.Duration{"plain": 2 * time.Hour, "patient": 72 * time.Hour} {
-		spec, err := e.a.ResolveAgent(context.Background(), name)
+		spec, err := e.a.Model.ResolveAgent(context.Background(), name)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/nexo-temporal/nexo/api"
@@ -60,8 +61,7 @@ const redacted = "[REDACTED]"
 // has on this worker) and lists their tools. A server that cannot start or answer is an
 // entry in Errors and offers no tools; the run goes on without it. Servers are asked in
 // parallel, each within mcpConnectTimeout to connect.
-func (a *Activities) ListMCPTools(ctx context.Context, req api.ListMCPToolsRequest) (api.ListMCPToolsResult, error) {
-	defer keepAlive(ctx)()
+func (a *MCP) ListMCPTools(ctx context.Context, req api.ListMCPToolsRequest) (api.ListMCPToolsResult, error) {
 	pool := a.mcpPool()
 	if pool.isClosed() {
 		return api.ListMCPToolsResult{}, fmt.Errorf("list MCP tools of run %s: %w", req.RunID, ErrMCPClosed)
@@ -92,7 +92,7 @@ func (a *Activities) ListMCPTools(ctx context.Context, req api.ListMCPToolsReque
 // died mid-call, the connection was refused) is an activity error naming the server,
 // which Temporal retries under the workflow's bounded policy; the broken client is
 // dropped first, so the retry reconnects (a stdio server is started again).
-func (a *Activities) CallMCPTool(ctx context.Context, req api.CallMCPToolRequest) (api.RunToolResult, error) {
+func (a *MCP) CallMCPTool(ctx context.Context, req api.CallMCPToolRequest) (api.RunToolResult, error) {
 	name := req.Server.Name
 	args := req.Args
 	if len(args) == 0 || string(args) == "null" {
@@ -102,7 +102,6 @@ func (a *Activities) CallMCPTool(ctx context.Context, req api.CallMCPToolRequest
 	if err := json.Unmarshal(args, &obj); err != nil {
 		return toolError("MCP server %s: %s: arguments are not a JSON object: %v", name, req.Tool, err), nil
 	}
-	defer keepAlive(ctx)()
 	pool := a.mcpPool()
 	c, err := pool.acquire(ctx, req.RunID, req.Server)
 	if err != nil {
@@ -133,43 +132,38 @@ func (a *Activities) CallMCPTool(ctx context.Context, req api.CallMCPToolRequest
 	}
 	res := toolResult(out)
 	res.Content = c.redact(res.Content)
-	return a.offload(ctx, res, req.StoreOver)
+	return a.out.offload(ctx, res, req.StoreOver)
+}
+
+// Register registers the MCP activities.
+func (a *MCP) Register(r Registry) {
+	for name, fn := range map[string]any{
+		api.ActivityListMCPTools: a.ListMCPTools,
+		api.ActivityCallMCPTool:  a.CallMCPTool,
+		api.ActivityCloseMCP:     a.CloseMCP,
+	} {
+		r.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
+	}
 }
 
 // CloseMCP closes the run's MCP clients on this worker; stdio servers are stopped and
 // reaped. Clients the run has on other workers close there when idle.
-func (a *Activities) CloseMCP(ctx context.Context, req api.CloseMCPRequest) error {
-	defer keepAlive(ctx)()
+func (a *MCP) CloseMCP(ctx context.Context, req api.CloseMCPRequest) error {
 	return a.mcpPool().closeWhere(func(k mcpKey) bool { return k.run == req.RunID })
 }
 
 // Close releases what the activities hold on the worker: every MCP client (stdio servers
 // are stopped and reaped). The worker calls it once its Temporal worker has stopped; MCP
 // activities run after it fail with ErrMCPClosed.
-func (a *Activities) Close() error {
+func (a *MCP) Close() error {
 	return a.mcpPool().close()
 }
 
-// mcpPools holds the MCP clients of each Activities. They live beside the struct rather
-// than in it so that this file owns MCP whole; mcpPool creates the entry on first use.
-var mcpPools sync.Map // *Activities → *mcpPool
-
-func (a *Activities) mcpPool() *mcpPool {
-	if p, ok := mcpPools.Load(a); ok {
-		return p.(*mcpPool)
-	}
-	np := newMCPPool(DefaultMCPIdleTimeout)
-	np.creds = mcpauth.File{Path: a.mcpCredentials}
-	np.loginHint = a.mcpLoginHint
-	if a.lookupEnv != nil {
-		np.lookupEnv = a.lookupEnv
-	}
-	p, _ := mcpPools.LoadOrStore(a, np)
-	return p.(*mcpPool)
-}
+// mcpPool is the provider's pool, made with it (NewMCP) and closed with it (Close).
+func (a *MCP) mcpPool() *mcpPool { return a.pool }
 
 // setMCPIdleTimeout changes how long an unused client lives (tests).
-func (a *Activities) setMCPIdleTimeout(d time.Duration) {
+func (a *MCP) setMCPIdleTimeout(d time.Duration) {
 	p := a.mcpPool()
 	p.mu.Lock()
 	p.idle = d
@@ -178,7 +172,7 @@ func (a *Activities) setMCPIdleTimeout(d time.Duration) {
 
 // mcpProtocolVersion is the protocol version the run's open client for spec speaks, or
 // "" when none is open (tests).
-func (a *Activities) mcpProtocolVersion(run string, spec api.MCPServerSpec) string {
+func (a *MCP) mcpProtocolVersion(run string, spec api.MCPServerSpec) string {
 	p := a.mcpPool()
 	p.mu.Lock()
 	c, ok := p.conns[keyOf(run, spec)]

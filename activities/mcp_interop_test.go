@@ -139,7 +139,7 @@ func TestMCPInterop(t *testing.T) {
 			// Over HTTP: the bearer token on every request, the end of the run's session
 			// included, and the negotiated version in the MCP-Protocol-Version header of
 			// every request after the handshake.
-			if err := a.CloseMCP(context.Background(), api.CloseMCPRequest{RunID: mcpRun}); err != nil {
+			if err := a.MCP.CloseMCP(context.Background(), api.CloseMCPRequest{RunID: mcpRun}); err != nil {
 				t.Errorf("CloseMCP: %v", err)
 			}
 			reqs := requests()
@@ -175,6 +175,7 @@ func TestMCPInterop(t *testing.T) {
 // server accepts; the client settles on one the server lists, or says plainly there is
 // none (and does not retry what cannot work).
 func TestMCPInteropServerNarrowsVersions(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name      string
 		transport string
@@ -279,6 +280,7 @@ func TestMCPInteropWrongToken(t *testing.T) {
 // refused call is a retryable activity error (the tool did not run), and the retry
 // negotiates again instead of failing for as long as the client is cached.
 func TestMCPInteropServerRedeployedWithOtherVersions(t *testing.T) {
+	t.Parallel()
 	hs := officialsdk.StartHTTP(t, "", officialsdk.Options{Stateless: true})
 	srv := api.MCPServerSpec{Name: "peer", Transport: api.MCPHTTP, URL: hs.URL}
 	a := newMCPActivities(t)

@@ -51,7 +51,7 @@ func (p *mcpPool) oauthError(c *mcpConn, spec api.MCPServerSpec, err error, form
 // mcpLoginHint is the command that logs in to spec's server: `starter mcp login <agent>
 // <server>`, with the configured agent that declares it (the first by name when several
 // do; <agent> when this worker's config declares none).
-func (a *Activities) mcpLoginHint(spec api.MCPServerSpec) string {
+func (a *MCP) mcpLoginHint(spec api.MCPServerSpec) string {
 	var names []string
 	for name, ag := range a.agents {
 		for _, m := range ag.MCP {

@@ -40,6 +40,7 @@ func oauthLogin(t *testing.T, file string, spec api.MCPServerSpec) mcpauth.Entry
 // the worker refreshes it and writes the rotated pair back; a revoked grant is the same
 // clear error. No token or secret reaches a result, an error or a log line.
 func TestMCPOAuthLoginRefreshAndRevoke(t *testing.T) {
+	t.Parallel()
 	for _, tr := range []string{api.MCPHTTP} {
 		t.Run(tr, func(t *testing.T) {
 			as := oauthtest.Start(t, oauthtest.Options{AccessTTL: time.Second})
@@ -104,7 +105,7 @@ func TestMCPOAuthLoginRefreshAndRevoke(t *testing.T) {
 			}
 			seen = append(seen, list.Errors["docs"])
 
-			if err := a.CloseMCP(context.Background(), api.CloseMCPRequest{RunID: "run-o2"}); err != nil {
+			if err := a.MCP.CloseMCP(context.Background(), api.CloseMCPRequest{RunID: "run-o2"}); err != nil {
 				t.Errorf("CloseMCP: %v", err)
 			}
 			// Every request (the session's closing DELETE too) carried an access token.

@@ -46,7 +46,7 @@ func callMCP(t *testing.T, a *activities.Activities, run string, spec api.MCPSer
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	return a.CallMCPTool(ctx, api.CallMCPToolRequest{RunID: run, CallID: "1.1", Server: spec, Tool: tool, Args: json.RawMessage(args)})
+	return a.MCP.CallMCPTool(ctx, api.CallMCPToolRequest{RunID: run, CallID: "1.1", Server: spec, Tool: tool, Args: json.RawMessage(args)})
 }
 
 // mustCallMCP calls a tool that must answer without error.
@@ -66,7 +66,7 @@ func listMCP(t *testing.T, a *activities.Activities, run string, servers ...api.
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	res, err := a.ListMCPTools(ctx, api.ListMCPToolsRequest{RunID: run, Servers: servers})
+	res, err := a.MCP.ListMCPTools(ctx, api.ListMCPToolsRequest{RunID: run, Servers: servers})
 	if err != nil {
 		t.Fatalf("ListMCPTools: %v", err)
 	}
@@ -130,6 +130,7 @@ func toolNames(res api.ListMCPToolsResult) map[string]api.MCPTool {
 }
 
 func TestMCPStdioListAndCall(t *testing.T) {
+	t.Parallel()
 	a := newMCPActivities(t)
 	srv := stdioServer(t, "srv")
 	list := listMCP(t, a, mcpRun, srv)
@@ -298,6 +299,7 @@ func TestMCPMissingTokenVariable(t *testing.T) {
 }
 
 func TestMCPServerThatCannotStart(t *testing.T) {
+	t.Parallel()
 	a := newMCPActivities(t)
 	good := stdioServer(t, "good")
 	missing := api.MCPServerSpec{Name: "missing", Transport: api.MCPStdio, Command: filepath.Join(t.TempDir(), "no-such-server")}
@@ -338,6 +340,7 @@ func TestMCPServerThatCannotStart(t *testing.T) {
 }
 
 func TestMCPCrashMidCallRestartsTheServer(t *testing.T) {
+	t.Parallel()
 	a := newMCPActivities(t)
 	srv := stdioServer(t, "srv")
 	first := serverPID(t, a, mcpRun, srv)
@@ -362,6 +365,7 @@ func TestMCPCrashMidCallRestartsTheServer(t *testing.T) {
 }
 
 func TestMCPCloseReapsTheRunsServers(t *testing.T) {
+	t.Parallel()
 	a := newMCPActivities(t)
 	srv := stdioServer(t, "srv")
 	// A server that starts a process of its own: closing stops that too.
@@ -378,7 +382,7 @@ func TestMCPCloseReapsTheRunsServers(t *testing.T) {
 	}
 	child, _ := strconv.Atoi(strings.TrimSpace(string(b)))
 
-	if err := a.CloseMCP(context.Background(), api.CloseMCPRequest{RunID: "run-a"}); err != nil {
+	if err := a.MCP.CloseMCP(context.Background(), api.CloseMCPRequest{RunID: "run-a"}); err != nil {
 		t.Fatalf("CloseMCP: %v", err)
 	}
 	for _, pid := range []int{mine, shell} {
@@ -391,7 +395,7 @@ func TestMCPCloseReapsTheRunsServers(t *testing.T) {
 		t.Errorf("the other run's server %d was closed too", other)
 	}
 	// Closing again, or a run with nothing open, is fine.
-	if err := a.CloseMCP(context.Background(), api.CloseMCPRequest{RunID: "run-a"}); err != nil {
+	if err := a.MCP.CloseMCP(context.Background(), api.CloseMCPRequest{RunID: "run-a"}); err != nil {
 		t.Errorf("CloseMCP again: %v", err)
 	}
 
@@ -409,6 +413,7 @@ func TestMCPCloseReapsTheRunsServers(t *testing.T) {
 }
 
 func TestMCPIdleClientIsClosed(t *testing.T) {
+	t.Parallel()
 	a := newMCPActivities(t)
 	activities.SetMCPIdleTimeout(a, 300*time.Millisecond)
 	srv := stdioServer(t, "srv")
@@ -420,6 +425,7 @@ func TestMCPIdleClientIsClosed(t *testing.T) {
 }
 
 func TestMCPLargeResultIsCapped(t *testing.T) {
+	t.Parallel()
 	a := newMCPActivities(t)
 	srv := stdioServer(t, "srv")
 	got := mustCallMCP(t, a, mcpRun, srv, mcptest.ToolBig, `{"bytes":300000}`)
@@ -475,6 +481,7 @@ func TestMCPThroughTemporal(t *testing.T) {
 }
 
 func TestMCPBadDeclaration(t *testing.T) {
+	t.Parallel()
 	a := newMCPActivities(t)
 	odd := api.MCPServerSpec{Name: "odd", Transport: "pigeon"}
 	if msg := listMCP(t, a, mcpRun, odd).Errors["odd"]; !strings.Contains(msg, `transport "pigeon"`) {

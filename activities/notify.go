@@ -40,11 +40,16 @@ var notifyClient = &http.Client{
 // withNotify gives spec the worker's receivers of approval notifications
 // (approvals.notify) unless its definition names its own. The resolved spec is recorded,
 // so the run notifies the receivers it started with.
-func (a *Activities) withNotify(spec agents.Spec) agents.Spec {
+func (a *Model) withNotify(spec agents.Spec) agents.Spec {
 	if len(spec.Notify) == 0 && len(a.notify) > 0 {
 		spec.Notify = append([]api.NotifyTarget(nil), a.notify...)
 	}
 	return spec
+}
+
+// Register registers NotifyApproval.
+func (a *Notifier) Register(r Registry) {
+	r.RegisterActivityWithOptions(a.NotifyApproval, activity.RegisterOptions{Name: api.ActivityNotifyApproval})
 }
 
 // NotifyApproval POSTs one approval notification (a JSON api.Notification) to one receiver,
@@ -52,7 +57,7 @@ func (a *Activities) withNotify(spec agents.Spec) agents.Spec {
 // "sha256=" + hex(HMAC-SHA256(secret, body)). A 2xx answer delivers it. 408, 429, 5xx and a
 // receiver that cannot be reached are retried by Temporal (the workflow's notifyOptions); any
 // other answer, and a secret this worker does not hold, are non-retryable.
-func (a *Activities) NotifyApproval(ctx context.Context, req api.NotifyApprovalRequest) error {
+func (a *Notifier) NotifyApproval(ctx context.Context, req api.NotifyApprovalRequest) error {
 	secret, ok := a.secret(req.Target.SecretEnv)
 	if !ok || secret == "" {
 		if activity.IsActivity(ctx) {
@@ -119,7 +124,7 @@ func Signature(secret string, body []byte) string {
 	return "sha256=" + hex.EncodeToString(m.Sum(nil))
 }
 
-func (a *Activities) secret(name string) (string, bool) {
+func (a *Notifier) secret(name string) (string, bool) {
 	if name == "" {
 		return "", false
 	}
@@ -131,7 +136,7 @@ func (a *Activities) secret(name string) (string, bool) {
 
 // notification is the body of req: the event's call, its decision when decided, and links
 // to the run's page and record.
-func (a *Activities) notification(req api.NotifyApprovalRequest) api.Notification {
+func (a *Notifier) notification(req api.NotifyApprovalRequest) api.Notification {
 	var call struct {
 		CallID     string          `json:"call_id"`
 		Tool       string          `json:"tool"`

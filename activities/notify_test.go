@@ -25,6 +25,7 @@ import (
 // TestSignature: the header value is sha256= and the hex HMAC-SHA256 of the body, which a
 // receiver checks with any HMAC library (here the RFC 4231-style well-known vector).
 func TestSignature(t *testing.T) {
+	t.Parallel()
 	got := activities.Signature("key", []byte("The quick brown fox jumps over the lazy dog"))
 	want := "sha256=f7bc83f430538424b13298e6aa6fb143ef4d59a14946175997479dbc2d1a3cd8"
 	if got != want {
@@ -63,6 +64,7 @@ func notifyActivities(secrets map[string]string, pageURL string) *activities.Act
 // run, the call (what its request said) and the decision, links to the page and the API,
 // and a signature over the exact bytes with the secret the worker holds.
 func TestNotifyApprovalBodyAndSignature(t *testing.T) {
+	t.Parallel()
 	srv, got := receiver(t, http.StatusNoContent)
 	a := notifyActivities(map[string]string{"HOOK_SECRET": "s3cret"}, "http://127.0.0.1:8234/")
 	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
@@ -73,7 +75,7 @@ func TestNotifyApprovalBodyAndSignature(t *testing.T) {
 		Call: json.RawMessage(`{"call_id":"2.1","tool":"shell","capability":"shell","detail":"go test ./...",` +
 			`"args":{"command":"go test ./..."},"approved":false,"action":"deny","by":"ada","reason":"not now"}`),
 	}
-	if err := a.NotifyApproval(context.Background(), req); err != nil {
+	if err := a.Notifier.NotifyApproval(context.Background(), req); err != nil {
 		t.Fatalf("NotifyApproval: %v", err)
 	}
 	r := <-got
@@ -109,9 +111,10 @@ func TestNotifyApprovalBodyAndSignature(t *testing.T) {
 // TestNotifyApprovalSession: a session's call names the session, links to its page, and a
 // requested call carries no decision.
 func TestNotifyApprovalSession(t *testing.T) {
+	t.Parallel()
 	srv, got := receiver(t, http.StatusOK)
 	a := notifyActivities(map[string]string{"HOOK_SECRET": "s3cret"}, "https://nexo.example.com")
-	err := a.NotifyApproval(context.Background(), api.NotifyApprovalRequest{
+	err := a.Notifier.NotifyApproval(context.Background(), api.NotifyApprovalRequest{
 		RunID: api.SessionID("coder", "ada"), Workflow: api.WorkflowSession, Agent: "coder",
 		Target: api.NotifyTarget{URL: srv.URL, SecretEnv: "HOOK_SECRET"}, Event: api.EventApprovalRequested, Seq: 3,
 		Call: json.RawMessage(`{"call_id":"1.1","tool":"write_file","capability":"write","detail":"notes.md","args":{"path":"notes.md"}}`),
@@ -135,6 +138,7 @@ func TestNotifyApprovalSession(t *testing.T) {
 // TestNotifyApprovalRetries: 5xx, 408 and 429 are retried; any other 4xx is not, nor is a
 // secret the worker does not hold (no request is made then); the error names the answer.
 func TestNotifyApprovalRetries(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		status    int
 		retryable bool
@@ -151,7 +155,7 @@ func TestNotifyApprovalRetries(t *testing.T) {
 		t.Run(http.StatusText(tc.status), func(t *testing.T) {
 			srv, got := receiver(t, tc.status)
 			a := notifyActivities(map[string]string{"HOOK_SECRET": "s3cret"}, "")
-			err := a.NotifyApproval(context.Background(), api.NotifyApprovalRequest{RunID: "r", Event: api.EventApprovalRequested,
+			err := a.Notifier.NotifyApproval(context.Background(), api.NotifyApprovalRequest{RunID: "r", Event: api.EventApprovalRequested,
 				Target: api.NotifyTarget{URL: srv.URL, SecretEnv: "HOOK_SECRET"}, Call: json.RawMessage(`{"call_id":"1"}`)})
 			<-got
 			var app *temporal.ApplicationError
@@ -172,7 +176,7 @@ func TestNotifyApprovalRetries(t *testing.T) {
 		url := srv.URL
 		srv.Close()
 		a := notifyActivities(map[string]string{"HOOK_SECRET": "s3cret"}, "")
-		err := a.NotifyApproval(context.Background(), api.NotifyApprovalRequest{RunID: "r", Event: api.EventApprovalRequested,
+		err := a.Notifier.NotifyApproval(context.Background(), api.NotifyApprovalRequest{RunID: "r", Event: api.EventApprovalRequested,
 			Target: api.NotifyTarget{URL: url, SecretEnv: "HOOK_SECRET"}})
 		var app *temporal.ApplicationError
 		if err == nil || (errors.As(err, &app) && app.NonRetryable()) {
@@ -183,7 +187,7 @@ func TestNotifyApprovalRetries(t *testing.T) {
 	t.Run("no secret", func(t *testing.T) {
 		srv, got := receiver(t, http.StatusOK)
 		a := notifyActivities(nil, "")
-		err := a.NotifyApproval(context.Background(), api.NotifyApprovalRequest{RunID: "r", Event: api.EventApprovalRequested,
+		err := a.Notifier.NotifyApproval(context.Background(), api.NotifyApprovalRequest{RunID: "r", Event: api.EventApprovalRequested,
 			Target: api.NotifyTarget{URL: srv.URL, SecretEnv: "HOOK_SECRET"}})
 		var app *temporal.ApplicationError
 		if !errors.As(err, &app) || !app.NonRetryable() || !strings.Contains(err.Error(), "HOOK_SECRET") {
@@ -201,12 +205,13 @@ func TestNotifyApprovalRetries(t *testing.T) {
 // is posted to at the URL the worker holds, and no error names that URL (activity failures
 // are kept in history), whether the receiver refuses, cannot be reached or is not set.
 func TestNotifyApprovalURLFromTheEnvironment(t *testing.T) {
+	t.Parallel()
 	target := api.NotifyTarget{URLEnv: "HOOK_URL", SecretEnv: "HOOK_SECRET"}
 	req := api.NotifyApprovalRequest{RunID: "r", Event: api.EventApprovalRequested, Target: target, Call: json.RawMessage(`{"call_id":"1"}`)}
 
 	srv, got := receiver(t, http.StatusOK)
 	hook := srv.URL + "/services/T000/B000/tokenXYZ"
-	if err := notifyActivities(map[string]string{"HOOK_SECRET": "s3cret", "HOOK_URL": hook}, "").NotifyApproval(context.Background(), req); err != nil {
+	if err := notifyActivities(map[string]string{"HOOK_SECRET": "s3cret", "HOOK_URL": hook}, "").Notifier.NotifyApproval(context.Background(), req); err != nil {
 		t.Fatalf("NotifyApproval to $HOOK_URL: %v", err)
 	}
 	if r := <-got; r.header.Get(api.SignatureHeader) != activities.Signature("s3cret", r.body) {
@@ -221,7 +226,7 @@ func TestNotifyApprovalURLFromTheEnvironment(t *testing.T) {
 		if url != "" {
 			env["HOOK_URL"] = url
 		}
-		err := notifyActivities(env, "").NotifyApproval(context.Background(), req)
+		err := notifyActivities(env, "").Notifier.NotifyApproval(context.Background(), req)
 		if err == nil || strings.Contains(err.Error(), "tokenXYZ") || strings.Contains(err.Error(), "127.0.0.1") || !strings.Contains(err.Error(), "$HOOK_URL") {
 			t.Errorf("%s: error %v: want one naming $HOOK_URL and not the URL", name, err)
 		}
@@ -234,10 +239,11 @@ func TestNotifyApprovalURLFromTheEnvironment(t *testing.T) {
 // TestResolveAgentCarriesNotify: the resolved spec names the receivers (URLs and variable
 // names), never the secret.
 func TestResolveAgentCarriesNotify(t *testing.T) {
+	t.Parallel()
 	targets := []api.NotifyTarget{{URL: "https://hooks.example.com/nexo", SecretEnv: "HOOK_SECRET"}}
 	a := activities.New(activities.Deps{Agents: []agents.Spec{{Name: "coder"}}, Notify: targets,
 		LookupEnv: func(string) (string, bool) { return "s3cret", true }})
-	spec, err := a.ResolveAgent(context.Background(), "coder")
+	spec, err := a.Model.ResolveAgent(context.Background(), "coder")
 	if err != nil {
 		t.Fatalf("ResolveAgent: %v", err)
 	}

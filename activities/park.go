@@ -27,7 +27,7 @@ type workspacer interface {
 // container. It returns the archive's size. The archive streams from the container to
 // the store (never whole in memory), and since the store is shared, whichever worker
 // later gets the run restores it.
-func (a *Activities) ParkSandbox(ctx context.Context, req api.ReleaseSandboxRequest) (int64, error) {
+func (a *Host) ParkSandbox(ctx context.Context, req api.ReleaseSandboxRequest) (int64, error) {
 	if req.Sandbox.Type != api.SandboxDocker {
 		return 0, nil // nothing to park: local and virtual sandboxes hold no container (SnapshotSandbox copies them)
 	}
@@ -59,7 +59,7 @@ func (a *Activities) ParkSandbox(ctx context.Context, req api.ReleaseSandboxRequ
 
 // RestoreSandbox gives a parked run a fresh container with its workspace back, exactly as
 // the agent left it.
-func (a *Activities) RestoreSandbox(ctx context.Context, req api.ReleaseSandboxRequest) (int64, error) {
+func (a *Host) RestoreSandbox(ctx context.Context, req api.ReleaseSandboxRequest) (int64, error) {
 	if req.Sandbox.Type != api.SandboxDocker {
 		return 0, nil // runs recorded with worker sessions only restored docker sandboxes here
 	}

@@ -125,12 +125,12 @@ func withReasoningContent(b []byte) []byte {
 // offloadReasoning stores reasoning over api.ReasoningInlineMax as a blob and leaves a
 // preview in the result: the result is recorded in history, which holds references, not
 // bulk.
-func (a *Activities) offloadReasoning(ctx context.Context, out api.CompleteChatResult) (api.CompleteChatResult, error) {
+func (a *Model) offloadReasoning(ctx context.Context, out api.CompleteChatResult) (api.CompleteChatResult, error) {
 	if len(out.Reasoning) <= api.ReasoningInlineMax {
 		return out, nil
 	}
 	var err error
-	out.Reasoning, out.ReasoningRef, out.ReasoningBytes, err = a.putPreviewed(ctx, out.Reasoning, "reasoning", reasoningPreview)
+	out.Reasoning, out.ReasoningRef, out.ReasoningBytes, err = a.out.putPreviewed(ctx, out.Reasoning, "reasoning", reasoningPreview)
 	return out, err
 }
 

@@ -14,12 +14,13 @@ import (
 // The model's reasoning reaches the result from either field OpenAI-compatible servers
 // use, in a reply and in a stream, and never enters the message (the thread).
 func TestCompleteChatReasoning(t *testing.T) {
+	t.Parallel()
 	const thought = "The user greets me; I should greet back."
 	for _, field := range []string{fakellm.FieldReasoningContent, fakellm.FieldReasoning} {
 		reply := fakellm.Reply{Content: "Hello there.", Reasoning: thought, ReasoningField: field}
 		t.Run(field+"/reply", func(t *testing.T) {
 			e, _ := newModelEnv(t, activities.LLMConfig{}, reply)
-			got, err := e.a.CompleteChat(context.Background(), api.CompleteChatRequest{Messages: userAsks("Hi")})
+			got, err := e.a.Model.CompleteChat(context.Background(), api.CompleteChatRequest{Messages: userAsks("Hi")})
 			if err != nil {
 				t.Fatalf("CompleteChat: %v", err)
 			}
@@ -39,9 +40,10 @@ func TestCompleteChatReasoning(t *testing.T) {
 // Reasoning over api.ReasoningInlineMax is stored once and the result carries a preview
 // and the reference: history holds references, not bulk.
 func TestCompleteChatLongReasoningByReference(t *testing.T) {
+	t.Parallel()
 	long := strings.Repeat("think ", 3000) // 18,000 bytes
 	e, _ := newModelEnv(t, activities.LLMConfig{}, fakellm.Reply{Content: "ok", Reasoning: long})
-	got, err := e.a.CompleteChat(context.Background(), api.CompleteChatRequest{Messages: userAsks("Hi")})
+	got, err := e.a.Model.CompleteChat(context.Background(), api.CompleteChatRequest{Messages: userAsks("Hi")})
 	if err != nil {
 		t.Fatalf("CompleteChat: %v", err)
 	}

@@ -12,7 +12,7 @@ import (
 // sha256) and returns the reference the run puts in its memo (api.MemoRecord). The run
 // calls it as a local activity, so the record never enters history. The write is
 // idempotent: a retried attempt writes the same blob.
-func (a *Activities) StoreRecord(ctx context.Context, rec api.Record) (api.RecordRef, error) {
+func (a *Host) StoreRecord(ctx context.Context, rec api.Record) (api.RecordRef, error) {
 	body, err := json.Marshal(rec)
 	if err != nil {
 		return api.RecordRef{}, fmt.Errorf("encode the record of run %s: %w", rec.ID, err)

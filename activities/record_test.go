@@ -10,6 +10,7 @@ import (
 )
 
 func TestStoreRecordWritesTheRecordAsABlob(t *testing.T) {
+	t.Parallel()
 	st, err := artifacts.Open("mem://")
 	if err != nil {
 		t.Fatal(err)
@@ -19,7 +20,7 @@ func TestStoreRecordWritesTheRecordAsABlob(t *testing.T) {
 	rec := api.Record{ID: "r1", Workflow: "DocumentApproval", Status: api.StatusDone,
 		State:  map[string]json.RawMessage{"fetch": json.RawMessage(`{"id":"42"}`)},
 		Events: []api.Event{{Seq: 1, Type: "done", Data: json.RawMessage("null")}}}
-	ref, err := a.StoreRecord(context.Background(), rec)
+	ref, err := a.Host.StoreRecord(context.Background(), rec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +35,7 @@ func TestStoreRecordWritesTheRecordAsABlob(t *testing.T) {
 	if got.ID != "r1" || string(got.State["fetch"]) != `{"id":"42"}` || len(got.Events) != 1 {
 		t.Errorf("stored record = %+v", got)
 	}
-	again, err := a.StoreRecord(context.Background(), rec)
+	again, err := a.Host.StoreRecord(context.Background(), rec)
 	if err != nil || again != ref {
 		t.Errorf("a retried attempt stored %+v (%v), want the same %+v", again, err, ref)
 	}

@@ -21,6 +21,7 @@ import (
 // attempt may have run partly, and the model should look before repeating it. The first
 // attempt here fails as a killed worker's would; the second runs the real RunTool.
 func TestRunToolRetryIsVisibleToTheModel(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, activities.Deps{})
 	var suite testsuite.WorkflowTestSuite
 	wenv := suite.NewTestWorkflowEnvironment()
@@ -28,7 +29,7 @@ func TestRunToolRetryIsVisibleToTheModel(t *testing.T) {
 		if activity.GetInfo(ctx).Attempt == 1 {
 			return api.RunToolResult{}, errors.New("worker lost")
 		}
-		return e.a.RunTool(ctx, req)
+		return e.a.Tools.RunTool(ctx, req)
 	}, activity.RegisterOptions{Name: api.ActivityRunTool})
 	wenv.ExecuteWorkflow(func(ctx workflow.Context) ([]api.RunToolResult, error) {
 		ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: time.Minute,

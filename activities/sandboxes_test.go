@@ -19,6 +19,7 @@ import (
 
 // Concurrent first uses of a run's sandbox get the one sandbox, made once.
 func TestSandboxesOpenConcurrentlyMakesOne(t *testing.T) {
+	t.Parallel()
 	sbs, err := activities.NewSandboxes(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -50,6 +51,7 @@ func TestSandboxesOpenConcurrentlyMakesOne(t *testing.T) {
 // A sandbox file too large to hold in memory is refused as an artifact before it is read,
 // with a message naming its size; a small one is stored.
 func TestWriteArtifactRefusesHugeFile(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, activities.Deps{})
 	huge := filepath.Join(e.ws, "huge.bin")
 	f, err := os.Create(huge)
@@ -60,7 +62,7 @@ func TestWriteArtifactRefusesHugeFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	_, err = e.a.WriteArtifact(context.Background(), api.WriteArtifactRequest{RunID: testRun, Name: "huge.bin", Path: "huge.bin"})
+	_, err = e.a.Host.WriteArtifact(context.Background(), api.WriteArtifactRequest{RunID: testRun, Name: "huge.bin", Path: "huge.bin"})
 	var app *temporal.ApplicationError
 	if !errors.As(err, &app) || app.Type() != api.ErrTypeTooLarge || !app.NonRetryable() ||
 		!strings.Contains(app.Message(), fmt.Sprintf("is %d bytes", activities.MaxArtifactBytes+1)) {
@@ -69,7 +71,7 @@ func TestWriteArtifactRefusesHugeFile(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(e.ws, "small.txt"), []byte("hi"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	meta, err := e.a.WriteArtifact(context.Background(), api.WriteArtifactRequest{RunID: testRun, Name: "small.txt", Path: "small.txt"})
+	meta, err := e.a.Host.WriteArtifact(context.Background(), api.WriteArtifactRequest{RunID: testRun, Name: "small.txt", Path: "small.txt"})
 	if err != nil || meta.Size != 2 {
 		t.Fatalf("WriteArtifact(small) = %+v, %v", meta, err)
 	}

@@ -38,6 +38,7 @@ func searchBackend(t *testing.T, rows int, status int, gotAuth *string) string {
 }
 
 func TestWebSearch(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	t.Run("at most 8 results, snippets cut at 300 characters", func(t *testing.T) {
 		var auth string
@@ -78,6 +79,7 @@ func TestWebSearch(t *testing.T) {
 }
 
 func TestWebSearchTool(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, activities.Deps{Searcher: activities.NewSearcher(searchBackend(t, 3, 0, nil), "")})
 	res := e.tool(t, "web_search", `{"query":"durable agents"}`)
 	if res.IsError || strings.Count(res.Content, "https://example.com/") != 3 {

@@ -20,10 +20,19 @@ import (
 	"github.com/nexo-temporal/nexo/skills"
 )
 
-// registerSkills registers the skill and requirement activities.
-func (a *Activities) registerSkills(r Registry) {
+// Register registers the tool, skill and requirement activities.
+func (a *Tools) Register(r Registry) {
+	a.RegisterSandbox(r)
+	r.RegisterActivityWithOptions(a.LoadSkills, activity.RegisterOptions{Name: api.ActivityLoadSkills})
+}
+
+// RegisterSandbox registers the tool activities a run sends to its host queue: all but
+// LoadSkills, which reads the worker's skills_path, not the run's sandbox.
+func (a *Tools) RegisterSandbox(r Registry) {
 	for name, fn := range map[string]any{
-		api.ActivityLoadSkills:        a.LoadSkills,
+		api.ActivityRunTool:           a.RunTool,
+		api.ActivityCollectOutputs:    a.CollectOutputs,
+		api.ActivityRestoreArtifacts:  a.RestoreArtifacts,
 		api.ActivityMaterializeSkills: a.MaterializeSkills,
 		api.ActivityProbeSandbox:      a.ProbeSandbox,
 	} {
@@ -42,7 +51,7 @@ func legacySkillFileName(sum string) string { return "__skillfile." + sum }
 // snapshot (not whatever is on disk later) is what the run's sandbox gets, from any
 // worker, also when it is materialised again days later; a file shared by two skills or
 // loaded by many runs is kept once.
-func (a *Activities) LoadSkills(ctx context.Context, req api.LoadSkillsRequest) (api.LoadSkillsResult, error) {
+func (a *Tools) LoadSkills(ctx context.Context, req api.LoadSkillsRequest) (api.LoadSkillsResult, error) {
 	var out api.LoadSkillsResult
 	for _, name := range req.Names {
 		s, err := skills.Load(a.skillsPath, name)
@@ -76,7 +85,7 @@ func (a *Activities) LoadSkills(ctx context.Context, req api.LoadSkillsRequest) 
 // skillFile returns the bytes of the skill file named sum: the blob, or for a run recorded
 // before skill files were blobs, the artifact storeRun/__skillfile.<sum>. Either way the
 // bytes are checked against sum (artifacts.ErrChecksum).
-func (a *Activities) skillFile(ctx context.Context, storeRun, sum string) ([]byte, error) {
+func (a *Tools) skillFile(ctx context.Context, storeRun, sum string) ([]byte, error) {
 	data, err := a.store.GetBlob(ctx, sum)
 	if !errors.Is(err, artifacts.ErrNotFound) {
 		return data, err
@@ -99,9 +108,7 @@ func (a *Activities) skillFile(ctx context.Context, storeRun, sum string) ([]byt
 // ones executable when the sandbox has a shell. With mode skip_same a file the sandbox
 // already holds with the same bytes is left alone. Writing is idempotent, so a retry is
 // harmless.
-func (a *Activities) MaterializeSkills(ctx context.Context, req api.MaterializeSkillsRequest) (api.MaterializeSkillsResult, error) {
-	stop := keepAlive(ctx)
-	defer stop()
+func (a *Tools) MaterializeSkills(ctx context.Context, req api.MaterializeSkillsRequest) (api.MaterializeSkillsResult, error) {
 	sb, err := a.sandboxes.Open(ctx, req.RunID, req.Sandbox)
 	if err != nil {
 		return api.MaterializeSkillsResult{}, classify(fmt.Errorf("materialize skills: %w", err))
@@ -189,7 +196,7 @@ const probeTimeout = 30 * time.Second
 // `command -v` finds it and the first line of `<cmd> --version`. It returns what it found
 // and every requirement not met. A sandbox without a shell cannot be probed: that is a
 // non-retryable error, as is a probe that cannot run at all.
-func (a *Activities) ProbeSandbox(ctx context.Context, req api.ProbeSandboxRequest) (api.ProbeSandboxResult, error) {
+func (a *Tools) ProbeSandbox(ctx context.Context, req api.ProbeSandboxRequest) (api.ProbeSandboxResult, error) {
 	sb, err := a.sandboxes.Open(ctx, req.RunID, req.Sandbox)
 	if err != nil {
 		return api.ProbeSandboxResult{}, classify(fmt.Errorf("probe sandbox: %w", err))

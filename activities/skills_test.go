@@ -41,7 +41,7 @@ func skillRoot(t *testing.T) string {
 
 func loadKit(t *testing.T, e *env) api.LoadSkillsResult {
 	t.Helper()
-	res, err := e.a.LoadSkills(context.Background(), api.LoadSkillsRequest{RunID: testRun, Names: []string{"kit"}})
+	res, err := e.a.Tools.LoadSkills(context.Background(), api.LoadSkillsRequest{RunID: testRun, Names: []string{"kit"}})
 	if err != nil {
 		t.Fatalf("LoadSkills: %v", err)
 	}
@@ -52,6 +52,7 @@ func loadKit(t *testing.T, e *env) api.LoadSkillsResult {
 }
 
 func TestLoadSkillsRecordsTextAndManifest(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, activities.Deps{SkillsPath: skillRoot(t)})
 	s := loadKit(t, e).Skills[0]
 	if s.Name != "kit" || s.Description != "Makes reports." || s.Compatibility != "needs sh" || s.Dir != "skills/kit" || s.StoreRun != "" {
@@ -77,7 +78,7 @@ func TestLoadSkillsRecordsTextAndManifest(t *testing.T) {
 		}
 	}
 
-	_, err := e.a.LoadSkills(context.Background(), api.LoadSkillsRequest{RunID: testRun, Names: []string{"missing"}})
+	_, err := e.a.Tools.LoadSkills(context.Background(), api.LoadSkillsRequest{RunID: testRun, Names: []string{"missing"}})
 	wantAppError(t, err, true, api.ErrTypeNotFound)
 	if err == nil || !strings.Contains(err.Error(), filepath.Join("missing", "SKILL.md")) {
 		t.Errorf("missing skill error = %v, want the file named", err)
@@ -89,11 +90,12 @@ func TestLoadSkillsRecordsTextAndManifest(t *testing.T) {
 // copy writes (the snapshot is the run's); skip_same leaves identical files alone and
 // rewrites a tampered one.
 func TestMaterializeSkillsLocal(t *testing.T) {
+	t.Parallel()
 	root := skillRoot(t)
 	e := newEnv(t, activities.Deps{SkillsPath: root})
 	loaded := loadKit(t, e)
 	req := api.MaterializeSkillsRequest{RunID: testRun, Skills: loaded.Skills}
-	res, err := e.a.MaterializeSkills(context.Background(), req)
+	res, err := e.a.Tools.MaterializeSkills(context.Background(), req)
 	if err != nil {
 		t.Fatalf("MaterializeSkills: %v", err)
 	}
@@ -113,7 +115,7 @@ func TestMaterializeSkillsLocal(t *testing.T) {
 	// The agent tampers with its copy, and leaves the others as they were.
 	e.write(t, "skills/kit/scripts/make.sh", "rm -rf /\n")
 	req.Mode = api.SkillFilesSkipSame
-	res, err = e.a.MaterializeSkills(context.Background(), req)
+	res, err = e.a.Tools.MaterializeSkills(context.Background(), req)
 	if err != nil {
 		t.Fatalf("MaterializeSkills again: %v", err)
 	}
@@ -131,7 +133,7 @@ func TestMaterializeSkillsLocal(t *testing.T) {
 	// a worker that has not cached the good bytes).
 	sum := loaded.Skills[0].Files[0].SHA256
 	writeFile(t, filepath.Join(e.dir, "blobs", sum), "corrupt")
-	_, err = e.otherWorker(t, activities.Deps{}).MaterializeSkills(context.Background(), req)
+	_, err = e.otherWorker(t, activities.Deps{}).Tools.MaterializeSkills(context.Background(), req)
 	wantAppError(t, err, true, api.ErrTypeBadInput)
 }
 
@@ -139,11 +141,12 @@ func TestMaterializeSkillsLocal(t *testing.T) {
 // are blobs in the shared store, not files on the loading worker), and a run recorded
 // before skill files were blobs still gets its files from where it kept them.
 func TestSkillFilesAnyWorker(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e := newEnv(t, activities.Deps{SkillsPath: skillRoot(t)})
 	loaded := loadKit(t, e)
 	other := e.otherWorker(t, activities.Deps{}) // no skills_path: it has no copy of its own
-	res, err := other.MaterializeSkills(ctx, api.MaterializeSkillsRequest{RunID: testRun, Skills: loaded.Skills})
+	res, err := other.Tools.MaterializeSkills(ctx, api.MaterializeSkillsRequest{RunID: testRun, Skills: loaded.Skills})
 	if err != nil || len(res.Written) != 3 {
 		t.Fatalf("MaterializeSkills on another worker = %+v, %v; want 3 files written", res, err)
 	}
@@ -170,7 +173,7 @@ func TestSkillFilesAnyWorker(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := other.MaterializeSkills(ctx, api.MaterializeSkillsRequest{RunID: testRun, Skills: []api.LoadedSkill{tt.skill}})
+			_, err := other.Tools.MaterializeSkills(ctx, api.MaterializeSkillsRequest{RunID: testRun, Skills: []api.LoadedSkill{tt.skill}})
 			if tt.wantErr != "" {
 				wantAppError(t, err, true, tt.wantErr)
 				return
@@ -187,15 +190,16 @@ func TestSkillFilesAnyWorker(t *testing.T) {
 	if err := e.store.Put(ctx, "run-old", "__skillfile."+oldSum, []byte("changed")); err != nil {
 		t.Fatal(err)
 	}
-	_, err = other.MaterializeSkills(ctx, api.MaterializeSkillsRequest{RunID: testRun, Skills: []api.LoadedSkill{legacy}})
+	_, err = other.Tools.MaterializeSkills(ctx, api.MaterializeSkillsRequest{RunID: testRun, Skills: []api.LoadedSkill{legacy}})
 	wantAppError(t, err, true, api.ErrTypeBadInput)
 }
 
 func TestMaterializeSkillsVirtual(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, activities.Deps{SkillsPath: skillRoot(t)})
 	loaded := loadKit(t, e)
 	spec := api.SandboxSpec{Type: api.SandboxVirtual}
-	res, err := e.a.MaterializeSkills(context.Background(), api.MaterializeSkillsRequest{RunID: testRun, Sandbox: spec, Skills: loaded.Skills})
+	res, err := e.a.Tools.MaterializeSkills(context.Background(), api.MaterializeSkillsRequest{RunID: testRun, Sandbox: spec, Skills: loaded.Skills})
 	if err != nil || len(res.Written) != 3 {
 		t.Fatalf("MaterializeSkills into a virtual sandbox: %+v, %v", res, err)
 	}
@@ -210,6 +214,7 @@ func TestMaterializeSkillsVirtual(t *testing.T) {
 }
 
 func TestProbeSandboxLocal(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, activities.Deps{})
 	req := api.ProbeSandboxRequest{RunID: testRun, Requires: api.Requirements{
 		Commands: map[string]string{"sh": "*", "nexo-no-such-command": ">=1"},
@@ -220,7 +225,7 @@ func TestProbeSandboxLocal(t *testing.T) {
 		python = "python3"
 		req.Requires.Commands[python] = ">=99"
 	}
-	res, err := e.a.ProbeSandbox(context.Background(), req)
+	res, err := e.a.Tools.ProbeSandbox(context.Background(), req)
 	if err != nil {
 		t.Fatalf("ProbeSandbox: %v", err)
 	}
@@ -242,14 +247,15 @@ func TestProbeSandboxLocal(t *testing.T) {
 
 	// Met: nothing unmet.
 	req.Requires = api.Requirements{Commands: map[string]string{"sh": ""}, Locale: "utf8"}
-	if res, err := e.a.ProbeSandbox(context.Background(), req); err != nil || len(res.Unmet) != 0 {
+	if res, err := e.a.Tools.ProbeSandbox(context.Background(), req); err != nil || len(res.Unmet) != 0 {
 		t.Errorf("met requirements: %+v, %v", res, err)
 	}
 }
 
 func TestProbeSandboxVirtualIsAClearError(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, activities.Deps{})
-	_, err := e.a.ProbeSandbox(context.Background(), api.ProbeSandboxRequest{RunID: testRun,
+	_, err := e.a.Tools.ProbeSandbox(context.Background(), api.ProbeSandboxRequest{RunID: testRun,
 		Sandbox: api.SandboxSpec{Type: api.SandboxVirtual}, Requires: api.Requirements{Locale: "utf8"}})
 	wantAppError(t, err, true, api.ErrTypeBadInput)
 	if err == nil || !strings.Contains(err.Error(), "could not inspect the sandbox") || !strings.Contains(err.Error(), "no shell") {
@@ -261,6 +267,7 @@ func TestProbeSandboxVirtualIsAClearError(t *testing.T) {
 // inside the container), its script runs, and the probe sees busybox without python3.
 // Skips without a Docker engine and the default image.
 func TestSkillsDockerTier(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cli, err := docker.NewClient(ctx)
@@ -283,11 +290,11 @@ func TestSkillsDockerTier(t *testing.T) {
 	spec := api.SandboxSpec{Type: api.SandboxDocker}
 	defer func() { _ = sbs.Release(context.Background(), runID, spec) }()
 
-	loaded, err := e.a.LoadSkills(ctx, api.LoadSkillsRequest{RunID: runID, Names: []string{"kit"}})
+	loaded, err := e.a.Tools.LoadSkills(ctx, api.LoadSkillsRequest{RunID: runID, Names: []string{"kit"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := e.a.MaterializeSkills(ctx, api.MaterializeSkillsRequest{RunID: runID, Sandbox: spec, Skills: loaded.Skills})
+	res, err := e.a.Tools.MaterializeSkills(ctx, api.MaterializeSkillsRequest{RunID: runID, Sandbox: spec, Skills: loaded.Skills})
 	if err != nil || len(res.Written) != 3 {
 		t.Fatalf("MaterializeSkills: %+v, %v", res, err)
 	}
@@ -309,12 +316,12 @@ func TestSkillsDockerTier(t *testing.T) {
 		t.Errorf("in the container: %q; want the logo's sha256 %s and the script to run", out.Stdout, wantSum)
 	}
 	// skip_same: nothing changed, nothing written.
-	res, err = e.a.MaterializeSkills(ctx, api.MaterializeSkillsRequest{RunID: runID, Sandbox: spec, Skills: loaded.Skills, Mode: api.SkillFilesSkipSame})
+	res, err = e.a.Tools.MaterializeSkills(ctx, api.MaterializeSkillsRequest{RunID: runID, Sandbox: spec, Skills: loaded.Skills, Mode: api.SkillFilesSkipSame})
 	if err != nil || len(res.Written) != 0 || len(res.Skipped) != 3 {
 		t.Errorf("skip_same in the container: %+v, %v", res, err)
 	}
 
-	probe, err := e.a.ProbeSandbox(ctx, api.ProbeSandboxRequest{RunID: runID, Sandbox: spec,
+	probe, err := e.a.Tools.ProbeSandbox(ctx, api.ProbeSandboxRequest{RunID: runID, Sandbox: spec,
 		Requires: api.Requirements{Commands: map[string]string{"python3": ">=3.10", "sed": "*"}, Locale: "utf8"}})
 	if err != nil {
 		t.Fatal(err)

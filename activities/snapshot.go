@@ -92,7 +92,7 @@ func snapshotEligible(spec api.SandboxSpec) bool { return spec.Dir == "" || spec
 // snapshotAfter snapshots the run's workspace after a tool call. A workspace over the
 // snapshot limits is not an activity failure: the call's result stands, and SnapshotError
 // says why there is no snapshot (the workflow records it).
-func (a *Activities) snapshotAfter(ctx context.Context, req api.RunToolRequest, sb sandbox.Sandbox) (*api.SnapshotRef, string, error) {
+func (a *Host) snapshotAfter(ctx context.Context, req api.RunToolRequest, sb sandbox.Sandbox) (*api.SnapshotRef, string, error) {
 	if !snapshotEligible(req.Sandbox) {
 		return nil, "", nil
 	}
@@ -107,7 +107,7 @@ func (a *Activities) snapshotAfter(ctx context.Context, req api.RunToolRequest, 
 }
 
 // snapshotWorkspace stores a snapshot of sb, the sandbox of the run.
-func (a *Activities) snapshotWorkspace(ctx context.Context, runID string, spec api.SandboxSpec, sb sandbox.Sandbox) (api.SnapshotRef, error) {
+func (a *Host) snapshotWorkspace(ctx context.Context, runID string, spec api.SandboxSpec, sb sandbox.Sandbox) (api.SnapshotRef, error) {
 	st := a.sandboxes.snapStateOf(runID, spec)
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -162,7 +162,7 @@ func (a *Activities) snapshotWorkspace(ctx context.Context, runID string, spec a
 }
 
 // storeFile puts data in the store unless this host knows it is there, and returns its sum.
-func (a *Activities) storeFile(ctx context.Context, st *snapState, data []byte) (string, error) {
+func (a *Host) storeFile(ctx context.Context, st *snapState, data []byte) (string, error) {
 	sum := artifacts.Sum(data)
 	if at, ok := st.stored[sum]; ok && time.Since(at) < artifacts.FreshenAfter {
 		return sum, nil
@@ -176,7 +176,7 @@ func (a *Activities) storeFile(ctx context.Context, st *snapState, data []byte) 
 }
 
 // manifestFromListing lists a host-directory workspace and hashes only what changed.
-func (a *Activities) manifestFromListing(ctx context.Context, st *snapState, l sandbox.Lister) (api.Manifest, []sandbox.WorkspaceEntry, error) {
+func (a *Host) manifestFromListing(ctx context.Context, st *snapState, l sandbox.Lister) (api.Manifest, []sandbox.WorkspaceEntry, error) {
 	entries, err := l.ListWorkspace(ctx)
 	if err != nil {
 		return api.Manifest{}, nil, err
@@ -248,7 +248,7 @@ func stampsOf(entries []sandbox.WorkspaceEntry, m api.Manifest) map[string]snapF
 	return files
 }
 
-func (a *Activities) hashListed(ctx context.Context, st *snapState, l sandbox.Lister, e sandbox.WorkspaceEntry) (string, error) {
+func (a *Host) hashListed(ctx context.Context, st *snapState, l sandbox.Lister, e sandbox.WorkspaceEntry) (string, error) {
 	if e.Size > maxSnapshotFile {
 		return "", fmt.Errorf("%w: %s holds %d bytes, over the %d a snapshot keeps of one file", sandbox.ErrArchiveTooLarge, e.Path, e.Size, maxSnapshotFile)
 	}
@@ -268,7 +268,7 @@ func (a *Activities) hashListed(ctx context.Context, st *snapState, l sandbox.Li
 }
 
 // manifestFromArchive reads the workspace through its archive (virtual, docker).
-func (a *Activities) manifestFromArchive(ctx context.Context, st *snapState, ws workspacer) (api.Manifest, error) {
+func (a *Host) manifestFromArchive(ctx context.Context, st *snapState, ws workspacer) (api.Manifest, error) {
 	rc, err := ws.ArchiveWorkspace(ctx)
 	if err != nil {
 		return api.Manifest{}, err
@@ -344,7 +344,7 @@ func LoadManifest(ctx context.Context, blobs artifacts.Blobs, ref string) (api.M
 // file it lists, checked against its sha256. A file whose blob is missing or changed is
 // left out and named in Lost; links the tier does not restore are named in Skipped. It
 // returns the bytes of files restored.
-func (a *Activities) restoreManifest(ctx context.Context, ws workspacer, ref string, keepLinks bool) (api.RestoreManifestResult, int64, error) {
+func (a *Host) restoreManifest(ctx context.Context, ws workspacer, ref string, keepLinks bool) (api.RestoreManifestResult, int64, error) {
 	m, err := LoadManifest(ctx, a.store, ref)
 	if err != nil {
 		return api.RestoreManifestResult{}, 0, err
@@ -417,7 +417,7 @@ func nonRetryableSnapshot(err error) error {
 }
 
 // restoreBase rebuilds sb, made anew on this host, from the run's snapshot ref.
-func (a *Activities) restoreBase(ctx context.Context, sb sandbox.Sandbox, spec api.SandboxSpec, ref string) (api.RestoreManifestResult, error) {
+func (a *Host) restoreBase(ctx context.Context, sb sandbox.Sandbox, spec api.SandboxSpec, ref string) (api.RestoreManifestResult, error) {
 	ws, ok := sb.(workspacer)
 	if !ok {
 		return api.RestoreManifestResult{}, fmt.Errorf("this %s sandbox cannot be restored", specType(spec))

@@ -62,7 +62,7 @@ func BenchmarkSnapshot(b *testing.B) {
 			// are whole seconds, and a file whose second has not ended before the last
 			// snapshot began is read again (activities/snapshot.go, sandbox/docker/listing.go).
 			time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second + racyWindow)))
-			ref, err := a.snapshotWorkspace(ctx, runID, spec, sb)
+			ref, err := a.Host.snapshotWorkspace(ctx, runID, spec, sb)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -80,7 +80,7 @@ func BenchmarkSnapshot(b *testing.B) {
 					b.Fatal(err)
 				}
 				b.StartTimer()
-				if ref, err = a.snapshotWorkspace(ctx, runID, spec, sb); err != nil {
+				if ref, err = a.Host.snapshotWorkspace(ctx, runID, spec, sb); err != nil {
 					b.Fatal(err)
 				}
 			}

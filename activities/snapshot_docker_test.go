@@ -15,6 +15,7 @@ import (
 // snapshot holds exactly the workspace's bytes: a same-size rewrite within the second, a
 // bulk change of 100 files (the archive), then one file changed again (read alone).
 func TestDockerSnapshotsSeeEveryChange(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st, err := artifacts.OpenWith(ctx, "file://"+t.TempDir(), artifacts.Options{})
 	if err != nil {
@@ -38,7 +39,7 @@ func TestDockerSnapshotsSeeEveryChange(t *testing.T) {
 		if res, err := sb.Shell(ctx, cmd, time.Minute); err != nil || res.ExitCode != 0 {
 			t.Fatalf("%s: %v %+v", cmd, err, res)
 		}
-		ref, err := a.snapshotWorkspace(ctx, runID, spec, sb)
+		ref, err := a.Host.snapshotWorkspace(ctx, runID, spec, sb)
 		if err != nil {
 			t.Fatalf("snapshot after %s: %v", cmd, err)
 		}

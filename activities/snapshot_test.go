@@ -18,7 +18,7 @@ import (
 func (e *env) snapTool(t *testing.T, spec api.SandboxSpec, base, tool string, args map[string]any) api.RunToolResult {
 	t.Helper()
 	raw, _ := json.Marshal(args)
-	res, err := e.a.RunTool(context.Background(), api.RunToolRequest{RunID: testRun, Sandbox: spec, CallID: "c", Tool: tool,
+	res, err := e.a.Tools.RunTool(context.Background(), api.RunToolRequest{RunID: testRun, Sandbox: spec, CallID: "c", Tool: tool,
 		Args: raw, Snapshot: true, Base: base})
 	if err != nil {
 		t.Fatalf("RunTool %s %v: %v", tool, args, err)
@@ -50,6 +50,7 @@ func entry(m api.Manifest, p string) (api.ManifestEntry, bool) {
 // A snapshot after each call lists every file with its sha256, uploads only what changed,
 // and a restore on another host (a fresh Sandboxes root) brings the files back exactly.
 func TestSnapshotAfterEveryCallIsIncrementalAndRestores(t *testing.T) {
+	t.Parallel()
 	for _, spec := range []api.SandboxSpec{{}, {Type: api.SandboxVirtual}, {Type: api.SandboxBubblewrap}} {
 		t.Run(spec.Type+"tier", func(t *testing.T) {
 			e := newEnv(t, activities.Deps{})
@@ -82,7 +83,7 @@ func TestSnapshotAfterEveryCallIsIncrementalAndRestores(t *testing.T) {
 			if spec.Type == api.SandboxBubblewrap {
 				enableBubblewrap(t, other.sbs)
 			}
-			res, err := other.a.RestoreSandboxOnHost(context.Background(), api.ReleaseSandboxRequest{RunID: testRun, Sandbox: spec, Manifest: r2.Snapshot.Manifest})
+			res, err := other.a.Host.RestoreSandboxOnHost(context.Background(), api.ReleaseSandboxRequest{RunID: testRun, Sandbox: spec, Manifest: r2.Snapshot.Manifest})
 			if err != nil {
 				t.Fatalf("RestoreSandboxOnHost: %v", err)
 			}
@@ -99,6 +100,7 @@ func TestSnapshotAfterEveryCallIsIncrementalAndRestores(t *testing.T) {
 
 // A file changed in place (same size, by shell) is seen by the next snapshot.
 func TestSnapshotSeesSameSizeRewrite(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, activities.Deps{})
 	r1 := e.snapTool(t, api.SandboxSpec{}, "", agents.ToolShell, map[string]any{"command": "printf aaaa > f"})
 	r2 := e.snapTool(t, api.SandboxSpec{}, "", agents.ToolShell, map[string]any{"command": "printf bbbb > f"})
@@ -111,6 +113,7 @@ func TestSnapshotSeesSameSizeRewrite(t *testing.T) {
 
 // A restore whose file blob is missing brings back the rest and names what it lost.
 func TestRestoreNamesLostFiles(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, activities.Deps{})
 	e.snapTool(t, api.SandboxSpec{}, "", agents.ToolWriteFile, map[string]any{"path": "keep.txt", "content": "kept"})
 	r := e.snapTool(t, api.SandboxSpec{}, "", agents.ToolWriteFile, map[string]any{"path": "gone.txt", "content": "will vanish"})
@@ -118,7 +121,7 @@ func TestRestoreNamesLostFiles(t *testing.T) {
 		t.Fatalf("remove the blob of gone.txt: %v", err)
 	}
 	other := newEnvWithStore(t, e.dir)
-	res, err := other.a.RestoreSandboxOnHost(context.Background(), api.ReleaseSandboxRequest{RunID: testRun, Manifest: r.Snapshot.Manifest})
+	res, err := other.a.Host.RestoreSandboxOnHost(context.Background(), api.ReleaseSandboxRequest{RunID: testRun, Manifest: r.Snapshot.Manifest})
 	if err != nil {
 		t.Fatalf("RestoreSandboxOnHost: %v", err)
 	}
@@ -134,6 +137,7 @@ func TestRestoreNamesLostFiles(t *testing.T) {
 // A per-run workspace this host has to make anew (its directory is gone, as on a host
 // whose disk was lost) is rebuilt from the run's last snapshot before the call runs.
 func TestSandboxMadeAnewIsRebuiltFromBase(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, activities.Deps{})
 	r := e.snapTool(t, api.SandboxSpec{}, "", agents.ToolWriteFile, map[string]any{"path": "mine.txt", "content": "written before"})
 	other := newEnvWithStore(t, e.dir)
@@ -141,7 +145,7 @@ func TestSandboxMadeAnewIsRebuiltFromBase(t *testing.T) {
 		t.Fatal(err)
 	}
 	raw, _ := json.Marshal(map[string]any{"path": "mine.txt"})
-	res, err := other.a.RunTool(context.Background(), api.RunToolRequest{RunID: testRun, CallID: "c2", Tool: agents.ToolReadFile, Args: raw, Base: r.Snapshot.Manifest})
+	res, err := other.a.Tools.RunTool(context.Background(), api.RunToolRequest{RunID: testRun, CallID: "c2", Tool: agents.ToolReadFile, Args: raw, Base: r.Snapshot.Manifest})
 	if err != nil {
 		t.Fatal(err)
 	}

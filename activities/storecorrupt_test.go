@@ -23,6 +23,7 @@ import (
 // NexoStoreCorrupt, leading with the mismatch and naming the segment; the model is not
 // called.
 func TestChangedThreadSegmentIsFinal(t *testing.T) {
+	t.Parallel()
 	model := fakellm.New(fakellm.Reply{Content: "never"})
 	modelURL := model.Start(t)
 	e := newEnv(t, activities.Deps{}) // the worker that stored the thread
@@ -47,7 +48,7 @@ func TestChangedThreadSegmentIsFinal(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = st.Close() })
 	restarted := newEnv(t, activities.Deps{LLM: activities.NewLLM(activities.LLMConfig{BaseURL: modelURL, Model: "fake-model"}), Store: st})
-	_, err = restarted.a.CompleteChat(ctx, api.CompleteChatRequest{Thread: &api.ThreadRef{Head: head}, Messages: userAsks("next")})
+	_, err = restarted.a.Model.CompleteChat(ctx, api.CompleteChatRequest{Thread: &api.ThreadRef{Head: head}, Messages: userAsks("next")})
 	app, ok := err.(*temporal.ApplicationError)
 	if !ok {
 		t.Fatalf("CompleteChat = %T %v, want a *temporal.ApplicationError as is", err, err)

@@ -33,7 +33,7 @@ const streamFlushEvery = 150 * time.Millisecond
 // StreamLive wins when both are set. Streaming is best effort: a heartbeat or signal that
 // fails costs a viewer some text, never the call, and the text still arrives with the
 // result.
-func (a *Activities) completeStreaming(ctx context.Context, model string, creq openai.ChatCompletionRequest, req api.CompleteChatRequest) (api.CompleteChatResult, error) {
+func (a *Model) completeStreaming(ctx context.Context, model string, creq openai.ChatCompletionRequest, req api.CompleteChatRequest) (api.CompleteChatResult, error) {
 	creq.Stream = true
 	creq.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
 	stream, err := a.clientFor(req.Endpoint).CreateChatCompletionStream(ctx, creq)
@@ -47,7 +47,7 @@ func (a *Activities) completeStreaming(ctx context.Context, model string, creq o
 		defer live.stop()
 		sink = live
 	} else {
-		sink = &signalText{ctx: ctx, to: req.StreamTo, call: req.StreamCall}
+		sink = &signalText{ctx: ctx, to: req.StreamTo, call: req.StreamCall, signal: a.signalStream}
 	}
 	var (
 		content   strings.Builder
@@ -122,6 +122,7 @@ type textSink interface {
 type signalText struct {
 	ctx       context.Context
 	to, call  string
+	signal    func(ctx context.Context, workflowID string, chunk api.StreamChunk) error
 	pending   strings.Builder
 	lastFlush time.Time
 	sent      bool
@@ -149,13 +150,14 @@ func (s *signalText) flush() {
 	s.pending.Reset()
 	s.lastFlush = time.Now()
 	s.sent = true
-	if err := signalStream(s.ctx, s.to, chunk); err != nil {
+	if err := s.signal(s.ctx, s.to, chunk); err != nil {
 		activity.GetLogger(s.ctx).Warn("stream chunk not delivered", "workflow", s.to, "error", err)
 	}
 }
 
-// signalStream sends one chunk; the tests replace it.
-var signalStream = func(ctx context.Context, workflowID string, chunk api.StreamChunk) error {
+// signalChunk sends one chunk to the workflow that streams the call (Model.signalStream
+// unless a test sets another).
+func signalChunk(ctx context.Context, workflowID string, chunk api.StreamChunk) error {
 	return activity.GetClient(ctx).SignalWorkflow(ctx, workflowID, "", api.SignalStream, chunk)
 }
 

@@ -9,8 +9,10 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.temporal.io/sdk/interceptor"
 	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
 
 	"github.com/nexo-temporal/nexo/activities"
 	"github.com/nexo-temporal/nexo/api"
@@ -39,30 +41,32 @@ func streamChat(t *testing.T, reply fakellm.Reply, req api.CompleteChatRequest, 
 	t.Helper()
 	e, _ := newModelEnv(t, activities.LLMConfig{}, reply)
 	var got streamed
-	activities.WatchStreaming(t, keepAlive,
-		func(_ context.Context, details ...any) {
-			got.mu.Lock()
-			defer got.mu.Unlock()
-			if len(details) == 0 {
-				got.beats = append(got.beats, nil)
-				return
-			}
-			lt, ok := details[0].(api.LiveText)
-			if !ok || len(details) != 1 {
-				t.Errorf("heartbeat details = %#v, want one api.LiveText", details)
-				return
-			}
-			got.beats = append(got.beats, &lt)
-		},
-		func(_ context.Context, wf string, c api.StreamChunk) error {
-			got.mu.Lock()
-			defer got.mu.Unlock()
-			got.signals, got.to = append(got.signals, c), append(got.to, wf)
-			return nil
-		})
+	activities.SetSignalStream(e.a, func(_ context.Context, wf string, c api.StreamChunk) error {
+		got.mu.Lock()
+		defer got.mu.Unlock()
+		got.signals, got.to = append(got.signals, c), append(got.to, wf)
+		return nil
+	})
+	// Every beat the call records, before the SDK's throttle; the test environment
+	// schedules the call without a heartbeat timeout, so keepAlive is the interval.
+	record := func(_ context.Context, details ...any) {
+		got.mu.Lock()
+		defer got.mu.Unlock()
+		if len(details) == 0 {
+			got.beats = append(got.beats, nil)
+			return
+		}
+		lt, ok := details[0].(api.LiveText)
+		if !ok || len(details) != 1 {
+			t.Errorf("heartbeat details = %#v, want one api.LiveText", details)
+			return
+		}
+		got.beats = append(got.beats, &lt)
+	}
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(tlog.NewStructuredLogger(slog.New(slog.DiscardHandler)))
 	tenv := suite.NewTestActivityEnvironment()
+	tenv.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{&activities.KeepAlive{Every: keepAlive, Record: record}}})
 	e.a.Register(tenv)
 	val, err := tenv.ExecuteActivity(api.ActivityCompleteChat, req)
 	if err != nil {
@@ -78,6 +82,7 @@ func streamChat(t *testing.T, reply fakellm.Reply, req api.CompleteChatRequest, 
 // A live call publishes its growing text as heartbeat details and signals nothing; the
 // keep-alive beats in the model's pauses resend the text instead of clearing it.
 func TestCompleteChatStreamLive(t *testing.T) {
+	t.Parallel()
 	const content = "one two three four five"
 	req := api.CompleteChatRequest{Messages: userAsks("Count"), StreamLive: true, StreamCall: "3.2",
 		StreamTo: "session:a:b"} // set too: StreamLive wins, nothing reaches history
@@ -125,6 +130,7 @@ func TestCompleteChatStreamLive(t *testing.T) {
 // A reply longer than api.LiveTextMax is published by its tail, cut at a rune boundary,
 // with From its offset in the reply.
 func TestCompleteChatStreamLiveTail(t *testing.T) {
+	t.Parallel()
 	// 40 words of 2,501 bytes (two-byte runes), so the 64 KiB cut falls inside a rune.
 	word := strings.Repeat("é", 1250) + " "
 	content := strings.TrimSuffix(strings.Repeat(word, 40), " ")
@@ -157,6 +163,7 @@ func TestCompleteChatStreamLiveTail(t *testing.T) {
 }
 
 func TestLiveTail(t *testing.T) {
+	t.Parallel()
 	long := strings.Repeat("a", api.LiveTextMax+10)
 	// "é" is two bytes: the plain cut would fall on the second byte of the first rune kept.
 	odd := strings.Repeat("é", api.LiveTextMax/2+3) + "x"
@@ -184,6 +191,7 @@ func TestLiveTail(t *testing.T) {
 // A call of a run recorded before live streaming (StreamTo) signals its text as before
 // and publishes none as heartbeat details.
 func TestCompleteChatStreamTo(t *testing.T) {
+	t.Parallel()
 	const content = "older runs still signal"
 	req := api.CompleteChatRequest{Messages: userAsks("Hi"), StreamTo: "session:a:b", StreamCall: "1.1"}
 	res, got := streamChat(t, fakellm.Reply{Content: content, ChunkDelayMS: 60}, req, 25*time.Millisecond)
@@ -212,6 +220,7 @@ func TestCompleteChatStreamTo(t *testing.T) {
 // the beats' thinking grows word by word from offset 0, is all there before the first
 // text, and the result still carries the whole reasoning (for the thinking event).
 func TestCompleteChatStreamLiveThinking(t *testing.T) {
+	t.Parallel()
 	const thought = "first I read the question then I weigh it"
 	const content = "here is the answer"
 	for _, field := range []string{fakellm.FieldReasoningContent, fakellm.FieldReasoning} {
@@ -253,6 +262,7 @@ func TestCompleteChatStreamLiveThinking(t *testing.T) {
 // A call without reasoning publishes no thinking: its heartbeats are those of a worker
 // from before live thinking, byte for byte.
 func TestCompleteChatStreamLiveNoThinking(t *testing.T) {
+	t.Parallel()
 	req := api.CompleteChatRequest{Messages: userAsks("Hi"), StreamLive: true, StreamCall: "1.1"}
 	_, got := streamChat(t, fakellm.Reply{Content: "plain words only", ChunkDelayMS: 20}, req, time.Hour)
 	beats, _, _ := got.snapshot()
@@ -266,6 +276,7 @@ func TestCompleteChatStreamLiveNoThinking(t *testing.T) {
 // The thinking of a heartbeat is bounded like its text, on its own: its last
 // api.LiveTextMax bytes at a rune start, with its offset.
 func TestLiveSnapshot(t *testing.T) {
+	t.Parallel()
 	odd := strings.Repeat("é", api.LiveTextMax/2+3) + "x"
 	for _, tc := range []struct {
 		name, text, thinking string

@@ -97,7 +97,7 @@ func (e *env) toolReq(t *testing.T, req api.RunToolRequest) api.RunToolResult {
 	if req.RunID == "" {
 		req.RunID = testRun
 	}
-	res, err := e.a.RunTool(context.Background(), req)
+	res, err := e.a.Tools.RunTool(context.Background(), req)
 	if err != nil {
 		t.Fatalf("RunTool(%s %s): unexpected Go error %v (a tool failure must be a result)", req.Tool, req.Args, err)
 	}

@@ -80,7 +80,7 @@ func (c *threadCache) put(head string, msgs []api.ChatMessage) {
 
 // loadThread rebuilds the stored thread named by head (messages as stored: large contents
 // are previews with a ContentRef).
-func (a *Activities) loadThread(ctx context.Context, head string) ([]api.ChatMessage, error) {
+func (a *Model) loadThread(ctx context.Context, head string) ([]api.ChatMessage, error) {
 	if head == "" {
 		return nil, nil
 	}
@@ -115,7 +115,7 @@ func (a *Activities) loadThread(ctx context.Context, head string) ([]api.ChatMes
 	return msgs, nil
 }
 
-func (a *Activities) segment(ctx context.Context, sum string) (api.ThreadSegment, error) {
+func (a *Model) segment(ctx context.Context, sum string) (api.ThreadSegment, error) {
 	b, err := a.store.GetBlob(ctx, sum)
 	if err != nil {
 		return api.ThreadSegment{}, blobError("thread segment", sum, err)
@@ -170,7 +170,7 @@ func within(op string, err error) error {
 
 // appendThread stores msgs as the segment after base and returns the new reference with
 // the whole thread (as stored).
-func (a *Activities) appendThread(ctx context.Context, base api.ThreadRef, prior, msgs []api.ChatMessage) (api.ThreadRef, []api.ChatMessage, error) {
+func (a *Model) appendThread(ctx context.Context, base api.ThreadRef, prior, msgs []api.ChatMessage) (api.ThreadRef, []api.ChatMessage, error) {
 	if len(msgs) == 0 {
 		return base, prior, nil
 	}
@@ -189,7 +189,7 @@ func (a *Activities) appendThread(ctx context.Context, base api.ThreadRef, prior
 }
 
 // resolve returns msgs with every referenced content put back in full, for the model.
-func (a *Activities) resolve(ctx context.Context, msgs []api.ChatMessage) ([]api.ChatMessage, error) {
+func (a *Model) resolve(ctx context.Context, msgs []api.ChatMessage) ([]api.ChatMessage, error) {
 	out := msgs
 	copied := false
 	for i, m := range msgs {
@@ -210,7 +210,7 @@ func (a *Activities) resolve(ctx context.Context, msgs []api.ChatMessage) ([]api
 }
 
 // chatContext returns the request's constant part, from the store when it is named.
-func (a *Activities) chatContext(ctx context.Context, req api.CompleteChatRequest) (api.ChatContext, string, error) {
+func (a *Model) chatContext(ctx context.Context, req api.CompleteChatRequest) (api.ChatContext, string, error) {
 	if req.Context == "" {
 		c := api.ChatContext{System: req.System, Skills: req.Skills, Tools: req.Tools}
 		if !req.StoreContext {
@@ -241,7 +241,7 @@ func (a *Activities) chatContext(ctx context.Context, req api.CompleteChatReques
 // offload stores a tool result over over bytes as a blob and returns it with a preview in
 // its place; the model still gets the whole content (resolve), events and history only
 // the preview.
-func (a *Activities) offload(ctx context.Context, res api.RunToolResult, over int) (api.RunToolResult, error) {
+func (a *outputs) offload(ctx context.Context, res api.RunToolResult, over int) (api.RunToolResult, error) {
 	if over <= 0 || len(res.Content) <= over {
 		return res, nil
 	}
@@ -253,7 +253,7 @@ func (a *Activities) offload(ctx context.Context, res api.RunToolResult, over in
 // putPreviewed stores text (what it is, for the error) as a content-addressed blob and
 // returns the preview that stands in its place, made by preview, the blob's sum and the
 // text's size; on failure text comes back as it was.
-func (a *Activities) putPreviewed(ctx context.Context, text, what string, preview func(string, int) string) (string, string, int, error) {
+func (a *outputs) putPreviewed(ctx context.Context, text, what string, preview func(string, int) string) (string, string, int, error) {
 	sum, err := a.store.PutBlob(ctx, []byte(text))
 	if err != nil {
 		return text, "", 0, fmt.Errorf("store %s (%d bytes): %w", what, len(text), err)

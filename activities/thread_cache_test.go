@@ -10,6 +10,7 @@ import (
 // The cache of rebuilt threads is bounded by the messages it holds, not only by entries:
 // every entry is its own slice, so a long thread must not be kept hundreds of times.
 func TestThreadCacheBoundsMessages(t *testing.T) {
+	t.Parallel()
 	c := newThreadCache()
 	long := make([]api.ChatMessage, threadCacheMessages/4)
 	for i := 0; i < 10; i++ {

@@ -19,13 +19,14 @@ import (
 // (a preview with a reference) and the context by name, and the model still receives the
 // whole conversation with the whole output. Another worker on the same store rebuilds it.
 func TestCompleteChatStoredThread(t *testing.T) {
+	t.Parallel()
 	e, model := newModelEnv(t, activities.LLMConfig{},
 		fakellm.Reply{ToolCalls: []fakellm.Call{{Name: "read_file", Arguments: []byte(`{"path":"big.txt"}`)}}},
 		fakellm.Reply{Content: "It is big."},
 		fakellm.Reply{Content: "Still big."})
 	ctx := context.Background()
 	tools := []api.ToolDef{{Name: "read_file", Description: "reads", Parameters: []byte(`{"type":"object"}`)}}
-	first, err := e.a.CompleteChat(ctx, api.CompleteChatRequest{Thread: &api.ThreadRef{}, Messages: userAsks("How big?"),
+	first, err := e.a.Model.CompleteChat(ctx, api.CompleteChatRequest{Thread: &api.ThreadRef{}, Messages: userAsks("How big?"),
 		System: "You read files.", Tools: tools, StoreContext: true, CallID: "1"})
 	if err != nil {
 		t.Fatalf("first call: %v", err)
@@ -39,7 +40,7 @@ func TestCompleteChatStoredThread(t *testing.T) {
 		t.Fatal(err)
 	}
 	result := api.ChatMessage{Role: api.RoleTool, ToolCallID: "1.1", Content: "0123… (preview)", ContentRef: sum, ContentBytes: len(big)}
-	second, err := e.a.CompleteChat(ctx, api.CompleteChatRequest{Thread: first.Thread, Messages: []api.ChatMessage{result},
+	second, err := e.a.Model.CompleteChat(ctx, api.CompleteChatRequest{Thread: first.Thread, Messages: []api.ChatMessage{result},
 		Context: first.Context, CallID: "2"})
 	if err != nil {
 		t.Fatalf("second call: %v", err)
@@ -60,7 +61,7 @@ func TestCompleteChatStoredThread(t *testing.T) {
 	// Another worker (nothing cached) on the same store.
 	other := activities.New(activities.Deps{Store: e.store, Sandboxes: e.sbs, LLM: activities.NewLLM(activities.LLMConfig{
 		BaseURL: model.Start(t), Model: "fake-model"})})
-	third, err := other.CompleteChat(ctx, api.CompleteChatRequest{Thread: second.Thread,
+	third, err := other.Model.CompleteChat(ctx, api.CompleteChatRequest{Thread: second.Thread,
 		Messages: userAsks("And now?"), Context: first.Context, CallID: "3"})
 	if err != nil {
 		t.Fatalf("call on another worker: %v", err)
@@ -74,8 +75,9 @@ func TestCompleteChatStoredThread(t *testing.T) {
 }
 
 func TestCompleteChatMissingThreadIsNonRetryable(t *testing.T) {
+	t.Parallel()
 	e, _ := newModelEnv(t, activities.LLMConfig{}, fakellm.Reply{Content: "x"})
-	_, err := e.a.CompleteChat(context.Background(), api.CompleteChatRequest{
+	_, err := e.a.Model.CompleteChat(context.Background(), api.CompleteChatRequest{
 		Thread: &api.ThreadRef{Head: strings.Repeat("ab", 32), Messages: 3}, Messages: userAsks("hi")})
 	var app *temporal.ApplicationError
 	if !errors.As(err, &app) || !app.NonRetryable() || !strings.Contains(err.Error(), "abababababab") || !strings.Contains(err.Error(), "artifacts.url") {
@@ -85,9 +87,10 @@ func TestCompleteChatMissingThreadIsNonRetryable(t *testing.T) {
 
 // A provider that says the request is over its context gets a message naming the setting.
 func TestCompleteChatContextExceededNamesTheSetting(t *testing.T) {
+	t.Parallel()
 	e, _ := newModelEnv(t, activities.LLMConfig{}, fakellm.Reply{Status: 400,
 		Error: "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens."})
-	_, err := e.a.CompleteChat(context.Background(), api.CompleteChatRequest{Messages: userAsks("hi")})
+	_, err := e.a.Model.CompleteChat(context.Background(), api.CompleteChatRequest{Messages: userAsks("hi")})
 	var app *temporal.ApplicationError
 	if !errors.As(err, &app) || !app.NonRetryable() || !strings.Contains(err.Error(), "context.max_tokens") {
 		t.Fatalf("err = %v, want a non-retryable error naming context.max_tokens", err)
@@ -97,6 +100,7 @@ func TestCompleteChatContextExceededNamesTheSetting(t *testing.T) {
 // A tool output over StoreOver is stored whole and returned as a preview with its
 // reference; without StoreOver (runs from before) it stays inline.
 func TestRunToolStoresLargeOutput(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, activities.Deps{})
 	body := strings.Repeat("line of a large file\n", 5_000) // 105,000 bytes
 	if err := os.WriteFile(filepath.Join(e.ws, "big.txt"), []byte(body), 0o644); err != nil {
@@ -119,6 +123,7 @@ func TestRunToolStoresLargeOutput(t *testing.T) {
 // A note (a human edited the call) starts the result before it is stored, so the model
 // reads it also when the result travels by reference.
 func TestRunToolNoteIsStoredWithALargeOutput(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, activities.Deps{})
 	body := strings.Repeat("line of a large file\n", 5_000)
 	if err := os.WriteFile(filepath.Join(e.ws, "big.txt"), []byte(body), 0o644); err != nil {
@@ -138,6 +143,7 @@ func TestRunToolNoteIsStoredWithALargeOutput(t *testing.T) {
 // Compaction summarises all but the most recent messages (a tool call stays with its
 // results) and the thread continues from the summary.
 func TestCompactThread(t *testing.T) {
+	t.Parallel()
 	e, model := newModelEnv(t, activities.LLMConfig{}, fakellm.Reply{Content: "The user wants sizes; a.txt and b.txt were read."},
 		fakellm.Reply{Content: "Both are 4000 bytes."})
 	ctx := context.Background()
@@ -148,7 +154,7 @@ func TestCompactThread(t *testing.T) {
 			api.ChatMessage{Role: api.RoleAssistant, ToolCalls: []api.ToolCall{{ID: f + ".1", Name: "read_file", Arguments: `{"path":"` + f + `.txt"}`}}},
 			api.ChatMessage{Role: api.RoleTool, ToolCallID: f + ".1", Content: strings.Repeat(f, 4000)})
 	}
-	res, err := e.a.CompactThread(ctx, api.CompactThreadRequest{Thread: api.ThreadRef{}, Messages: msgs, KeepRecent: 1, MaxTokens: 2000})
+	res, err := e.a.Model.CompactThread(ctx, api.CompactThreadRequest{Thread: api.ThreadRef{}, Messages: msgs, KeepRecent: 1, MaxTokens: 2000})
 	if err != nil {
 		t.Fatalf("CompactThread: %v", err)
 	}
@@ -163,7 +169,7 @@ func TestCompactThread(t *testing.T) {
 		t.Errorf("transcript = %.200q, want the old turns only", tr)
 	}
 	// The next model call continues from the summary.
-	next, err := e.a.CompleteChat(ctx, api.CompleteChatRequest{Thread: &res.Thread, Messages: userAsks("So?"), CallID: "9"})
+	next, err := e.a.Model.CompleteChat(ctx, api.CompleteChatRequest{Thread: &res.Thread, Messages: userAsks("So?"), CallID: "9"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,6 +181,7 @@ func TestCompactThread(t *testing.T) {
 }
 
 func TestKeepFrom(t *testing.T) {
+	t.Parallel()
 	u := api.ChatMessage{Role: api.RoleUser, Content: "q"}
 	a := api.ChatMessage{Role: api.RoleAssistant, ToolCalls: []api.ToolCall{{ID: "1", Name: "glob"}, {ID: "2", Name: "glob"}}}
 	r := api.ChatMessage{Role: api.RoleTool, Content: "r"}

@@ -72,7 +72,7 @@ func tokenKey(ctx context.Context) string {
 // awaitTokens waits, before a call to endpoint, until the endpoint's token limiter has
 // room for creq; the returned settle reports the provider's count once it answered. An
 // endpoint without tokens_per_minute returns at once.
-func (a *Activities) awaitTokens(ctx context.Context, endpoint string, creq openai.ChatCompletionRequest) (settle func(api.Usage), err error) {
+func (a *Model) awaitTokens(ctx context.Context, endpoint string, creq openai.ChatCompletionRequest) (settle func(api.Usage), err error) {
 	noop := func(api.Usage) {}
 	l, err := a.llmAt("model call", endpoint)
 	if err != nil || l.tokensPerMinute <= 0 {
@@ -152,7 +152,7 @@ func (a *Activities) awaitTokens(ctx context.Context, endpoint string, creq open
 	}, nil
 }
 
-func (a *Activities) observeTokenWait(endpoint string, d time.Duration) {
+func (a *Model) observeTokenWait(endpoint string, d time.Duration) {
 	if a.tokenWait != nil {
 		a.tokenWait(endpoint, d)
 	}

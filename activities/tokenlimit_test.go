@@ -70,10 +70,11 @@ func tokenEnv(t *testing.T, tokens *fakeTokens, script ...fakellm.Reply) (*env, 
 // 4 plus the output allowance) before it reaches the provider, and settles the booking
 // with the usage the provider reported; a call on an endpoint without one books nothing.
 func TestModelCallBooksAndSettlesItsTokens(t *testing.T) {
+	t.Parallel()
 	tokens := &fakeTokens{}
 	e, small, _ := tokenEnv(t, tokens, fakellm.Reply{Content: "twelve chars"})
 	prompt := strings.Repeat("x", 4000)
-	got, err := e.a.CompleteChat(context.Background(), api.CompleteChatRequest{Endpoint: "small", Messages: userAsks(prompt)})
+	got, err := e.a.Model.CompleteChat(context.Background(), api.CompleteChatRequest{Endpoint: "small", Messages: userAsks(prompt)})
 	if err != nil {
 		t.Fatalf("CompleteChat: %v", err)
 	}
@@ -92,7 +93,7 @@ func TestModelCallBooksAndSettlesItsTokens(t *testing.T) {
 	if n := len(small.Requests()); n != 1 {
 		t.Errorf("the provider got %d requests, want 1", n)
 	}
-	if _, err := e.a.CompleteChat(context.Background(), api.CompleteChatRequest{Messages: userAsks("Hi")}); err != nil {
+	if _, err := e.a.Model.CompleteChat(context.Background(), api.CompleteChatRequest{Messages: userAsks("Hi")}); err != nil {
 		t.Fatalf("CompleteChat on default: %v", err)
 	}
 	if len(tokens.reserves) != 1 {
@@ -103,6 +104,7 @@ func TestModelCallBooksAndSettlesItsTokens(t *testing.T) {
 // The estimate: a token per 4 bytes of the request as sent, plus max_tokens when the
 // request sets it.
 func TestEstimateTokens(t *testing.T) {
+	t.Parallel()
 	creq := openai.ChatCompletionRequest{Model: "m", Messages: []openai.ChatCompletionMessage{{Role: "user", Content: strings.Repeat("y", 8000)}}}
 	base := activities.EstimateTokens(creq)
 	if base < 2000+api.DefaultOutputTokens || base > 2050+api.DefaultOutputTokens {
@@ -117,6 +119,7 @@ func TestEstimateTokens(t *testing.T) {
 
 // A booking in the future holds the call until it is due; the provider sees nothing before.
 func TestModelCallWaitsForItsBooking(t *testing.T) {
+	t.Parallel()
 	const wait = 300 * time.Millisecond
 	var waited []time.Duration
 	tokens := &fakeTokens{grant: func(r api.TokenReserveRequest) (api.TokenGrant, error) {
@@ -130,7 +133,7 @@ func TestModelCallWaitsForItsBooking(t *testing.T) {
 		Tokens:    tokens,
 		TokenWait: func(endpoint string, d time.Duration) { waited = append(waited, d) },
 	})
-	if _, err := e.a.CompleteChat(context.Background(), api.CompleteChatRequest{Endpoint: "small", Messages: userAsks("Hi")}); err != nil {
+	if _, err := e.a.Model.CompleteChat(context.Background(), api.CompleteChatRequest{Endpoint: "small", Messages: userAsks("Hi")}); err != nil {
 		t.Fatalf("CompleteChat: %v", err)
 	}
 	if d := time.Since(tokens.reservedAt[0]); d < wait {
@@ -144,6 +147,7 @@ func TestModelCallWaitsForItsBooking(t *testing.T) {
 // A waiting call asks again with its key now and then, and goes as soon as the limiter
 // moves its booking earlier (capacity given back by settles).
 func TestModelCallGoesWhenItsBookingMovesEarlier(t *testing.T) {
+	t.Parallel()
 	tokens := &fakeTokens{}
 	tokens.grant = func(r api.TokenReserveRequest) (api.TokenGrant, error) {
 		tokens.mu.Lock()
@@ -156,7 +160,7 @@ func TestModelCallGoesWhenItsBookingMovesEarlier(t *testing.T) {
 	}
 	e, small, _ := tokenEnv(t, tokens, fakellm.Reply{Content: "early"})
 	began := time.Now()
-	if _, err := e.a.CompleteChat(context.Background(), api.CompleteChatRequest{Endpoint: "small", Messages: userAsks("Hi")}); err != nil {
+	if _, err := e.a.Model.CompleteChat(context.Background(), api.CompleteChatRequest{Endpoint: "small", Messages: userAsks("Hi")}); err != nil {
 		t.Fatalf("CompleteChat: %v", err)
 	}
 	if took := time.Since(began); took > 10*time.Second || len(tokens.reserves) != 2 || tokens.reserves[0].Key != tokens.reserves[1].Key {
@@ -170,11 +174,12 @@ func TestModelCallGoesWhenItsBookingMovesEarlier(t *testing.T) {
 // A booking further off than an attempt waits ends the attempt, retryably, with the wait
 // as the next retry's delay, before the provider is called.
 func TestModelCallRetriesAFarBookingLater(t *testing.T) {
+	t.Parallel()
 	tokens := &fakeTokens{grant: func(r api.TokenReserveRequest) (api.TokenGrant, error) {
 		return api.TokenGrant{At: time.Now().Add(10 * time.Minute), WaitMS: (10 * time.Minute).Milliseconds(), Tokens: r.Tokens}, nil
 	}}
 	e, small, _ := tokenEnv(t, tokens, fakellm.Reply{Content: "never"})
-	_, err := e.a.CompleteChat(context.Background(), api.CompleteChatRequest{Endpoint: "small", Messages: userAsks("Hi")})
+	_, err := e.a.Model.CompleteChat(context.Background(), api.CompleteChatRequest{Endpoint: "small", Messages: userAsks("Hi")})
 	app := wantAppError(t, err, false, api.ErrTypeTokenWait)
 	if app.NextRetryDelay() != 10*time.Minute || !strings.Contains(err.Error(), "6000 tokens/minute") {
 		t.Errorf("err = %v (next retry in %s), want the endpoint's limit named and a retry in 10m", err, app.NextRetryDelay())
@@ -188,12 +193,13 @@ func TestModelCallRetriesAFarBookingLater(t *testing.T) {
 // called; a worker wired without one refuses the call retryably, naming the key; a
 // settle that fails does not fail the call.
 func TestModelCallTokenLimiterFailures(t *testing.T) {
+	t.Parallel()
 	t.Run("reserve fails", func(t *testing.T) {
 		tokens := &fakeTokens{grant: func(api.TokenReserveRequest) (api.TokenGrant, error) {
 			return api.TokenGrant{}, errors.New("limiter unreachable")
 		}}
 		e, small, _ := tokenEnv(t, tokens, fakellm.Reply{Content: "never"})
-		_, err := e.a.CompleteChat(context.Background(), api.CompleteChatRequest{Endpoint: "small", Messages: userAsks("Hi")})
+		_, err := e.a.Model.CompleteChat(context.Background(), api.CompleteChatRequest{Endpoint: "small", Messages: userAsks("Hi")})
 		wantAppError(t, err, false, api.ErrTypeModelUnavailable)
 		if !strings.Contains(err.Error(), "token limiter of endpoint small: limiter unreachable") || len(small.Requests()) != 0 {
 			t.Errorf("err = %v, %d requests; want the limiter's failure named and no request", err, len(small.Requests()))
@@ -201,7 +207,7 @@ func TestModelCallTokenLimiterFailures(t *testing.T) {
 	})
 	t.Run("no limiter", func(t *testing.T) {
 		e, small, _ := tokenEnv(t, nil, fakellm.Reply{Content: "never"})
-		_, err := e.a.CompleteChat(context.Background(), api.CompleteChatRequest{Endpoint: "small", Messages: userAsks("Hi")})
+		_, err := e.a.Model.CompleteChat(context.Background(), api.CompleteChatRequest{Endpoint: "small", Messages: userAsks("Hi")})
 		wantAppError(t, err, false, api.ErrTypeAgentUnavailable)
 		if !strings.Contains(err.Error(), "endpoint small has limits.tokens_per_minute but this worker has no token limiter") || len(small.Requests()) != 0 {
 			t.Errorf("err = %v, %d requests", err, len(small.Requests()))
@@ -210,7 +216,7 @@ func TestModelCallTokenLimiterFailures(t *testing.T) {
 	t.Run("settle fails", func(t *testing.T) {
 		tokens := &fakeTokens{settleErr: errors.New("limiter gone")}
 		e, _, _ := tokenEnv(t, tokens, fakellm.Reply{Content: "fine"})
-		got, err := e.a.CompleteChat(context.Background(), api.CompleteChatRequest{Endpoint: "small", Messages: userAsks("Hi")})
+		got, err := e.a.Model.CompleteChat(context.Background(), api.CompleteChatRequest{Endpoint: "small", Messages: userAsks("Hi")})
 		if err != nil || got.Message.Content != "fine" || len(tokens.settles) != 1 {
 			t.Errorf("CompleteChat = %q, %v with %d settles; want the reply despite the failed settle", got.Message.Content, err, len(tokens.settles))
 		}
@@ -219,6 +225,7 @@ func TestModelCallTokenLimiterFailures(t *testing.T) {
 
 // The compaction call books its tokens too, on the agent's endpoint.
 func TestCompactionBooksItsTokens(t *testing.T) {
+	t.Parallel()
 	tokens := &fakeTokens{}
 	e, _, _ := tokenEnv(t, tokens, fakellm.Reply{Content: "unused"})
 	msgs := userAsks("How big is a.txt?")
@@ -227,7 +234,7 @@ func TestCompactionBooksItsTokens(t *testing.T) {
 			api.ChatMessage{Role: api.RoleAssistant, ToolCalls: []api.ToolCall{{ID: f + ".1", Name: "read_file", Arguments: `{}`}}},
 			api.ChatMessage{Role: api.RoleTool, ToolCallID: f + ".1", Content: strings.Repeat(f, 4000)})
 	}
-	res, err := e.a.CompactThread(context.Background(), api.CompactThreadRequest{Endpoint: "small", Messages: msgs, KeepRecent: 1, MaxTokens: 2000})
+	res, err := e.a.Model.CompactThread(context.Background(), api.CompactThreadRequest{Endpoint: "small", Messages: msgs, KeepRecent: 1, MaxTokens: 2000})
 	if err != nil || res.Summarised == 0 {
 		t.Fatalf("CompactThread = %+v, %v", res, err)
 	}
@@ -240,11 +247,12 @@ func TestCompactionBooksItsTokens(t *testing.T) {
 // one activity shares (Temporal keeps the activity id across retries), so a retry finds
 // the booking its first attempt made; two activities have two keys.
 func TestTokenKeyNamesTheActivity(t *testing.T) {
+	t.Parallel()
 	tokens := &fakeTokens{}
 	e, _, _ := tokenEnv(t, tokens, fakellm.Reply{Content: "one"}, fakellm.Reply{Content: "two"})
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestActivityEnvironment()
-	env.RegisterActivityWithOptions(e.a.CompleteChat, activity.RegisterOptions{Name: api.ActivityCompleteChat})
+	env.RegisterActivityWithOptions(e.a.Model.CompleteChat, activity.RegisterOptions{Name: api.ActivityCompleteChat})
 	for range 2 {
 		if _, err := env.ExecuteActivity(api.ActivityCompleteChat, api.CompleteChatRequest{Endpoint: "small", Messages: userAsks("Hi")}); err != nil {
 			t.Fatal(err)

@@ -33,7 +33,7 @@ const (
 )
 
 // ResolveAgent returns the configured definition of the agent called name.
-func (a *Activities) ResolveAgent(_ context.Context, name string) (agents.Spec, error) {
+func (a *Model) ResolveAgent(_ context.Context, name string) (agents.Spec, error) {
 	if s, ok := a.agents[name]; ok {
 		return a.withEndpoint(a.withNotify(a.withRetryBudget(s))), nil
 	}
@@ -77,19 +77,19 @@ func toolError(format string, args ...any) api.RunToolResult {
 // RunTool runs one built-in tool in the run's sandbox. A tool that runs and fails
 // (missing file, escaping path, failing command, refused URL) is a result the model sees;
 // only a sandbox that cannot be reached is an activity error, retried by Temporal.
-func (a *Activities) RunTool(ctx context.Context, req api.RunToolRequest) (res api.RunToolResult, err error) {
+func (a *Tools) RunTool(ctx context.Context, req api.RunToolRequest) (res api.RunToolResult, err error) {
 	var sb sandbox.Sandbox
 	defer func() {
 		if errors.Is(err, docker.ErrContainerGone) {
 			a.sandboxes.Forget(req.RunID, req.Sandbox)
 		}
 		if err == nil && req.Snapshot && snapshotTool(req.Tool) && sb != nil {
-			res.Snapshot, res.SnapshotError, err = a.snapshotAfter(ctx, req, sb)
+			res.Snapshot, res.SnapshotError, err = a.host.snapshotAfter(ctx, req, sb)
 		}
 		if err == nil {
 			res = noteRetry(ctx, res)
 			res.Content = req.Note + res.Content
-			res, err = a.offload(ctx, res, req.StoreOver)
+			res, err = a.out.offload(ctx, res, req.StoreOver)
 		}
 	}()
 	sb, rebuilt, err := a.sandboxes.OpenFrom(ctx, req.RunID, req.Sandbox, req.Base)
@@ -106,7 +106,6 @@ func (a *Activities) RunTool(ctx context.Context, req api.RunToolRequest) (res a
 	if err := json.Unmarshal(req.Args, &args); err != nil {
 		return toolError("arguments are not a JSON object: %v", err), nil
 	}
-	defer keepAlive(ctx)()
 	str := func(k string) (string, bool) { s, ok := args[k].(string); return s, ok }
 	switch req.Tool {
 	case agents.ToolReadFile:
@@ -206,7 +205,7 @@ func stampOf(fi sandbox.FileInfo) *api.FileStamp {
 	return &api.FileStamp{Size: fi.Size, ModUnix: fi.ModTime.UnixNano()}
 }
 
-func (a *Activities) readFile(ctx context.Context, sb sandbox.Sandbox, p string) (api.RunToolResult, error) {
+func (a *Tools) readFile(ctx context.Context, sb sandbox.Sandbox, p string) (api.RunToolResult, error) {
 	fi, err := sb.Stat(ctx, p)
 	if err != nil {
 		return fileError("read_file", p, err)
@@ -235,7 +234,7 @@ func (a *Activities) readFile(ctx context.Context, sb sandbox.Sandbox, p string)
 // writeFile enforces read-before-write: an existing file may be replaced only if the agent
 // read it and it has not changed since (size and modification time), so an agent never
 // clobbers what it has not seen.
-func (a *Activities) writeFile(ctx context.Context, sb sandbox.Sandbox, p, content string, seen *api.FileStamp) (api.RunToolResult, error) {
+func (a *Tools) writeFile(ctx context.Context, sb sandbox.Sandbox, p, content string, seen *api.FileStamp) (api.RunToolResult, error) {
 	fi, err := sb.Stat(ctx, p)
 	switch {
 	case err == nil:
@@ -260,7 +259,7 @@ func (a *Activities) writeFile(ctx context.Context, sb sandbox.Sandbox, p, conte
 	return res, nil
 }
 
-func (a *Activities) shell(ctx context.Context, sb sandbox.Sandbox, cmd string, timeout time.Duration) (api.RunToolResult, error) {
+func (a *Tools) shell(ctx context.Context, sb sandbox.Sandbox, cmd string, timeout time.Duration) (api.RunToolResult, error) {
 	out, err := sb.Shell(ctx, cmd, timeout)
 	if err != nil && (!out.TimedOut || ctx.Err() != nil) { // a cancelled activity is not a timed-out command
 		if ctx.Err() != nil {
@@ -285,7 +284,7 @@ func (a *Activities) shell(ctx context.Context, sb sandbox.Sandbox, cmd string, 
 
 // CollectOutputs returns the sandbox files matching an agent's `produces` patterns: a
 // pattern with * ? [ is globbed, a plain path is included when it exists.
-func (a *Activities) CollectOutputs(ctx context.Context, req api.CollectOutputsRequest) ([]string, error) {
+func (a *Tools) CollectOutputs(ctx context.Context, req api.CollectOutputsRequest) ([]string, error) {
 	sb, err := a.sandboxes.Open(ctx, req.RunID, req.Sandbox)
 	if err != nil {
 		return nil, classify(fmt.Errorf("collect outputs: %w", err))
@@ -308,7 +307,7 @@ func (a *Activities) CollectOutputs(ctx context.Context, req api.CollectOutputsR
 }
 
 // RestoreArtifacts writes recorded artifacts back into the run's sandbox (into/<name>).
-func (a *Activities) RestoreArtifacts(ctx context.Context, req api.RestoreArtifactsRequest) ([]string, error) {
+func (a *Tools) RestoreArtifacts(ctx context.Context, req api.RestoreArtifactsRequest) ([]string, error) {
 	sb, err := a.sandboxes.Open(ctx, req.RunID, req.Sandbox)
 	if err != nil {
 		return nil, classify(fmt.Errorf("restore artifacts: %w", err))

@@ -27,6 +27,7 @@ import (
 )
 
 func TestReadFile(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, activities.Deps{})
 	e.write(t, "notes/hello.txt", "hello\nworld\n")
 
@@ -62,6 +63,7 @@ func TestReadFile(t *testing.T) {
 }
 
 func TestReadFileCap(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, activities.Deps{})
 	const cap = activities.ReadCap
 	tests := []struct {
@@ -106,6 +108,7 @@ func TestReadFileCap(t *testing.T) {
 }
 
 func TestReadFileBinaryAndHuge(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, activities.Deps{})
 	e.write(t, "image.png", "\x89PNG\r\n\x1a\n\x00\x00\xff\xfe\xfd")
 
@@ -156,6 +159,7 @@ func escapeFixture(t *testing.T, e *env) (secret, secretDir string) {
 }
 
 func TestPathEscapes(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, activities.Deps{})
 	secret, secretDir := escapeFixture(t, e)
 	outsideNew := filepath.Join(t.TempDir(), "created.txt")
@@ -201,6 +205,7 @@ func TestPathEscapes(t *testing.T) {
 }
 
 func TestWriteFileReadBeforeWrite(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, activities.Deps{})
 	read := func(t *testing.T, p string) *api.FileStamp {
 		t.Helper()
@@ -305,6 +310,7 @@ func TestWriteFileReadBeforeWrite(t *testing.T) {
 }
 
 func TestGlob(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, activities.Deps{})
 	for _, p := range []string{"a.go", "b.go", "sub/c.go", "sub/deep/d.go", "readme.md"} {
 		e.write(t, p, "x")
@@ -395,6 +401,7 @@ func TestShell(t *testing.T) {
 }
 
 func TestShellTruncation(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, activities.Deps{})
 	t.Run("1000 coloured lines", func(t *testing.T) {
 		cmd := `i=1; while [ $i -le 1000 ]; do printf '\033[1;31mline %d\033[0m of the build log\n' $i; i=$((i+1)); done; exit 2`
@@ -424,6 +431,7 @@ func TestShellTruncation(t *testing.T) {
 }
 
 func TestShellTimeout(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		cap     time.Duration
@@ -460,10 +468,11 @@ func TestShellTimeout(t *testing.T) {
 // A command cut short because the activity itself ended (cancelled, or its own timeout)
 // is an activity error, not a "timed out" result the model would see.
 func TestShellActivityCancelled(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, activities.Deps{})
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	res, err := e.a.RunTool(ctx, api.RunToolRequest{RunID: testRun, Tool: agents.ToolShell,
+	res, err := e.a.Tools.RunTool(ctx, api.RunToolRequest{RunID: testRun, Tool: agents.ToolShell,
 		Args: argsJSON(t, map[string]any{"command": "sleep 5", "timeout_seconds": 30})})
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("RunTool = %+v, %v; want an error wrapping the context's", res, err)
@@ -471,6 +480,7 @@ func TestShellActivityCancelled(t *testing.T) {
 }
 
 func TestShellOnVirtualSandbox(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, activities.Deps{})
 	virtual := api.SandboxSpec{Type: api.SandboxVirtual}
 	res := e.toolReq(t, api.RunToolRequest{Sandbox: virtual, Tool: agents.ToolShell, Args: argsJSON(t, map[string]any{"command": "ls"})})
@@ -490,6 +500,7 @@ func TestShellOnVirtualSandbox(t *testing.T) {
 }
 
 func TestRunToolBadArguments(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, activities.Deps{})
 	tests := []struct {
 		tool, args, want string
@@ -523,9 +534,10 @@ func TestRunToolBadArguments(t *testing.T) {
 }
 
 func TestRunToolSandboxErrors(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, activities.Deps{})
 	t.Run("unavailable sandbox type is non-retryable", func(t *testing.T) {
-		_, err := e.a.RunTool(context.Background(), api.RunToolRequest{RunID: testRun, Sandbox: api.SandboxSpec{Type: "firecracker"},
+		_, err := e.a.Tools.RunTool(context.Background(), api.RunToolRequest{RunID: testRun, Sandbox: api.SandboxSpec{Type: "firecracker"},
 			Tool: agents.ToolReadFile, Args: argsJSON(t, map[string]any{"path": "x"})})
 		appErr := wantAppError(t, err, true, api.ErrTypeBadInput)
 		if !strings.Contains(appErr.Error(), "firecracker") {
@@ -540,7 +552,7 @@ func TestRunToolSandboxErrors(t *testing.T) {
 		if err := sb.Close(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		_, err = e.a.RunTool(context.Background(), api.RunToolRequest{RunID: "run-closed", Tool: agents.ToolReadFile,
+		_, err = e.a.Tools.RunTool(context.Background(), api.RunToolRequest{RunID: "run-closed", Tool: agents.ToolReadFile,
 			Args: argsJSON(t, map[string]any{"path": "x"})})
 		var appErr *temporal.ApplicationError
 		if err == nil || (errors.As(err, &appErr) && appErr.NonRetryable()) {
@@ -550,6 +562,7 @@ func TestRunToolSandboxErrors(t *testing.T) {
 }
 
 func TestRunToolFetchDispatch(t *testing.T) {
+	t.Parallel()
 	var hits atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hits.Add(1)
@@ -585,6 +598,7 @@ func TestRunToolFetchDispatch(t *testing.T) {
 }
 
 func TestCollectOutputs(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, activities.Deps{})
 	for _, p := range []string{"out/a.md", "out/b.md", "out/skip.txt", "report.txt", "sub/dir/x.md"} {
 		e.write(t, p, "x")
@@ -605,7 +619,7 @@ func TestCollectOutputs(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := e.a.CollectOutputs(context.Background(), api.CollectOutputsRequest{RunID: testRun, Patterns: tt.patterns})
+			got, err := e.a.Tools.CollectOutputs(context.Background(), api.CollectOutputsRequest{RunID: testRun, Patterns: tt.patterns})
 			if err != nil {
 				t.Fatalf("CollectOutputs(%q): %v", tt.patterns, err)
 			}
@@ -617,6 +631,7 @@ func TestCollectOutputs(t *testing.T) {
 }
 
 func TestRestoreArtifacts(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, activities.Deps{})
 	ctx := context.Background()
 	blob := "\x00\x01\xfe\xff binary"
@@ -630,7 +645,7 @@ func TestRestoreArtifacts(t *testing.T) {
 	}
 
 	t.Run("from another run into a directory", func(t *testing.T) {
-		got, err := e.a.RestoreArtifacts(ctx, api.RestoreArtifactsRequest{RunID: testRun, FromRun: "run-old",
+		got, err := e.a.Tools.RestoreArtifacts(ctx, api.RestoreArtifactsRequest{RunID: testRun, FromRun: "run-old",
 			Names: []string{"report.md", "data.bin"}, Into: "restored"})
 		if err != nil {
 			t.Fatalf("RestoreArtifacts: %v", err)
@@ -650,7 +665,7 @@ func TestRestoreArtifacts(t *testing.T) {
 		}
 	})
 	t.Run("from the same run into the root", func(t *testing.T) {
-		got, err := e.a.RestoreArtifacts(ctx, api.RestoreArtifactsRequest{RunID: testRun, Names: []string{"own.txt"}})
+		got, err := e.a.Tools.RestoreArtifacts(ctx, api.RestoreArtifactsRequest{RunID: testRun, Names: []string{"own.txt"}})
 		if err != nil {
 			t.Fatalf("RestoreArtifacts: %v", err)
 		}
@@ -659,7 +674,7 @@ func TestRestoreArtifacts(t *testing.T) {
 		}
 	})
 	t.Run("missing artifact is non-retryable", func(t *testing.T) {
-		got, err := e.a.RestoreArtifacts(ctx, api.RestoreArtifactsRequest{RunID: testRun, FromRun: "run-old",
+		got, err := e.a.Tools.RestoreArtifacts(ctx, api.RestoreArtifactsRequest{RunID: testRun, FromRun: "run-old",
 			Names: []string{"report.md", "nope.md"}, Into: "partial"})
 		appErr := wantAppError(t, err, true, api.ErrTypeNotFound)
 		if !strings.Contains(appErr.Error(), "nope.md") {
@@ -670,7 +685,7 @@ func TestRestoreArtifacts(t *testing.T) {
 		}
 	})
 	t.Run("into outside the workspace is non-retryable", func(t *testing.T) {
-		_, err := e.a.RestoreArtifacts(ctx, api.RestoreArtifactsRequest{RunID: testRun, FromRun: "run-old",
+		_, err := e.a.Tools.RestoreArtifacts(ctx, api.RestoreArtifactsRequest{RunID: testRun, FromRun: "run-old",
 			Names: []string{"report.md"}, Into: "../elsewhere"})
 		wantAppError(t, err, true, api.ErrTypeEscape)
 		if got := fileContent(t, filepath.Join(e.root, "elsewhere/report.md")); got != "<missing>" {
@@ -680,9 +695,10 @@ func TestRestoreArtifacts(t *testing.T) {
 }
 
 func TestResolveAgent(t *testing.T) {
+	t.Parallel()
 	specs := []agents.Spec{{Name: "beta", Model: "m-b"}, {Name: "alpha", Instructions: "Be brief."}}
 	e := newEnv(t, activities.Deps{Agents: specs})
-	got, err := e.a.ResolveAgent(context.Background(), "alpha")
+	got, err := e.a.Model.ResolveAgent(context.Background(), "alpha")
 	if err != nil {
 		t.Fatalf("ResolveAgent(alpha): %v", err)
 	}
@@ -690,7 +706,7 @@ func TestResolveAgent(t *testing.T) {
 		t.Errorf("ResolveAgent(alpha) = %+v, want the configured alpha", got)
 	}
 
-	_, err = e.a.ResolveAgent(context.Background(), "gamma")
+	_, err = e.a.Model.ResolveAgent(context.Background(), "gamma")
 	// Its own type: AgentRun asks another worker (workflows/agentavail.go).
 	appErr := wantAppError(t, err, true, api.ErrTypeAgentUnavailable)
 	if msg := appErr.Error(); !strings.Contains(msg, `"gamma"`) || !strings.Contains(msg, "alpha, beta") {
@@ -701,6 +717,7 @@ func TestResolveAgent(t *testing.T) {
 // Through Temporal's activity environment: the api names are registered, a tool failure
 // arrives as a result and a non-retryable error survives the trip.
 func TestActivitiesRegistered(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, activities.Deps{Agents: []agents.Spec{{Name: "alpha"}}})
 	e.write(t, "x.txt", "via temporal")
 	var suite testsuite.WorkflowTestSuite

@@ -223,3 +223,24 @@ func TestRoomBoundaries(t *testing.T) {
 		}
 	})
 }
+
+// TestNoConfigBelowPlatform enforces ARCHITECTURE §3 for the rooms that may import
+// "anything but config": the activities and the gateway take typed values (api's
+// ModelPrice, gateway.Options) and never reach config, by any path, so they can be used
+// and tested without the platform's config (gateway/gwconfig and platform translate it).
+func TestNoConfigBelowPlatform(t *testing.T) {
+	const module = "github.com/nexo-temporal/nexo/"
+	for _, pkg := range []string{"./activities", "./gateway"} {
+		cmd := exec.Command("go", "list", "-deps", pkg)
+		cmd.Dir = ".."
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v", pkg, err)
+		}
+		for _, dep := range strings.Fields(string(out)) {
+			if dep == module+"config" || dep == "github.com/spf13/viper" {
+				t.Errorf("%s depends on %s", pkg, dep)
+			}
+		}
+	}
+}

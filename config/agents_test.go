@@ -107,7 +107,7 @@ func TestAgentErrorsNameTheField(t *testing.T) {
 		{"retry budget under a minute", "llm: {base_url: http://x:1/v1}\nagents:\n  - name: a\n    retry_for: 10s\n", "agents[a].retry_for"},
 		{"bad pool", "llm: {base_url: http://x:1/v1}\nagents:\n  - name: trainer\n    sandbox: {type: docker, pool: GPU}\n", `agents[trainer].sandbox.pool: pool name "GPU" may hold only`},
 		{"unknown sandbox type", "llm: {base_url: http://x:1/v1}\nagents:\n  - name: a\n    sandbox: {type: firejail}\n", `agents[a].sandbox.type: "firejail" is not one of local, virtual, bubblewrap, docker`},
-		{"bubblewrap with an image", "llm: {base_url: http://x:1/v1}\nagents:\n  - name: a\n    sandbox: {type: bubblewrap, image: alpine}\n", "agents[a].sandbox.type: image, network and binds apply to docker sandboxes only"},
+		{"bubblewrap with an image", "llm: {base_url: http://x:1/v1}\nagents:\n  - name: a\n    sandbox: {type: bubblewrap, image: alpine}\n", "agents[a].sandbox.type: image, network, binds and runtime apply to docker sandboxes only"},
 		{"bubblewrap with cpus", "llm: {base_url: http://x:1/v1}\nagents:\n  - name: a\n    sandbox: {type: bubblewrap, cpus: 2}\n", "agents[a].sandbox.cpus: a bubblewrap sandbox has no CPU limit"},
 		{"escaping produces", "llm: {base_url: http://x:1/v1}\nagents:\n  - name: a\n    produces: [../x]\n", "agents[a].produces[0]"},
 	} {

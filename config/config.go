@@ -243,17 +243,6 @@ func (g Gateway) PageURL() string {
 	return ""
 }
 
-// Scopes a gateway token can hold: read runs; operate them (start, resume, cancel,
-// rerun); approve or deny what they wait for.
-const (
-	ScopeRead    = "read"
-	ScopeOperate = "operate"
-	ScopeApprove = "approve"
-)
-
-// Scopes lists every gateway token scope.
-var Scopes = []string{ScopeRead, ScopeOperate, ScopeApprove}
-
 // GatewayToken is one bearer token of the gateway. The secret itself is never a config
 // value: TokenEnv names the environment variable that holds it.
 type GatewayToken struct {
@@ -300,7 +289,7 @@ type LLM struct {
 	// agents and llm.model name it: the worker prices every model call with them (usage
 	// and cost in the run record, budgets' max_cost). A model with no price has its
 	// tokens counted and no cost. See prices.go.
-	Prices map[string]ModelPrice `mapstructure:"prices"`
+	Prices map[string]api.ModelPrice `mapstructure:"prices"`
 }
 
 // APIKey reads the model API key from the environment variable LLM.APIKeyEnv names.

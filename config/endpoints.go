@@ -31,7 +31,7 @@ type Endpoint struct {
 	// Timeout bounds one request; 0 takes llm.timeout.
 	Timeout time.Duration `mapstructure:"timeout"`
 	// Prices per model served here, in dollars per million tokens, as llm.prices.
-	Prices map[string]ModelPrice `mapstructure:"prices"`
+	Prices map[string]api.ModelPrice `mapstructure:"prices"`
 	// Limits are the provider's rate limits, shared by every run on every worker.
 	Limits Limits `mapstructure:"limits"`
 }

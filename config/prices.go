@@ -12,21 +12,9 @@ import (
 	"github.com/nexo-temporal/nexo/api"
 )
 
-// ModelPrice is what one model costs, in USD per million tokens: InputPerMTok for the
-// prompt, OutputPerMTok for the completion. It is the value type of llm.prices.
-type ModelPrice struct {
-	InputPerMTok  float64 `mapstructure:"input_per_mtok" json:"input_per_mtok" yaml:"input_per_mtok"`
-	OutputPerMTok float64 `mapstructure:"output_per_mtok" json:"output_per_mtok" yaml:"output_per_mtok"`
-}
-
-// Cost is the price of a call that used prompt and completion tokens.
-func (p ModelPrice) Cost(prompt, completion int) float64 {
-	return float64(prompt)*p.InputPerMTok/1e6 + float64(completion)*p.OutputPerMTok/1e6
-}
-
 // validatePrices names every bad entry of llm.prices: an empty model name, a negative or
 // non-finite price.
-func validatePrices(field string, prices map[string]ModelPrice, bad func(field string, value any, problem string, args ...any)) {
+func validatePrices(field string, prices map[string]api.ModelPrice, bad func(field string, value any, problem string, args ...any)) {
 	names := make([]string, 0, len(prices))
 	for m := range prices {
 		names = append(names, m)
@@ -64,7 +52,7 @@ func pricesAsWritten(file string, cfg *Config) error {
 		return nil
 	}
 	// Strictly, entry by entry: a misspelt key ("input_per_mtk") is an error naming the model.
-	out := make(map[string]ModelPrice, len(prices))
+	out := make(map[string]api.ModelPrice, len(prices))
 	for model, v := range prices {
 		b, err := yaml.Marshal(v)
 		if err != nil {
@@ -72,7 +60,7 @@ func pricesAsWritten(file string, cfg *Config) error {
 		}
 		dec := yaml.NewDecoder(strings.NewReader(string(b)))
 		dec.KnownFields(true)
-		var p ModelPrice
+		var p api.ModelPrice
 		if err := dec.Decode(&p); err != nil {
 			return fmt.Errorf("config file %q: llm.prices[%s]: want {input_per_mtok: N, output_per_mtok: N}: %v", file, model, err)
 		}

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"github.com/nexo-temporal/nexo/api"
+
 	"errors"
 	"fmt"
 	"net"
@@ -272,11 +274,11 @@ func (c Config) Validate() error {
 				"want the name of an environment variable, such as NEXO_CI_TOKEN (the token itself never goes in config)")
 		}
 		if len(tok.Scopes) == 0 {
-			bad(field+".scopes", nil, "want at least one of %s", strings.Join(Scopes, ", "))
+			bad(field+".scopes", nil, "want at least one of %s", strings.Join(api.Scopes, ", "))
 		}
 		for j, sc := range tok.Scopes {
-			if !slices.Contains(Scopes, sc) {
-				bad(fmt.Sprintf("%s.scopes[%d]", field, j), sc, "want one of %s", strings.Join(Scopes, ", "))
+			if !slices.Contains(api.Scopes, sc) {
+				bad(fmt.Sprintf("%s.scopes[%d]", field, j), sc, "want one of %s", strings.Join(api.Scopes, ", "))
 			}
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -188,8 +189,9 @@ func benchPlatform(b *testing.B, deps activities.Deps, register func(worker.Work
 	// The worker's host queue, as platform.Run serves it: a run's sandbox activities go to
 	// the host that claimed it (workflows/hostq.go).
 	hostQueue := api.HostQueueName(benchTaskQueue, "bench")
-	acts.SetHost(api.SandboxHost{Queue: hostQueue, Host: "bench"})
-	w := worker.New(tc, benchTaskQueue, worker.Options{MaxHeartbeatThrottleInterval: activities.HeartbeatThrottle})
+	acts.Host.SetHost(api.SandboxHost{Queue: hostQueue, Host: "bench"})
+	w := worker.New(tc, benchTaskQueue, worker.Options{MaxHeartbeatThrottleInterval: activities.HeartbeatThrottle,
+		Interceptors: []interceptor.WorkerInterceptor{&activities.KeepAlive{}}})
 	workflows.RegisterAll(w)
 	demo.Register(w)
 	acts.Register(w)
@@ -197,7 +199,8 @@ func benchPlatform(b *testing.B, deps activities.Deps, register func(worker.Work
 	if register != nil {
 		register(w)
 	}
-	hw := worker.New(tc, hostQueue, worker.Options{DisableWorkflowWorker: true, MaxHeartbeatThrottleInterval: activities.HeartbeatThrottle})
+	hw := worker.New(tc, hostQueue, worker.Options{DisableWorkflowWorker: true, MaxHeartbeatThrottleInterval: activities.HeartbeatThrottle,
+		Interceptors: []interceptor.WorkerInterceptor{&activities.KeepAlive{}}})
 	acts.Register(hw)
 	if err := w.Start(); err != nil {
 		b.Fatal(err)

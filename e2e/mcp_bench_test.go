@@ -78,7 +78,7 @@ func BenchmarkMCPToolCall(b *testing.B) {
 	activity := make([]time.Duration, 0, n)
 	for range n + 1 {
 		t0 := time.Now()
-		res, err := acts.CallMCPTool(context.Background(), api.CallMCPToolRequest{RunID: "bench", Server: server, Tool: "echo", Args: args})
+		res, err := acts.MCP.CallMCPTool(context.Background(), api.CallMCPToolRequest{RunID: "bench", Server: server, Tool: "echo", Args: args})
 		if err != nil || res.Content != "ping" {
 			b.Fatalf("CallMCPTool: %+v, %v", res, err)
 		}

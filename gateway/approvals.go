@@ -6,7 +6,6 @@ import (
 	"net/url"
 
 	"github.com/nexo-temporal/nexo/api"
-	"github.com/nexo-temporal/nexo/config"
 	"github.com/nexo-temporal/nexo/runs"
 )
 
@@ -92,7 +91,7 @@ type approvalsView struct {
 // per call (the run page's decision endpoint), and a raise / deny for a budget pause;
 // app.js keeps it current.
 func (s *Server) approvalsPage(w http.ResponseWriter, r *http.Request) {
-	v := approvalsView{CanApprove: principalFrom(r.Context()).has(config.ScopeApprove)}
+	v := approvalsView{CanApprove: principalFrom(r.Context()).has(api.ScopeApprove)}
 	status := http.StatusOK
 	req, err := approvalsRequest(r.URL.Query())
 	v.Agent = req.Agent

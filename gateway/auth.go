@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"github.com/nexo-temporal/nexo/api"
+
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -14,8 +16,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/nexo-temporal/nexo/config"
 )
 
 // How a request is authenticated, in order (auth.go's guard):
@@ -81,7 +81,7 @@ func principalFrom(ctx context.Context) *principal {
 	return p
 }
 
-func validScope(s string) bool { return slices.Contains(config.Scopes, s) }
+func validScope(s string) bool { return slices.Contains(api.Scopes, s) }
 
 // guard wraps a route with the checks above and the body limit.
 func (s *Server) guard(rt route) http.Handler {
@@ -146,7 +146,7 @@ func (s *Server) guard(rt route) http.Handler {
 // authenticate returns who the request acts as, or an HTTP status and why not.
 func (s *Server) authenticate(r *http.Request) (*principal, int, string) {
 	if s.Open() {
-		return &principal{name: openPrincipal, open: true, scopes: config.Scopes}, 0, ""
+		return &principal{name: openPrincipal, open: true, scopes: api.Scopes}, 0, ""
 	}
 	if h := r.Header.Get("Authorization"); h != "" {
 		scheme, secret, _ := strings.Cut(h, " ")

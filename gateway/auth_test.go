@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/nexo-temporal/nexo/api"
-	"github.com/nexo-temporal/nexo/config"
 	"github.com/nexo-temporal/nexo/runs"
 )
 
@@ -24,10 +23,10 @@ const (
 )
 
 var testTokens = []Token{
-	{Name: "reader", Secret: readerSecret, Scopes: []string{config.ScopeRead}},
-	{Name: "operator", Secret: operatorSecret, Scopes: []string{config.ScopeOperate}},
-	{Name: "approver", Secret: approverSecret, Scopes: []string{config.ScopeApprove}},
-	{Name: "ci", Secret: allSecret, Scopes: config.Scopes},
+	{Name: "reader", Secret: readerSecret, Scopes: []string{api.ScopeRead}},
+	{Name: "operator", Secret: operatorSecret, Scopes: []string{api.ScopeOperate}},
+	{Name: "approver", Secret: approverSecret, Scopes: []string{api.ScopeApprove}},
+	{Name: "ci", Secret: allSecret, Scopes: api.Scopes},
 }
 
 // everythingWorks answers every method successfully, so a test sees only the guard.
@@ -321,19 +320,6 @@ func TestNewChecksTokens(t *testing.T) {
 		if _, err := New(Options{Runs: &fakeRuns{}, Tokens: tc.tokens}); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: New() = %v, want an error containing %q", name, err, tc.want)
 		}
-	}
-	cfg := config.Defaults()
-	cfg.Artifacts.URL = t.TempDir()
-	cfg.Gateway.Tokens = []config.GatewayToken{{Name: "ci", TokenEnv: "NEXO_TEST_CI_TOKEN", Scopes: []string{"read"}}}
-	env := map[string]string{}
-	getenv := func(k string) string { return env[k] }
-	if _, err := FromConfig(cfg, &fakeRuns{}, openStore(t, cfg), getenv, nil); err == nil || !strings.Contains(err.Error(), "gateway.tokens[ci].token_env: environment variable NEXO_TEST_CI_TOKEN is empty or unset") {
-		t.Errorf("FromConfig with the variable unset = %v", err)
-	}
-	env["NEXO_TEST_CI_TOKEN"] = allSecret
-	s, err := FromConfig(cfg, &fakeRuns{}, openStore(t, cfg), getenv, nil)
-	if err != nil || s.Open() || s.tokens[0].Secret != allSecret {
-		t.Errorf("FromConfig = %v; open %v", err, s != nil && s.Open())
 	}
 }
 

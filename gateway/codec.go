@@ -10,7 +10,7 @@ import (
 
 	"go.temporal.io/sdk/converter"
 
-	"github.com/nexo-temporal/nexo/config"
+	"github.com/nexo-temporal/nexo/api"
 )
 
 // The codec endpoint: the Temporal Web UI (and `temporal` CLI's --codec-endpoint) sends
@@ -45,9 +45,9 @@ func (s *Server) codecRoutes() []route {
 		// CSRF tokens defend state changes made with the cookie's authority from other
 		// sites; here the origin check (only the gateway's pages and CodecOrigins) does
 		// that, since the UI cannot know the session's CSRF token.
-		{method: "POST", path: codecPath + "/decode", scope: config.ScopeRead, codec: true, csrfExempt: true, handle: serve},
-		{method: "POST", path: codecPath + "/download", scope: config.ScopeRead, codec: true, csrfExempt: true, handle: serve},
-		{method: "POST", path: codecPath + "/encode", scope: config.ScopeOperate, codec: true, csrfExempt: true, handle: serve},
+		{method: "POST", path: codecPath + "/decode", scope: api.ScopeRead, codec: true, csrfExempt: true, handle: serve},
+		{method: "POST", path: codecPath + "/download", scope: api.ScopeRead, codec: true, csrfExempt: true, handle: serve},
+		{method: "POST", path: codecPath + "/encode", scope: api.ScopeOperate, codec: true, csrfExempt: true, handle: serve},
 		// The CORS preflight carries no credentials: public.
 		{method: "OPTIONS", path: codecPath + "/{op}", codec: true, handle: s.codecPreflight},
 	}

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -12,7 +11,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/nexo-temporal/nexo/artifacts"
-	"github.com/nexo-temporal/nexo/config"
 	"github.com/nexo-temporal/nexo/payloads"
 )
 
@@ -196,37 +194,6 @@ func TestNoCodecWithoutExternalStorage(t *testing.T) {
 	if resp.StatusCode != http.StatusNotFound {
 		t.Errorf("POST /codec/decode without External Storage: status %d, want 404", resp.StatusCode)
 	}
-}
-
-// TestFromConfigServesCodec: the binaries' gateway gets the codec over artifacts.url and
-// the configured origins.
-func TestFromConfigServesCodec(t *testing.T) {
-	cfg := config.Defaults()
-	cfg.Artifacts.URL = t.TempDir()
-	cfg.Gateway.CodecOrigins = []string{"https://ui.example.com"}
-	s, err := FromConfig(cfg, &fakeRuns{}, openStore(t, cfg), func(string) string { return "" }, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp := do(t, s, request{method: "OPTIONS", path: "/codec/decode", header: map[string]string{"Origin": "https://ui.example.com", "Access-Control-Request-Method": "POST"}})
-	if resp.StatusCode != http.StatusNoContent || resp.Header.Get("Access-Control-Allow-Origin") != "https://ui.example.com" {
-		t.Errorf("preflight from a configured origin: status %d, Allow-Origin %q", resp.StatusCode, resp.Header.Get("Access-Control-Allow-Origin"))
-	}
-	var p json.RawMessage
-	if err := json.Unmarshal([]byte(readBody(t, do(t, s, request{method: "POST", path: "/codec/decode", body: payloadsJSON(t)}))), &p); err != nil {
-		t.Errorf("decode answered no JSON: %v", err)
-	}
-}
-
-// openStore opens cfg's artifact store for the test, as a binary does before FromConfig.
-func openStore(t *testing.T, cfg config.Config) artifacts.Store {
-	t.Helper()
-	st, err := artifacts.Open(cfg.Artifacts.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	return st
 }
 
 // TestCodecBodyOverTheLimitIs413: a body one byte over 16 MiB was answered 400 by the SDK's

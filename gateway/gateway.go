@@ -35,8 +35,6 @@ import (
 
 	"github.com/nexo-temporal/nexo/api"
 	"github.com/nexo-temporal/nexo/artifacts"
-	"github.com/nexo-temporal/nexo/config"
-	"github.com/nexo-temporal/nexo/payloads"
 	"github.com/nexo-temporal/nexo/runs"
 )
 
@@ -79,7 +77,7 @@ type Token struct {
 	Name string
 	// Secret is what a client sends as "Authorization: Bearer <secret>".
 	Secret string
-	// Scopes granted: config.ScopeRead, ScopeOperate, ScopeApprove.
+	// Scopes granted: api.ScopeRead, ScopeOperate, ScopeApprove.
 	Scopes []string
 }
 
@@ -168,7 +166,7 @@ func New(opts Options) (*Server, error) {
 		seen[t.Secret] = t.Name
 		for _, sc := range t.Scopes {
 			if !validScope(sc) {
-				return nil, fmt.Errorf("new gateway: token %s: unknown scope %q (want %s)", t.Name, sc, strings.Join(config.Scopes, ", "))
+				return nil, fmt.Errorf("new gateway: token %s: unknown scope %q (want %s)", t.Name, sc, strings.Join(api.Scopes, ", "))
 			}
 		}
 	}
@@ -218,25 +216,6 @@ func New(opts Options) (*Server, error) {
 		s.mux.Handle(rt.pattern(), h)
 	}
 	return s, nil
-}
-
-// FromConfig builds a Server from cfg: the tokens of gateway.tokens with their secrets read
-// through getenv (nil: os.Getenv), store (the caller's handle on artifacts.url, which it
-// closes), which is also where the codec endpoint reads offloaded payloads
-// (payloads.offload_threshold, gateway.codec_origins), and gateway.max_body_bytes. The
-// listen address is the caller's (cfg.Gateway.Addr or a flag).
-func FromConfig(cfg config.Config, rc Runs, store artifacts.Store, getenv func(string) string, logger *slog.Logger) (*Server, error) {
-	var tokens []Token
-	for _, t := range cfg.Gateway.Tokens {
-		secret := t.Secret(getenv)
-		if secret == "" {
-			return nil, fmt.Errorf("gateway.tokens[%s].token_env: environment variable %s is empty or unset; export the token's secret there", t.Name, t.TokenEnv)
-		}
-		tokens = append(tokens, Token{Name: t.Name, Secret: secret, Scopes: t.Scopes})
-	}
-	return New(Options{Runs: rc, Artifacts: store, Tokens: tokens, MaxBodyBytes: cfg.Gateway.MaxBodyBytes, Logger: logger,
-		ExternalStorage: payloads.ExternalStorage(store, cfg.Payloads.OffloadThreshold), CodecOrigins: cfg.Gateway.CodecOrigins,
-		TemporalUI: cfg.Gateway.TemporalUI, Namespace: cfg.Temporal.Namespace})
 }
 
 // Open reports whether the gateway has no tokens: everyone who can reach it may do
@@ -400,35 +379,35 @@ func (s *Server) routeTable() []route {
 	return []route{
 		// The JSON API.
 		{method: "GET", path: "/v1/openapi.json", handle: s.openAPI},
-		{method: "GET", path: "/v1/runs", scope: config.ScopeRead, handle: s.listRuns},
-		{method: "POST", path: "/v1/runs", scope: config.ScopeOperate, handle: s.startRun},
-		{method: "GET", path: "/v1/runs/{id}", scope: config.ScopeRead, handle: s.getRun},
-		{method: "GET", path: "/v1/runs/{id}/events", scope: config.ScopeRead, handle: s.events},
-		{method: "POST", path: "/v1/runs/{id}/resume", scope: config.ScopeOperate, handle: s.resumeRun},
-		{method: "POST", path: "/v1/runs/{id}/approvals/{call_id}", scope: config.ScopeApprove, handle: s.decide},
-		{method: "POST", path: "/v1/runs/{id}/cancel", scope: config.ScopeOperate, handle: s.cancelRun},
-		{method: "POST", path: "/v1/runs/{id}/rerun", scope: config.ScopeOperate, handle: s.rerunRun},
-		{method: "GET", path: "/v1/runs/{id}/artifacts", scope: config.ScopeRead, handle: s.listArtifacts},
-		{method: "GET", path: "/v1/runs/{id}/artifacts/{name}", scope: config.ScopeRead, handle: s.getArtifact},
-		{method: "GET", path: "/v1/runs/{id}/files", scope: config.ScopeRead, handle: s.listFiles},
-		{method: "GET", path: "/v1/runs/{id}/files/{path...}", scope: config.ScopeRead, handle: s.getFile},
-		{method: "GET", path: "/v1/runs/{id}/diff", scope: config.ScopeRead, handle: s.diffFiles},
-		{method: "POST", path: "/v1/runs/{id}/fork", scope: config.ScopeOperate, handle: s.forkRun},
-		{method: "GET", path: "/v1/approvals", scope: config.ScopeRead, handle: s.listApprovals},
-		{method: "GET", path: "/v1/sessions", scope: config.ScopeRead, handle: s.listSessions},
-		{method: "GET", path: "/v1/sessions/{agent}/{instance}", scope: config.ScopeRead, handle: s.getSession},
-		{method: "POST", path: "/v1/sessions/{agent}/{instance}/prompt", scope: config.ScopeOperate, handle: s.promptSession},
-		{method: "POST", path: "/v1/sessions/{agent}/{instance}/close", scope: config.ScopeOperate, handle: s.closeSession},
-		{method: "GET", path: "/v1/sessions/{agent}/{instance}/stream", scope: config.ScopeRead, handle: s.sessionStream},
+		{method: "GET", path: "/v1/runs", scope: api.ScopeRead, handle: s.listRuns},
+		{method: "POST", path: "/v1/runs", scope: api.ScopeOperate, handle: s.startRun},
+		{method: "GET", path: "/v1/runs/{id}", scope: api.ScopeRead, handle: s.getRun},
+		{method: "GET", path: "/v1/runs/{id}/events", scope: api.ScopeRead, handle: s.events},
+		{method: "POST", path: "/v1/runs/{id}/resume", scope: api.ScopeOperate, handle: s.resumeRun},
+		{method: "POST", path: "/v1/runs/{id}/approvals/{call_id}", scope: api.ScopeApprove, handle: s.decide},
+		{method: "POST", path: "/v1/runs/{id}/cancel", scope: api.ScopeOperate, handle: s.cancelRun},
+		{method: "POST", path: "/v1/runs/{id}/rerun", scope: api.ScopeOperate, handle: s.rerunRun},
+		{method: "GET", path: "/v1/runs/{id}/artifacts", scope: api.ScopeRead, handle: s.listArtifacts},
+		{method: "GET", path: "/v1/runs/{id}/artifacts/{name}", scope: api.ScopeRead, handle: s.getArtifact},
+		{method: "GET", path: "/v1/runs/{id}/files", scope: api.ScopeRead, handle: s.listFiles},
+		{method: "GET", path: "/v1/runs/{id}/files/{path...}", scope: api.ScopeRead, handle: s.getFile},
+		{method: "GET", path: "/v1/runs/{id}/diff", scope: api.ScopeRead, handle: s.diffFiles},
+		{method: "POST", path: "/v1/runs/{id}/fork", scope: api.ScopeOperate, handle: s.forkRun},
+		{method: "GET", path: "/v1/approvals", scope: api.ScopeRead, handle: s.listApprovals},
+		{method: "GET", path: "/v1/sessions", scope: api.ScopeRead, handle: s.listSessions},
+		{method: "GET", path: "/v1/sessions/{agent}/{instance}", scope: api.ScopeRead, handle: s.getSession},
+		{method: "POST", path: "/v1/sessions/{agent}/{instance}/prompt", scope: api.ScopeOperate, handle: s.promptSession},
+		{method: "POST", path: "/v1/sessions/{agent}/{instance}/close", scope: api.ScopeOperate, handle: s.closeSession},
+		{method: "GET", path: "/v1/sessions/{agent}/{instance}/stream", scope: api.ScopeRead, handle: s.sessionStream},
 		// The web page.
-		{method: "GET", path: "/{$}", scope: config.ScopeRead, page: true, handle: s.runsPage},
-		{method: "GET", path: "/runs/{id}", scope: config.ScopeRead, page: true, handle: s.runPage},
-		{method: "GET", path: "/runs/{id}/files", scope: config.ScopeRead, page: true, handle: s.workspaceFilesPage},
-		{method: "GET", path: "/runs/{id}/files/{path...}", scope: config.ScopeRead, page: true, handle: s.workspaceFilePage},
-		{method: "GET", path: "/runs/{id}/changes", scope: config.ScopeRead, page: true, handle: s.callChangesPage},
-		{method: "GET", path: "/sessions", scope: config.ScopeRead, page: true, handle: s.sessionsPage},
-		{method: "GET", path: "/approvals", scope: config.ScopeRead, page: true, handle: s.approvalsPage},
-		{method: "GET", path: "/sessions/{agent}/{instance}", scope: config.ScopeRead, page: true, handle: s.sessionPage},
+		{method: "GET", path: "/{$}", scope: api.ScopeRead, page: true, handle: s.runsPage},
+		{method: "GET", path: "/runs/{id}", scope: api.ScopeRead, page: true, handle: s.runPage},
+		{method: "GET", path: "/runs/{id}/files", scope: api.ScopeRead, page: true, handle: s.workspaceFilesPage},
+		{method: "GET", path: "/runs/{id}/files/{path...}", scope: api.ScopeRead, page: true, handle: s.workspaceFilePage},
+		{method: "GET", path: "/runs/{id}/changes", scope: api.ScopeRead, page: true, handle: s.callChangesPage},
+		{method: "GET", path: "/sessions", scope: api.ScopeRead, page: true, handle: s.sessionsPage},
+		{method: "GET", path: "/approvals", scope: api.ScopeRead, page: true, handle: s.approvalsPage},
+		{method: "GET", path: "/sessions/{agent}/{instance}", scope: api.ScopeRead, page: true, handle: s.sessionPage},
 		{method: "GET", path: "/login", page: true, handle: s.loginPage},
 		{method: "POST", path: "/login", page: true, csrfExempt: true, handle: s.login},
 		{method: "POST", path: "/logout", page: true, handle: s.logout},

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/nexo-temporal/nexo/api"
-	"github.com/nexo-temporal/nexo/config"
 	"github.com/nexo-temporal/nexo/runs"
 )
 
@@ -205,7 +204,7 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 	}
 	p := principalFrom(r.Context())
 	v := runView{Rec: rec, StatusDetail: statusDetail(rec), Pending: pendingOf(rec),
-		CanApprove: p.has(config.ScopeApprove), CanOperate: p.has(config.ScopeOperate)}
+		CanApprove: p.has(api.ScopeApprove), CanOperate: p.has(api.ScopeOperate)}
 	switch rec.Status {
 	case api.StatusFailed, api.StatusInterrupted, api.StatusCanceled:
 		v.Rerunnable = rec.Warning == "" // its checkpoints are unknown: nothing to seed
@@ -322,7 +321,7 @@ func (s *Server) sessionPage(w http.ResponseWriter, r *http.Request) {
 	}
 	p := principalFrom(r.Context())
 	v := sessionView{ID: api.SessionID(agent, instance), Agent: agent, Instance: instance, Status: sessionNew,
-		CanOperate: p.has(config.ScopeOperate), CanApprove: p.has(config.ScopeApprove)}
+		CanOperate: p.has(api.ScopeOperate), CanApprove: p.has(api.ScopeApprove)}
 	view, err := s.runs.Session(r.Context(), agent, instance)
 	var nf *runs.NotFoundError
 	switch {
@@ -430,7 +429,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		s.render(w, r, http.StatusUnauthorized, "login", "Log in", loginView{Next: next, Error: "That token is not one this gateway accepts."})
 		return
 	}
-	if !slices.Contains(t.Scopes, config.ScopeRead) {
+	if !slices.Contains(t.Scopes, api.ScopeRead) {
 		s.render(w, r, http.StatusForbidden, "login", "Log in", loginView{Next: next,
 			Error: fmt.Sprintf("Token %s lacks scope read, which the page needs.", t.Name)})
 		return

@@ -59,10 +59,11 @@ func startModelWorkers(tc client.Client, cfg config.Config, acts *activities.Act
 			WorkerStopTimeout:            10 * time.Second,
 			TaskQueueActivitiesPerSecond: rate,
 			MaxHeartbeatThrottleInterval: activities.HeartbeatThrottle,
+			Interceptors:                 keepAlive(), // every attempt heartbeats while it runs
 			// Nothing but model activities is ever scheduled here.
 			DisableWorkflowWorker: true,
 		})
-		acts.RegisterModel(w)
+		acts.Model.RegisterCalls(w)
 		if err := w.Start(); err != nil {
 			stop()
 			return nil, fmt.Errorf("start the model worker of endpoint %s on task queue %s: %w", name, queue, err)

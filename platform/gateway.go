@@ -13,6 +13,7 @@ import (
 	"github.com/nexo-temporal/nexo/artifacts"
 	"github.com/nexo-temporal/nexo/config"
 	"github.com/nexo-temporal/nexo/gateway"
+	"github.com/nexo-temporal/nexo/gateway/gwconfig"
 	"github.com/nexo-temporal/nexo/payloads"
 	"github.com/nexo-temporal/nexo/runs"
 )
@@ -31,7 +32,7 @@ func serveGateway(ctx context.Context, cfg config.Config, tc client.Client, stor
 	rc.Blobs = store                   // closed runs' stored records
 	rc.PageURL = cfg.Gateway.PageURL() // runs started through the API link back to their page
 	// The worker's own store: one cache, and under mem:// the same bytes the worker wrote.
-	gw, err := gateway.FromConfig(cfg, rc, store, getenv, logger)
+	gw, err := gwconfig.Server(cfg, rc, store, getenv, logger)
 	if err != nil {
 		ln.Close()
 		return err

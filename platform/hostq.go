@@ -33,13 +33,14 @@ type hostQueue struct {
 // with it.
 func newHostQueue(tc client.Client, cfg config.Config, identity, id string, acts *activities.Activities, register func(activities.Registry)) *hostQueue {
 	queue := api.HostQueueName(cfg.Temporal.TaskQueue, id)
-	acts.SetHost(api.SandboxHost{Queue: queue, Host: id, ParkEvery: api.Duration(cfg.Sandbox.ParkEvery),
+	acts.Host.SetHost(api.SandboxHost{Queue: queue, Host: id, ParkEvery: api.Duration(cfg.Sandbox.ParkEvery),
 		HostTimeout: api.Duration(cfg.Sandbox.HostTimeout)})
 	hw := worker.New(tc, queue, worker.Options{
 		Identity:                     identity + "@host-" + id,
 		DisableWorkflowWorker:        true,
 		WorkerStopTimeout:            10 * time.Second,
 		MaxHeartbeatThrottleInterval: activities.HeartbeatThrottle,
+		Interceptors:                 keepAlive(), // every attempt heartbeats while it runs
 	})
 	register(hw)
 	return &hostQueue{id: id, queue: queue, w: hw, stopReap: func() {}}
@@ -113,7 +114,8 @@ func newPoolWorker(tc client.Client, cfg config.Config, identity, pool string, a
 		DisableWorkflowWorker:        true,
 		WorkerStopTimeout:            10 * time.Second,
 		MaxHeartbeatThrottleInterval: activities.HeartbeatThrottle,
+		Interceptors:                 keepAlive(), // every attempt heartbeats while it runs
 	})
-	acts.RegisterClaim(pw)
+	acts.Host.RegisterClaim(pw)
 	return pw
 }

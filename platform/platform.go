@@ -30,6 +30,7 @@ import (
 	"strings"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/nexo-temporal/nexo/activities"
@@ -226,10 +227,17 @@ func (n *nameRecorder) RegisterWorkflowWithOptions(_ any, o workflow.RegisterOpt
 	n.seen[o.Name]++
 }
 
-// registerActivities registers the user's activities on r, each kept alive, and turns the
-// SDK's panic on a bad or duplicate one into an error naming it.
+// keepAlive is the interceptor list of every worker the platform starts: each activity
+// attempt with a heartbeat timeout heartbeats while it runs (activities.KeepAlive), the
+// shipped activities and the user's alike.
+func keepAlive() []interceptor.WorkerInterceptor {
+	return []interceptor.WorkerInterceptor{&activities.KeepAlive{}}
+}
+
+// registerActivities registers the user's activities on r (kept alive by the worker's
+// keepAlive interceptor) and turns the SDK's panic on a bad or duplicate one into an
+// error naming it.
 func (p *Platform) registerActivities(r activities.Registry) (err error) {
-	r = activities.KeepAlive(r)
 	for _, ra := range p.opts.activities {
 		v := reflect.ValueOf(ra.a)
 		if v.Kind() == reflect.Func {
@@ -238,8 +246,8 @@ func (p *Platform) registerActivities(r activities.Registry) (err error) {
 			}
 			continue
 		}
-		// A struct: each exported method on its own, so each is kept alive (the SDK would
-		// register the struct's methods unwrapped).
+		// A struct: each exported method on its own, so a bad or duplicate one is an
+		// error naming it.
 		t := v.Type()
 		n := 0
 		for i := range t.NumMethod() {

@@ -7,8 +7,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/nexo-temporal/nexo/api"
@@ -172,5 +176,37 @@ func TestDevNeedsTheDevServer(t *testing.T) {
 	}
 	if stdout.Len() != 0 {
 		t.Errorf("stdout %q", stdout.String())
+	}
+}
+
+// TestUserActivitiesAreKeptAlive: a user's activity (platform.Activity) on a worker with
+// the platform's interceptors (keepAlive) heartbeats while it runs, so under a heartbeat
+// timeout shorter than its run it completes instead of timing out.
+func TestUserActivitiesAreKeptAlive(t *testing.T) {
+	t.Parallel()
+	slow := func(ctx context.Context, id string) (string, error) {
+		time.Sleep(600 * time.Millisecond) // never heartbeats itself
+		return "refunded " + id, nil
+	}
+	p, err := New(config.Config{}, Activity(slow, activity.RegisterOptions{Name: "Refund"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	env.SetWorkerOptions(worker.Options{Interceptors: keepAlive()})
+	if err := p.registerActivities(env); err != nil {
+		t.Fatal(err)
+	}
+	env.RegisterWorkflowWithOptions(func(ctx workflow.Context) (string, error) {
+		ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: time.Minute, HeartbeatTimeout: 200 * time.Millisecond,
+			RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1}})
+		var out string
+		err := workflow.ExecuteActivity(ctx, "Refund", "o-1").Get(ctx, &out)
+		return out, err
+	}, workflow.RegisterOptions{Name: "RefundTest"})
+	env.ExecuteWorkflow("RefundTest")
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatalf("a 600 ms user activity under a 200 ms heartbeat timeout: %v (want it kept alive)", err)
 	}
 }

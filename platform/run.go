@@ -191,6 +191,7 @@ func (p *Platform) Run(ctx context.Context) error {
 		// A streaming model call publishes its text as heartbeat details: send them within
 		// a fraction of a second, not the SDK's 0.8× heartbeat timeout.
 		MaxHeartbeatThrottleInterval: activities.HeartbeatThrottle,
+		Interceptors:                 keepAlive(), // every attempt heartbeats while it runs
 	})
 	// Recorded as registered, for the announcement to the task queue's registry.
 	registered := workflows.RecordTypes(w)

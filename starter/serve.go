@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/nexo-temporal/nexo/gateway"
+	"github.com/nexo-temporal/nexo/gateway/gwconfig"
 )
 
 // serveCmd serves the HTTP API and the web page against whatever Temporal the config
@@ -44,7 +45,7 @@ func serveCmd() *command {
 			if err != nil {
 				return err
 			}
-			gw, err := gateway.FromConfig(cfg, rc, store, e.getenv, cfg.NewLogger(e.stderr))
+			gw, err := gwconfig.Server(cfg, rc, store, e.getenv, cfg.NewLogger(e.stderr))
 			if err != nil {
 				return err
 			}
