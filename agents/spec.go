@@ -136,6 +136,41 @@ func (s Spec) Validate() error {
 	if s.Sandbox.Type != api.SandboxDocker && (s.Sandbox.Image != "" || s.Sandbox.Network != "" || len(s.Sandbox.RWBinds) > 0 || len(s.Sandbox.ROBinds) > 0 || s.Sandbox.Runtime != "") {
 		bad("sandbox.type", "image, network, binds and runtime apply to docker sandboxes only (type %q)", s.Sandbox.Type)
 	}
+	// Limits and identity a tier cannot apply are refused, not silently dropped
+	// (hardening round two, item 13): the local and virtual tiers run as the worker with no
+	// limits, and bubblewrap runs every command as the worker's user with no capabilities.
+	if t := s.Sandbox.Type; t != api.SandboxDocker {
+		var ignored []string
+		if t != api.SandboxBubblewrap {
+			if len(s.Sandbox.Env) > 0 {
+				ignored = append(ignored, "env")
+			}
+			if s.Sandbox.Memory != "" {
+				ignored = append(ignored, "memory")
+			}
+			if s.Sandbox.PidsLimit != 0 {
+				ignored = append(ignored, "pids_limit")
+			}
+			if s.Sandbox.CPUs != 0 {
+				ignored = append(ignored, "cpus")
+			}
+		}
+		if s.Sandbox.User != "" {
+			ignored = append(ignored, "user")
+		}
+		if len(s.Sandbox.CapAdd) > 0 {
+			ignored = append(ignored, "cap_add")
+		}
+		if s.Sandbox.Workdir != "" {
+			ignored = append(ignored, "workdir")
+		}
+		if s.Sandbox.ReadonlyRootfs != nil {
+			ignored = append(ignored, "readonly_rootfs")
+		}
+		if len(ignored) > 0 {
+			bad("sandbox."+ignored[0], "a %s sandbox cannot apply %s (they apply to docker sandboxes; bubblewrap takes env, memory and pids_limit)", specTypeName(t), strings.Join(ignored, ", "))
+		}
+	}
 	if w := s.Sandbox.Warm; w != 0 && s.Sandbox.Type != api.SandboxDocker {
 		bad("sandbox.warm", "warm pools are of docker sandboxes only (type %q)", specTypeName(s.Sandbox.Type))
 	} else if w < 0 || w > MaxWarm {

@@ -109,6 +109,10 @@ func TestAgentErrorsNameTheField(t *testing.T) {
 		{"unknown sandbox type", "llm: {base_url: http://x:1/v1}\nagents:\n  - name: a\n    sandbox: {type: firejail}\n", `agents[a].sandbox.type: "firejail" is not one of local, virtual, bubblewrap, docker`},
 		{"bubblewrap with an image", "llm: {base_url: http://x:1/v1}\nagents:\n  - name: a\n    sandbox: {type: bubblewrap, image: alpine}\n", "agents[a].sandbox.type: image, network, binds and runtime apply to docker sandboxes only"},
 		{"bubblewrap with cpus", "llm: {base_url: http://x:1/v1}\nagents:\n  - name: a\n    sandbox: {type: bubblewrap, cpus: 2}\n", "agents[a].sandbox.cpus: a bubblewrap sandbox has no CPU limit"},
+		// Hardening round two, item 13: these were silently ignored by the local tier.
+		{"local with limits", "llm: {base_url: http://x:1/v1}\nagents:\n  - name: a\n    sandbox: {type: local, memory: 1g, env: {A: b}, user: nobody}\n", "agents[a].sandbox.env: a local sandbox cannot apply env, memory, user"},
+		{"default tier with cap_add", "llm: {base_url: http://x:1/v1}\nagents:\n  - name: a\n    sandbox: {cap_add: [NET_ADMIN]}\n", "agents[a].sandbox.cap_add: a local sandbox cannot apply cap_add"},
+		{"bubblewrap with a user", "llm: {base_url: http://x:1/v1}\nagents:\n  - name: a\n    sandbox: {type: bubblewrap, user: root}\n", "agents[a].sandbox.user: a bubblewrap sandbox cannot apply user"},
 		{"escaping produces", "llm: {base_url: http://x:1/v1}\nagents:\n  - name: a\n    produces: [../x]\n", "agents[a].produces[0]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
