@@ -128,11 +128,14 @@ func (a *MCP) CallMCPTool(ctx context.Context, req api.CallMCPToolRequest) (api.
 			return api.RunToolResult{}, classifyMCP(c.errorf(err, "call %s: the server no longer accepts protocol %s (the retry negotiates again)",
 				req.Tool, c.client.ProtocolVersion()))
 		}
-		return toolError("%s", c.redact(fmt.Sprintf("MCP server %s: %s: %v", name, req.Tool, err))), nil
+		res := toolError("%s", c.redact(fmt.Sprintf("MCP server %s: %s: %v", name, req.Tool, err)))
+		return noteRetry(ctx, res), nil
 	}
 	res := toolResult(out)
 	res.Content = c.redact(res.Content)
-	return a.out.offload(ctx, res, req.StoreOver)
+	// As for the built-in tools: an earlier attempt may have reached the server (a worker
+	// killed mid-call), and the model should check before it builds on the call.
+	return a.out.offload(ctx, noteRetry(ctx, res), req.StoreOver)
 }
 
 // Register registers the MCP activities.

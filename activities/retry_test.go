@@ -2,6 +2,7 @@ package activities_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/nexo-temporal/nexo/activities"
 	"github.com/nexo-temporal/nexo/agents"
 	"github.com/nexo-temporal/nexo/api"
+	"github.com/nexo-temporal/nexo/internal/mcptest"
 )
 
 // A tool call Temporal retries (its worker died mid-call) tells the model so: the first
@@ -65,5 +67,44 @@ func TestRunToolRetryIsVisibleToTheModel(t *testing.T) {
 	// A first attempt carries no note.
 	if res := e.tool(t, agents.ToolShell, map[string]any{"command": "echo hi"}); strings.HasPrefix(res.Content, "note:") {
 		t.Errorf("first attempt: %q, want no retry note", res.Content)
+	}
+}
+
+// An MCP call Temporal retries tells the model so, as a built-in tool's does (hardening
+// round two, item 13: a retried CallMCPTool result carried no note, though its first
+// attempt may have reached the server).
+func TestCallMCPToolRetryIsVisibleToTheModel(t *testing.T) {
+	t.Parallel()
+	a := newMCPActivities(t)
+	spec := stdioServer(t, "docs")
+	var suite testsuite.WorkflowTestSuite
+	wenv := suite.NewTestWorkflowEnvironment()
+	wenv.RegisterActivityWithOptions(func(ctx context.Context, req api.CallMCPToolRequest) (api.RunToolResult, error) {
+		if activity.GetInfo(ctx).Attempt == 1 {
+			return api.RunToolResult{}, errors.New("worker lost")
+		}
+		return a.MCP.CallMCPTool(ctx, req)
+	}, activity.RegisterOptions{Name: api.ActivityCallMCPTool})
+	wenv.ExecuteWorkflow(func(ctx workflow.Context) (api.RunToolResult, error) {
+		ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: time.Minute,
+			RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Millisecond, MaximumAttempts: 3}})
+		var res api.RunToolResult
+		err := workflow.ExecuteActivity(ctx, api.ActivityCallMCPTool, api.CallMCPToolRequest{RunID: mcpRun, CallID: "1.1",
+			Server: spec, Tool: mcptest.ToolEcho, Args: json.RawMessage(`{"text":"hello"}`)}).Get(ctx, &res)
+		return res, err
+	})
+	if err := wenv.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	var got api.RunToolResult
+	if err := wenv.GetWorkflowResult(&got); err != nil {
+		t.Fatal(err)
+	}
+	const note = "note: this call is a retry (attempt 2): an earlier attempt may have run partly\n"
+	if got.Content != note+"hello" || got.IsError {
+		t.Errorf("retried MCP call = %+v, want %q", got, note+"hello")
+	}
+	if first := mustCallMCP(t, a, mcpRun, spec, mcptest.ToolEcho, `{"text":"hi"}`); first != "hi" {
+		t.Errorf("first attempt = %q, want no retry note", first)
 	}
 }
