@@ -25,6 +25,7 @@ import (
 
 	"github.com/nexo-temporal/nexo/api"
 	"github.com/nexo-temporal/nexo/mcpauth"
+	"github.com/nexo-temporal/nexo/sandbox"
 )
 
 // MCP limits.
@@ -385,8 +386,9 @@ type mcpConn struct {
 	// oauthCfg mcp-go's OAuth configuration over it.
 	oauth    *mcpauth.Store
 	oauthCfg transport.OAuthConfig
-	// stdio: the server's process (its group id is its pid) and the end of its stderr.
+	// stdio: the server's process, the guard of its process group, and the end of its stderr.
 	cmd    *exec.Cmd
+	guard  *sandbox.Guard // the process group's guard, which kills it with the worker
 	stderr *tailWriter
 
 	users   int         // guarded by mcpPool.mu
@@ -455,7 +457,7 @@ func (c *mcpConn) open(ctx context.Context, p *mcpPool, spec api.MCPServerSpec) 
 // ctx. An empty version lets mcp-go prefer the newest it knows (server/discover first,
 // initialize if the server predates it); a version pins it.
 func (c *mcpConn) connect(ctx context.Context, life context.Context, spec api.MCPServerSpec, token string, logger *slog.Logger, version string) (*client.Client, error) {
-	c.cmd = nil
+	c.cmd, c.guard = nil, nil
 	var opts []client.ClientOption
 	if version != "" {
 		opts = append(opts, client.WithProtocolVersion(version))
@@ -476,8 +478,15 @@ func (c *mcpConn) connect(ctx context.Context, life context.Context, spec api.MC
 				// the pipe from stalling that for long.
 				cmd.Stderr = c.stderr
 				cmd.WaitDelay = time.Second
-				setProcessGroup(cmd)
-				c.cmd = cmd
+				// In a process group whose guard kills it when the worker dies, even by
+				// SIGKILL: the server and whatever it started, not the server alone
+				// (which sees its stdin close) while its children run on.
+				g, err := sandbox.StartGuard()
+				if err != nil {
+					return nil, fmt.Errorf("start the process guard of MCP server %s: %w", spec.Name, err)
+				}
+				g.Join(cmd)
+				c.cmd, c.guard = cmd, g
 				return cmd, nil
 			}),
 			transport.WithCommandLogger(logger))
@@ -533,8 +542,8 @@ func (c *mcpConn) connect(ctx context.Context, life context.Context, spec api.MC
 // process group (c.cmd is that server's until the next connect starts another).
 func (c *mcpConn) shut(cl *client.Client) {
 	_ = cl.Close()
-	if c.cmd != nil && c.cmd.Process != nil {
-		killGroup(c.cmd.Process.Pid)
+	if c.guard != nil {
+		c.guard.Stop()
 	}
 }
 
@@ -548,8 +557,8 @@ func (c *mcpConn) close() error {
 			return
 		}
 		err := c.client.Close()
-		if c.cmd != nil && c.cmd.Process != nil {
-			killGroup(c.cmd.Process.Pid)
+		if c.guard != nil {
+			c.guard.Stop()
 		}
 		var exit *exec.ExitError
 		if err != nil && !errors.As(err, &exit) && !errors.Is(err, exec.ErrWaitDelay) && !errors.Is(err, transport.ErrTransportClosed) {

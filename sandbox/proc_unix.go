@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"sync"
 	"syscall"
 )
 
@@ -78,3 +79,28 @@ func exitCode(ps *os.ProcessState) int {
 	}
 	return ps.ExitCode()
 }
+
+// Guard is a process group that dies with this process (see guardScript), for the
+// worker's own long-lived children outside a sandbox, such as a stdio MCP server: when
+// the worker is SIGKILLed, the server and everything it started are killed too, instead
+// of running on as orphans while a retry starts another.
+type Guard struct {
+	g    *guard
+	once sync.Once
+}
+
+// StartGuard starts a guard; Join commands to it before they start.
+func StartGuard() (*Guard, error) {
+	g, err := startGuard()
+	if err != nil {
+		return nil, err
+	}
+	return &Guard{g: g}, nil
+}
+
+// Join makes cmd (not started yet) a member of the guarded group.
+func (g *Guard) Join(cmd *exec.Cmd) { joinGroup(cmd, g.g) }
+
+// Stop kills the group (the members and whatever they started) and reaps the guard; a
+// second Stop does nothing.
+func (g *Guard) Stop() { g.once.Do(g.g.stop) }
