@@ -13,6 +13,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/nexo-temporal/nexo/activities"
@@ -182,6 +183,10 @@ func (p *Platform) Run(ctx context.Context) error {
 		// A streaming model call publishes its text as heartbeat details: send them within
 		// a fraction of a second, not the SDK's 0.8× heartbeat timeout.
 		MaxHeartbeatThrottleInterval: activities.HeartbeatThrottle,
+		// The runs' activities are retried elsewhere this long after a worker went silent.
+		Interceptors: []interceptor.WorkerInterceptor{
+			workflows.Interceptor(workflows.WorkerDefaults{ActivityHeartbeatTimeout: cfg.Worker.ActivityHeartbeatTimeout}),
+		},
 	})
 	// Recorded as registered, for the announcement to the task queue's registry.
 	registered := workflows.RecordTypes(w)
