@@ -37,6 +37,7 @@ import (
 // It is an external test (package workflows_test) so that it can register the demos,
 // whose package imports this one.
 func TestReplayRecordedHistories(t *testing.T) {
+	t.Parallel()
 	files, err := filepath.Glob(filepath.Join("testdata", "*.json"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no replay fixtures in testdata (%v)", err)
