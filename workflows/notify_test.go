@@ -214,9 +214,9 @@ func TestEscalationNotifiesWithTheRequestedCall(t *testing.T) {
 			return "", err
 		}
 		rt.notify.use(spec)
-		rt.emit(ctx, api.EventApprovalRequested, map[string]any{"call_id": "1.1", "tool": "shell", "capability": "shell",
+		rt.emitApproval(ctx, api.EventApprovalRequested, "1.1", map[string]any{"call_id": "1.1", "tool": "shell", "capability": "shell",
 			"detail": "make deploy", "args": map[string]any{"command": "make deploy"}})
-		rt.emit(ctx, api.EventApprovalEscalated, map[string]any{"call_id": "1.1", "after": "24h"})
+		rt.emitApproval(ctx, api.EventApprovalEscalated, "1.1", map[string]any{"call_id": "1.1", "after": "24h"})
 		rt.emit(ctx, "checkpoint", map[string]any{"name": "other"}) // not an approval event: no notification
 		return "ok", workflow.Sleep(ctx, time.Minute)
 	}, Options{}), workflow.RegisterOptions{Name: "Escalating"})
