@@ -605,7 +605,7 @@ func (rt *runtime) awaitApproval(ctx workflow.Context, call api.ToolCall, pc per
 	if pc.Detail != "" {
 		detail += " " + pc.Detail
 	}
-	info := api.ApprovalInfo{CallID: call.ID, Capability: string(pc.Capability), Tool: pc.Tool, Args: args, ArgsSHA256: sum, At: now}
+	info := api.ApprovalInfo{CallID: call.ID, Capability: string(pc.Capability), Tool: pc.Tool, Detail: pc.Detail, Args: args, ArgsSHA256: sum, At: now}
 	// Only a spec with an approval_timeout gets the timer (specs recorded before
 	// deadlines have none, so their histories never ask the version).
 	timeout := dl.Duration()

@@ -115,7 +115,7 @@ func TestAgentApprovalThenWrite(t *testing.T) {
 		t.Fatalf("status while waiting = %s", waiting.Status)
 	}
 	a, ok := waiting.Approval()
-	if !ok || a.CallID != "1.1" || a.Tool != "write_file" || a.Capability != "write" || !strings.Contains(string(a.Args), `"notes.md"`) {
+	if !ok || a.CallID != "1.1" || a.Tool != "write_file" || a.Capability != "write" || a.Detail != "notes.md" || !strings.Contains(string(a.Args), `"notes.md"`) {
 		t.Errorf("__approval__ = %+v (present %v)", a, ok)
 	}
 	if si, _ := waiting.Suspend(); si.Reason != "approval: write_file notes.md" {
