@@ -64,10 +64,14 @@ type SuspendInfo struct {
 // ApprovalInfo is stored under the reserved state key StateApproval while a tool call
 // waits for a human decision.
 type ApprovalInfo struct {
-	CallID     string          `json:"call_id"`
-	Capability string          `json:"capability"`
-	Tool       string          `json:"tool"`
-	Args       json.RawMessage `json:"args"`
+	CallID     string `json:"call_id"`
+	Capability string `json:"capability"`
+	Tool       string `json:"tool"`
+	// Detail is what the call acts on, as the permission gate describes it (the path, the
+	// command, the URL); empty for a call with none and in runs recorded before the field,
+	// whose detail only their suspend reason ("approval: <tool> <detail>") holds.
+	Detail string          `json:"detail,omitempty"`
+	Args   json.RawMessage `json:"args"`
 	// ArgsSHA256 is the hex SHA-256 of Args; a decision (UpdateDecide) carries it back.
 	ArgsSHA256 string    `json:"args_sha256,omitempty"`
 	At         time.Time `json:"at"`

@@ -18,6 +18,7 @@
 //	temporal.tls.ca_file     NEXO_TEMPORAL_TLS_CA_FILE        ""
 //	temporal.tls.server_name NEXO_TEMPORAL_TLS_SERVER_NAME    ""
 //	temporal.profile         NEXO_TEMPORAL_PROFILE            "" (TEMPORAL_PROFILE, else "default"; "off": read none)
+//	worker.activity_heartbeat_timeout NEXO_WORKER_ACTIVITY_HEARTBEAT_TIMEOUT 10s (at least 1s)
 //	dev.ip                   NEXO_DEV_IP                      127.0.0.1
 //	dev.frontend_port        NEXO_DEV_FRONTEND_PORT           7233
 //	dev.ui_port              NEXO_DEV_UI_PORT                 8233 (0 disables the UI)
@@ -107,6 +108,9 @@ func Defaults() Config {
 			Namespace: api.DefaultNamespace,
 			TaskQueue: api.DefaultTaskQueue,
 		},
+		Worker: Worker{
+			ActivityHeartbeatTimeout: 10 * time.Second,
+		},
 		Dev: Dev{
 			IP:           "127.0.0.1",
 			FrontendPort: 7233,
@@ -152,6 +156,7 @@ type Config struct {
 	notes []string
 
 	Temporal  Temporal  `mapstructure:"temporal"`
+	Worker    Worker    `mapstructure:"worker"`
 	Dev       Dev       `mapstructure:"dev"`
 	Artifacts Artifacts `mapstructure:"artifacts"`
 	// Payloads is Temporal's External Storage: where payloads too large for history go.
@@ -301,6 +306,14 @@ func (l LLM) APIKey(getenv func(string) string) string {
 		getenv = os.Getenv
 	}
 	return getenv(l.APIKeyEnv)
+}
+
+// Worker is what a worker decides for the runs it executes, beyond where it polls.
+type Worker struct {
+	// ActivityHeartbeatTimeout caps the heartbeat timeout of every activity the worker's
+	// runs schedule (default 10s): an activity on a worker that died is retried elsewhere
+	// this long after its last heartbeat. Not part of any history, so workers may differ.
+	ActivityHeartbeatTimeout time.Duration `mapstructure:"activity_heartbeat_timeout"`
 }
 
 // Temporal says how to reach the Temporal frontend.

@@ -154,6 +154,11 @@ func (c Config) Validate() error {
 			"want %d to %d bytes: a payload under the threshold stays in history, where Temporal refuses one over 2 MB", MinOffloadThreshold, MaxOffloadThreshold)
 	}
 
+	// worker
+	if c.Worker.ActivityHeartbeatTimeout < time.Second {
+		bad("worker.activity_heartbeat_timeout", c.Worker.ActivityHeartbeatTimeout, "want at least 1s (the worker heartbeats every 200ms)")
+	}
+
 	// sandbox
 	s := c.Sandbox
 	if strings.TrimSpace(s.Root) == "" {

@@ -31,6 +31,8 @@ func TestValidate(t *testing.T) {
 			`temporal.tls.cert_file: required when temporal.tls.key_file is set`},
 		{"tls files while disabled", func(c *Config) { c.Temporal.TLS = TLS{CAFile: "ca.pem"} },
 			`temporal.tls.enabled false: cert_file, key_file, ca_file or server_name is set; set enabled: true or remove them`},
+		{"heartbeat timeout under a second", func(c *Config) { c.Worker.ActivityHeartbeatTimeout = 500 * time.Millisecond },
+			`worker.activity_heartbeat_timeout 500ms: want at least 1s (the worker heartbeats every 200ms)`},
 		{"dev ip not an IP", func(c *Config) { c.Dev.IP = "localhost" }, `dev.ip "localhost": want an IP address, such as 127.0.0.1`},
 		{"frontend port zero", func(c *Config) { c.Dev.FrontendPort = 0 }, `dev.frontend_port 0: want a port in 1-65535`},
 		{"frontend port too big", func(c *Config) { c.Dev.FrontendPort = 65536 }, `dev.frontend_port 65536: want a port in 1-65535`},

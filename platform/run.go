@@ -191,7 +191,10 @@ func (p *Platform) Run(ctx context.Context) error {
 		// A streaming model call publishes its text as heartbeat details: send them within
 		// a fraction of a second, not the SDK's 0.8× heartbeat timeout.
 		MaxHeartbeatThrottleInterval: activities.HeartbeatThrottle,
-		Interceptors:                 keepAlive(), // every attempt heartbeats while it runs
+		// Every attempt heartbeats while it runs (keepAlive), and the runs' activities are
+		// retried elsewhere this long after a worker went silent (the heartbeat cap).
+		Interceptors: append(keepAlive(),
+			workflows.Interceptor(workflows.WorkerDefaults{ActivityHeartbeatTimeout: cfg.Worker.ActivityHeartbeatTimeout})),
 	})
 	// Recorded as registered, for the announcement to the task queue's registry.
 	registered := workflows.RecordTypes(w)

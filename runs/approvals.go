@@ -150,8 +150,10 @@ func (c *Client) readPending(ctx context.Context, p *Pending) bool {
 	}
 	p.CallID, p.Tool, p.Capability, p.Args, p.Since = a.CallID, a.Tool, a.Capability, a.Args, a.At
 	p.ExpiresAt, p.OnTimeout, p.Escalated, p.ArgsSHA256 = a.ExpiresAt, a.OnTimeout, a.Escalated, a.ArgsSHA256
-	if s, ok := rec.Suspend(); ok {
-		// The reason reads "approval: <tool> <detail>" (see the agent's gate).
+	p.Detail = a.Detail
+	if s, ok := rec.Suspend(); ok && p.Detail == "" {
+		// A run recorded before __approval__ had a detail: its suspend reason reads
+		// "approval: <tool> <detail>" (see the agent's gate).
 		d := strings.TrimPrefix(s.Reason, "approval: ")
 		p.Detail = strings.TrimSpace(strings.TrimPrefix(d, a.Tool))
 	}

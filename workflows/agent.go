@@ -605,7 +605,7 @@ func (rt *runtime) awaitApproval(ctx workflow.Context, call api.ToolCall, pc per
 	if pc.Detail != "" {
 		detail += " " + pc.Detail
 	}
-	info := api.ApprovalInfo{CallID: call.ID, Capability: string(pc.Capability), Tool: pc.Tool, Args: args, ArgsSHA256: sum, At: now}
+	info := api.ApprovalInfo{CallID: call.ID, Capability: string(pc.Capability), Tool: pc.Tool, Detail: pc.Detail, Args: args, ArgsSHA256: sum, At: now}
 	// Only a spec with an approval_timeout gets the timer (specs recorded before
 	// deadlines have none, so their histories never ask the version).
 	timeout := dl.Duration()
@@ -623,7 +623,7 @@ func (rt *runtime) awaitApproval(ctx workflow.Context, call api.ToolCall, pc per
 	if info.ExpiresAt != nil {
 		requested["expires_at"], requested["on_timeout"] = info.ExpiresAt, info.OnTimeout
 	}
-	rt.emit(ctx, "approval_requested", requested)
+	rt.emitApproval(ctx, api.EventApprovalRequested, call.ID, requested)
 	rt.setStatus(ctx, api.StatusSuspended)
 
 	expired := false
@@ -664,7 +664,7 @@ func (rt *runtime) awaitApproval(ctx workflow.Context, call api.ToolCall, pc per
 		// waiting, now with no deadline.
 		info.ExpiresAt, info.Escalated = nil, true
 		rt.setState(ctx, api.StateApproval, info)
-		rt.emit(ctx, api.EventApprovalEscalated, map[string]any{"call_id": call.ID, "tool": pc.Tool, "capability": pc.Capability,
+		rt.emitApproval(ctx, api.EventApprovalEscalated, call.ID, map[string]any{"call_id": call.ID, "tool": pc.Tool, "capability": pc.Capability,
 			"detail": pc.Detail, "args": pc.Args, "after": dl.Timeout})
 		if rt.parked {
 			// The workspace is archived already; nothing more to park.
@@ -694,7 +694,7 @@ func (rt *runtime) awaitApproval(ctx workflow.Context, call api.ToolCall, pc per
 	case d.Action == api.DecideAnswer:
 		data["result"] = d.Result
 	}
-	rt.emit(ctx, "approval_decided", data)
+	rt.emitApproval(ctx, api.EventApprovalDecided, call.ID, data)
 	rt.setStatus(ctx, api.StatusRunning)
 	return d, nil
 }

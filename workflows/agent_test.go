@@ -10,6 +10,7 @@ import (
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/nexo-temporal/nexo/agents"
@@ -94,6 +95,7 @@ func lastToolMessage(req api.CompleteChatRequest) string {
 }
 
 func TestAgentApprovalThenWrite(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	f := &agentFakes{spec: approveSpec(), script: []api.ChatMessage{
 		toolReply(call("write_file", `{"path":"notes.md","content":"hi"}`)),
@@ -113,7 +115,7 @@ func TestAgentApprovalThenWrite(t *testing.T) {
 		t.Fatalf("status while waiting = %s", waiting.Status)
 	}
 	a, ok := waiting.Approval()
-	if !ok || a.CallID != "1.1" || a.Tool != "write_file" || a.Capability != "write" || !strings.Contains(string(a.Args), `"notes.md"`) {
+	if !ok || a.CallID != "1.1" || a.Tool != "write_file" || a.Capability != "write" || a.Detail != "notes.md" || !strings.Contains(string(a.Args), `"notes.md"`) {
 		t.Errorf("__approval__ = %+v (present %v)", a, ok)
 	}
 	if si, _ := waiting.Suspend(); si.Reason != "approval: write_file notes.md" {
@@ -154,6 +156,7 @@ func TestAgentApprovalThenWrite(t *testing.T) {
 }
 
 func TestAgentDeniedCallGivesModelTheReason(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	f := &agentFakes{spec: approveSpec(), script: []api.ChatMessage{
 		toolReply(call("write_file", `{"path":"notes.md","content":"hi"}`)),
@@ -179,6 +182,7 @@ func TestAgentDeniedCallGivesModelTheReason(t *testing.T) {
 }
 
 func TestAgentSeveralGatedCallsAndAlways(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	f := &agentFakes{spec: approveSpec(), script: []api.ChatMessage{
 		toolReply(call("shell", `{"command":"ls"}`), call("write_file", `{"path":"a","content":"1"}`), call("write_file", `{"path":"b","content":"2"}`)),
@@ -209,6 +213,7 @@ func TestAgentSeveralGatedCallsAndAlways(t *testing.T) {
 }
 
 func TestAgentReadOnlyOffersNoPrivilegedTools(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	f := &agentFakes{spec: agents.Spec{Name: "reader"}, script: []api.ChatMessage{
 		toolReply(call("write_file", `{"path":"x","content":"y"}`)),
@@ -239,6 +244,7 @@ func TestAgentReadOnlyOffersNoPrivilegedTools(t *testing.T) {
 }
 
 func TestAgentTurnLimit(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	spec := agents.Spec{Name: "looper", MaxTurns: 3, Produces: []string{"out.txt"}}
 	loop := toolReply(call("glob", `{"pattern":"*"}`))
@@ -262,6 +268,7 @@ func TestAgentTurnLimit(t *testing.T) {
 }
 
 func TestAgentApprovalSignalForAnotherCallIsIgnored(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	f := &agentFakes{spec: approveSpec(), script: []api.ChatMessage{
 		toolReply(call("write_file", `{"path":"n","content":"x"}`)), text("ok"),
@@ -294,6 +301,7 @@ func TestAgentApprovalSignalForAnotherCallIsIgnored(t *testing.T) {
 }
 
 func TestReadBeforeWriteStampTravels(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	spec := agents.Spec{Name: "editor", Permissions: permissions.Policy{Mode: permissions.ModeAuto}}
 	f := &agentFakes{spec: spec, script: []api.ChatMessage{
@@ -320,7 +328,11 @@ func TestReadBeforeWriteStampTravels(t *testing.T) {
 // In a run from before threads were stored, a model call whose input would pass Temporal's
 // payload limit fails the run with a message that says so, and is never sent.
 func TestModelCallTooLargeFailsClearly(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
+	// Its workflow task builds a 1.8 MB model input, which under -race on a loaded machine
+	// can take longer than the SDK's 1 s deadlock detector allows; this test is about size.
+	env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: time.Minute})
 	env.OnGetVersion(ChangeThreadByRef, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
 	spec := approveSpec()
 	spec.Instructions = strings.Repeat("x", maxModelCallInput)
@@ -340,6 +352,7 @@ func TestModelCallTooLargeFailsClearly(t *testing.T) {
 // call names the first call's thread and holds just the tool result, large outputs travel
 // as a preview plus a reference, and the instructions are sent once.
 func TestAgentThreadTravelsByReference(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	spec := agents.Spec{Name: "reader", Instructions: strings.Repeat("Read carefully. ", 200), Permissions: permissions.Policy{Mode: permissions.ModeAuto}}
 	var raw []api.CompleteChatRequest
@@ -399,6 +412,7 @@ func TestAgentThreadTravelsByReference(t *testing.T) {
 // With context.max_tokens, a thread whose next request would pass the budget is compacted
 // first (an activity), and the run records context_compacted with the token counts.
 func TestAgentCompactsWhenContextWouldOverflow(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	spec := agents.Spec{Name: "reader", Permissions: permissions.Policy{Mode: permissions.ModeAuto},
 		Context: api.ContextPolicy{MaxTokens: 5_000, KeepRecent: 2}}

@@ -29,6 +29,7 @@ func lackingWorker(f *agentFakes, n int, calls *int) func(context.Context, strin
 // TestAgentRunWaitsForAWorkerWithTheAgent: a worker that lacks the agent does not fail the
 // run; the run names it once in agent_unavailable and asks again until a worker has it.
 func TestAgentRunWaitsForAWorkerWithTheAgent(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	f := &agentFakes{spec: approveSpec(), script: []api.ChatMessage{text("Nothing to write.")}}
 	f.register(env)
@@ -67,6 +68,7 @@ func TestAgentRunWaitsForAWorkerWithTheAgent(t *testing.T) {
 // TestAgentRunFailsWhenNoWorkerHasTheAgent: a name no worker knows fails the run after
 // AgentUnavailableFor with an error naming the agent, never a hang.
 func TestAgentRunFailsWhenNoWorkerHasTheAgent(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	f := &agentFakes{spec: approveSpec()}
 	f.register(env)

@@ -85,6 +85,7 @@ func pendingBudget(t *testing.T, rec api.Record) (api.ApprovalInfo, api.BudgetPa
 // do not fit are refused naming why; a raise lets it finish, with usage and cost in the
 // record and the result.
 func TestBudgetSuspendsThenRaiseFinishes(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	f := &budgetFakes{spec: budgetSpec(api.Budget{MaxTokens: 20}), reply: globsThenText(2, "Found nothing.")}
 	f.register(env)
@@ -193,6 +194,7 @@ func TestBudgetSuspendsThenRaiseFinishes(t *testing.T) {
 // TestBudgetDenyEndsTheAgentDone: denying more budget ends the agent with a result that
 // says it stopped at its budget; the run is done, not failed, and no further call is made.
 func TestBudgetDenyEndsTheAgentDone(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	f := &budgetFakes{spec: budgetSpec(api.Budget{MaxTokens: 10}), reply: globsThenText(5, "never")}
 	f.register(env)
@@ -224,6 +226,7 @@ func TestBudgetDenyEndsTheAgentDone(t *testing.T) {
 
 // TestBudgetCostBound: max_cost pauses on the priced cost; the raise must add USD.
 func TestBudgetCostBound(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	f := &budgetFakes{spec: budgetSpec(api.Budget{MaxCost: 0.0015}), reply: globsThenText(2, "Done.")}
 	f.register(env)
@@ -258,6 +261,7 @@ func TestBudgetCostBound(t *testing.T) {
 // TestBudgetUnpricedModelCountsTokens: a model with no price has its tokens in the usage
 // and no cost (an unpriced call, not a free one).
 func TestBudgetUnpricedModelCountsTokens(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	f := &agentFakes{spec: budgetSpec(api.Budget{}), script: []api.ChatMessage{text("Hi.")}}
 	f.register(env)
@@ -280,6 +284,7 @@ func TestBudgetUnpricedModelCountsTokens(t *testing.T) {
 // session_max_tokens the whole session; usage is in each turn and in the session total,
 // and the session's usage and raise are carried (the close's carry).
 func TestBudgetSessionTurnAndSession(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	spec := budgetSpec(api.Budget{MaxTokens: 20, SessionMaxTokens: 40})
 	spec.Name = "assistant"
@@ -347,6 +352,7 @@ func TestBudgetSessionTurnAndSession(t *testing.T) {
 // TestBudgetSessionCarriesUsage: a session that continues as new starts from its
 // carried usage, so session_max_tokens bounds the whole session, not one run.
 func TestBudgetSessionCarriesUsage(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	spec := budgetSpec(api.Budget{SessionMaxTokens: 20})
 	spec.Name = "assistant"
@@ -377,6 +383,7 @@ func TestBudgetSessionCarriesUsage(t *testing.T) {
 
 // TestBudgetSpecValidation: bad bounds are named.
 func TestBudgetSpecValidation(t *testing.T) {
+	t.Parallel()
 	for _, b := range []api.Budget{{MaxTokens: -1}, {MaxCost: -0.5}, {SessionMaxCost: math.Inf(1)}} {
 		s := budgetSpec(b)
 		if err := s.Validate(); err == nil || !strings.Contains(err.Error(), "budget.") {
@@ -391,6 +398,7 @@ func TestBudgetSpecValidation(t *testing.T) {
 // TestCompactionCountsInUsage: a compaction's summary request is in the run's usage,
 // under the model that wrote it, with its cost.
 func TestCompactionCountsInUsage(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	spec := agents.Spec{Name: "reader", Permissions: permissions.Policy{Mode: permissions.ModeAuto},
 		Context: api.ContextPolicy{MaxTokens: 5_000, KeepRecent: 2}}

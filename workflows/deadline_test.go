@@ -55,6 +55,7 @@ func approvePolicy(timeout string, on permissions.OnTimeout) permissions.Policy 
 }
 
 func TestDeadlineDenyTellsTheModelNoDecision(t *testing.T) {
+	t.Parallel()
 	r := deadlineRun(t, approvePolicy("24h", permissions.OnTimeoutDeny), nil, time.Hour)
 	a, ok := r.peeks[0].Approval()
 	if want := r.start.Add(24 * time.Hour); !ok || a.ExpiresAt == nil || !a.ExpiresAt.Equal(want) || a.OnTimeout != "deny" {
@@ -75,6 +76,7 @@ func TestDeadlineDenyTellsTheModelNoDecision(t *testing.T) {
 }
 
 func TestDeadlineApproveRunsTheCall(t *testing.T) {
+	t.Parallel()
 	r := deadlineRun(t, approvePolicy("2h", permissions.OnTimeoutApprove), nil)
 	if len(r.f.tools) != 1 || r.f.tools[0].Tool != "shell" {
 		t.Fatalf("tool calls = %+v, want the shell call run on timeout", r.f.tools)
@@ -87,6 +89,7 @@ func TestDeadlineApproveRunsTheCall(t *testing.T) {
 // TestDeadlineEscalateKeepsWaiting: escalate raises approval_escalated, the call waits on
 // with no deadline in the record, and a human's later decision runs it.
 func TestDeadlineEscalateKeepsWaiting(t *testing.T) {
+	t.Parallel()
 	r := deadlineRun(t, approvePolicy("1h", permissions.OnTimeoutEscalate), func(env *testsuite.TestWorkflowEnvironment) {
 		env.RegisterDelayedCallback(func() {
 			a, _ := queryRecord(t, env).Approval()
@@ -114,6 +117,7 @@ func TestDeadlineEscalateKeepsWaiting(t *testing.T) {
 // TestDeadlineDecisionCancelsTheTimer: a decision before the deadline is the decision, and
 // the deadline's timer is cancelled (nothing fires after the run moved on).
 func TestDeadlineDecisionCancelsTheTimer(t *testing.T) {
+	t.Parallel()
 	r := deadlineRun(t, approvePolicy("24h", permissions.OnTimeoutApprove), func(env *testsuite.TestWorkflowEnvironment) {
 		decideOnce(t, env, api.DecideRequest{Action: api.DecideDeny, Reason: "not now", By: "ada"})
 	})
@@ -137,6 +141,7 @@ func TestDeadlineDecisionCancelsTheTimer(t *testing.T) {
 // TestDeadlineRuleOverridesPolicy: the approve_when rule with a deadline decides the
 // call's timeout and action, not the policy's.
 func TestDeadlineRuleOverridesPolicy(t *testing.T) {
+	t.Parallel()
 	p := approvePolicy("24h", permissions.OnTimeoutDeny)
 	p.ApproveWhen = []permissions.Rule{{Capability: permissions.CapShell, Detail: "go test *", ApprovalTimeout: "15m", OnTimeout: permissions.OnTimeoutApprove}}
 	r := deadlineRun(t, p, nil, time.Minute)
@@ -154,6 +159,7 @@ func TestDeadlineRuleOverridesPolicy(t *testing.T) {
 // TestDeadlineEscalationNotifies: the escalation a deadline raises reaches the agent's
 // notification receivers, after the request and before the decision.
 func TestDeadlineEscalationNotifies(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	n := &notifyFake{}
 	n.register(env)

@@ -54,6 +54,7 @@ func eventsOf(rec api.Record, typ string) []map[string]any {
 // a message naming what was wrong, and the run neither records it nor moves; the one that
 // fits returns the decision as recorded.
 func TestDecideRefusalsNeverReachTheRun(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	f := &agentFakes{spec: approveSpec(), script: []api.ChatMessage{
 		toolReply(call("write_file", `{"path": "notes.md", "content": "hi"}`)),
@@ -169,6 +170,7 @@ func decideOnce(t *testing.T, env *testsuite.TestWorkflowEnvironment, req api.De
 }
 
 func TestDecideEditRunsTheEditedCallAndTellsTheModel(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	f := &agentFakes{spec: approveSpec(), script: []api.ChatMessage{
 		toolReply(call("write_file", `{"path":"notes.md","content":"hi"}`)),
@@ -201,6 +203,7 @@ func TestDecideEditRunsTheEditedCallAndTellsTheModel(t *testing.T) {
 }
 
 func TestDecideEditThatLeavesTheWorkspaceIsRefused(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	f := &agentFakes{spec: approveSpec(), script: []api.ChatMessage{
 		toolReply(call("write_file", `{"path":"notes.md","content":"hi"}`)),
@@ -223,6 +226,7 @@ func TestDecideEditThatLeavesTheWorkspaceIsRefused(t *testing.T) {
 }
 
 func TestDecideAnswerRunsNoTool(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	f := &agentFakes{spec: approveSpec(), script: []api.ChatMessage{
 		toolReply(call("shell", `{"command":"date"}`)),
@@ -250,6 +254,7 @@ func TestDecideAnswerRunsNoTool(t *testing.T) {
 // human who edits a gated shell call into one a deny_when rule refuses gets it refused with
 // the rule's reason, and nothing runs.
 func TestDecideEditIsDecidedAgainByThePolicy(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	spec := approveSpec()
 	spec.Permissions.DenyWhen = []permissions.Rule{{Capability: permissions.CapShell, ArgsRegex: map[string]string{"command": `rm\s+-rf`}, Reason: "never rm -rf"}}

@@ -37,6 +37,7 @@ func (f *modelQueueFakes) register(env *testsuite.TestWorkflowEnvironment) {
 // sends its model calls to that endpoint's task queue, naming the endpoint; one without
 // stays on the run's own queue.
 func TestModelCallsGoToTheEndpointsQueue(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name               string
 		spec               agents.Spec

@@ -52,6 +52,8 @@ func noteFlow(ctx workflow.Context, _ struct{}) (string, error) {
 // from the SDK's root, not the run's; Emit and Checkpoint from it still reach the run's
 // record, and the checkpoint runs with the run's default activity options.
 func TestUpdateHandlerEmitsAndCheckpoints(t *testing.T) {
+	// Not parallel: it counts the process's run runtimes (runtimes.Len), which the
+	// parallel tests' runs change; Go runs the parallel ones only after this one ended.
 	env := newEnv(t)
 	env.RegisterWorkflowWithOptions(Wrap("NoteFlow", noteFlow, Options{}), workflow.RegisterOptions{Name: "NoteFlow"})
 	shouts := 0
@@ -102,6 +104,7 @@ func TestUpdateHandlerEmitsAndCheckpoints(t *testing.T) {
 // TestAuthoringAPIWithoutRuntimeIsAnError: a workflow registered without Register has no
 // run record; the authoring API says so with an error instead of panicking the task.
 func TestAuthoringAPIWithoutRuntimeIsAnError(t *testing.T) {
+	t.Parallel()
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
 	env.RegisterWorkflowWithOptions(func(ctx workflow.Context) ([]string, error) {
@@ -156,6 +159,7 @@ func lookupFlow(ctx workflow.Context, in struct{ Order string }) (string, error)
 // workflow code (errors.As through the checkpoint's wrapping) and the run's caller (the top
 // ApplicationError of the closed run) with its type and flag; the record keeps the text.
 func TestFailedCheckpointKeepsItsType(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	env.RegisterWorkflowWithOptions(Wrap("Lookup", lookupFlow, Options{}), workflow.RegisterOptions{Name: "Lookup"})
 	env.RegisterActivityWithOptions(func(_ context.Context, id string) (string, error) {
@@ -183,6 +187,7 @@ func TestFailedCheckpointKeepsItsType(t *testing.T) {
 // TestCanceledCheckpointStaysCanceled: cancelling a run inside a checkpoint closes it
 // canceled; the checkpoint's wrapping does not turn the cancellation into a failure.
 func TestCanceledCheckpointStaysCanceled(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	env.RegisterWorkflowWithOptions(Wrap("Lookup", lookupFlow, Options{}), workflow.RegisterOptions{Name: "Lookup"})
 	env.RegisterActivityWithOptions(func(ctx context.Context, _ string) (string, error) {
@@ -226,6 +231,7 @@ func rateLimited(after time.Duration) error {
 // six attempts a model call used to get) does not fail the run; the provider's Retry-After
 // sets the delay. A budget that runs out fails the run with the provider's last answer.
 func TestModelRetriesWithinItsBudget(t *testing.T) {
+	t.Parallel()
 	spec := agents.Spec{Name: "scribe", Permissions: permissions.Policy{Mode: permissions.ModeAuto}}
 	t.Run("429 for a minute, then an answer", func(t *testing.T) {
 		env := newEnv(t)
@@ -293,6 +299,7 @@ func TestModelRetriesWithinItsBudget(t *testing.T) {
 // schedule-to-close budget ran out (retry state TIMEOUT; Temporal's testsuite does not set
 // it) reads as such in the record, after the last failure.
 func TestErrorMessageSaysTheBudgetRanOut(t *testing.T) {
+	t.Parallel()
 	f := &failurepb.Failure{
 		Message: "activity error",
 		FailureInfo: &failurepb.Failure_ActivityFailureInfo{ActivityFailureInfo: &failurepb.ActivityFailureInfo{
@@ -311,6 +318,8 @@ func TestErrorMessageSaysTheBudgetRanOut(t *testing.T) {
 // fixture of a run suspended on an approval) is unwound by the SDK as an evicted one is
 // (runtime.Goexit on its coroutines); its runtime does not stay behind in the process.
 func TestRuntimeIsForgottenWhenAnOpenRunIsUnwound(t *testing.T) {
+	// Not parallel: it counts the process's run runtimes (runtimes.Len), which the
+	// parallel tests' runs change; Go runs the parallel ones only after this one ended.
 	r, err := worker.NewWorkflowReplayerWithOptions(worker.WorkflowReplayerOptions{
 		ExternalStorage: payloads.ExternalStorage(fixtureBlobs(t), 0)})
 	if err != nil {

@@ -35,17 +35,19 @@ func (rt *runtime) emit(ctx workflow.Context, eventType string, data any) {
 		raw, _ = json.Marshal(map[string]string{"error": err.Error()})
 	}
 	rt.appendEvent(ctx, eventType, raw)
-	rt.notifyApproval(ctx, eventType)
 }
 
-func (rt *runtime) appendEvent(ctx workflow.Context, eventType string, raw json.RawMessage) {
-	rt.rec.Events = append(rt.rec.Events, api.Event{
+// appendEvent appends an event with raw (sanitised) as its data and returns it.
+func (rt *runtime) appendEvent(ctx workflow.Context, eventType string, raw json.RawMessage) api.Event {
+	ev := api.Event{
 		Seq:  rt.seqBase + int64(len(rt.rec.Events)) + 1,
 		Type: eventType,
 		Data: SanitizeJSON(raw),
 		At:   workflow.Now(ctx).UTC(),
-	})
+	}
+	rt.rec.Events = append(rt.rec.Events, ev)
 	rt.touch(ctx)
+	return ev
 }
 
 // Omitted replaces a sanitised value.

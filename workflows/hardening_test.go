@@ -19,6 +19,7 @@ import (
 // TestCancelAgentInAToolEndsCanceled: cancelling an agent run while its tool call never
 // returns closes it canceled, like any other cancel, not failed.
 func TestCancelAgentInAToolEndsCanceled(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	f := &agentFakes{spec: agents.Spec{Name: "scribe", Permissions: permissions.Policy{Mode: permissions.ModeAuto}},
 		script: []api.ChatMessage{toolReply(call("read_file", `{"path":"notes.md"}`)), text("done")}}
@@ -46,6 +47,7 @@ func TestCancelAgentInAToolEndsCanceled(t *testing.T) {
 // instead of waiting out its start-to-close timeout (FetchMetric waited 5 minutes). The
 // demo workflows have theirs in examples/demo.
 func TestEveryActivityHasAHeartbeatTimeout(t *testing.T) {
+	t.Parallel()
 	run := func(t *testing.T, setup func(env *testsuite.TestWorkflowEnvironment), workflow string, in any) {
 		env := newEnv(t)
 		setup(env)

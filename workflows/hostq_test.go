@@ -112,6 +112,7 @@ func hostEventTypes(rec api.Record) []string {
 // The run claims a host once, on the shared queue, and every sandbox activity then goes to
 // that host's queue, local tier included; waiting for a human snapshots the workspace.
 func TestHostQueueClaimedOnceAndRoutesEverySandboxActivity(t *testing.T) {
+	t.Parallel()
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
 	RegisterAll(env)
@@ -165,6 +166,7 @@ func TestHostQueueClaimedOnceAndRoutesEverySandboxActivity(t *testing.T) {
 // sandbox_host_lost and sandbox_restored (naming when the snapshot was taken), and runs the
 // failed call there once more.
 func TestHostLostMovesTheRunAndRestores(t *testing.T) {
+	t.Parallel()
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
 	RegisterAll(env)
@@ -227,6 +229,7 @@ func TestHostLostMovesTheRunAndRestores(t *testing.T) {
 // shell), never after a read, and keeps the last snapshot's reference: each call names it
 // as its base, the next move restores it, and no interval snapshot (park_every) is taken.
 func TestEveryChangeIsSnapshotted(t *testing.T) {
+	t.Parallel()
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
 	RegisterAll(env)
@@ -289,6 +292,7 @@ func TestEveryChangeIsSnapshotted(t *testing.T) {
 // host; what that restore could not bring back is told to the model, at the start of the
 // result of the call that runs again there, and named in sandbox_restored.
 func TestHostLostRestoresTheLastCallsSnapshotAndTellsTheModel(t *testing.T) {
+	t.Parallel()
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
 	RegisterAll(env)
@@ -352,6 +356,7 @@ func fakeManifest(s string) string {
 // A session hands its host to the run it continues as, and that run sends its sandbox
 // activities there without claiming again.
 func TestSessionCarriesItsHostAcrossContinueAsNew(t *testing.T) {
+	t.Parallel()
 	in := continuedAfterOneTurn(t, "hosted")
 	if in.Carry.Host == nil || in.Carry.Host.Queue != "nexo@host-a" {
 		t.Fatalf("carry host = %+v, want nexo@host-a", in.Carry.Host)
@@ -382,6 +387,7 @@ func TestSessionCarriesItsHostAcrossContinueAsNew(t *testing.T) {
 // A docker workspace parked while the run waited (its container removed) is restored on
 // the run's own host before the next call, with no new claim.
 func TestHostDockerParkRestoresOnTheSameHost(t *testing.T) {
+	t.Parallel()
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
 	RegisterAll(env)
@@ -420,6 +426,7 @@ func TestHostDockerParkRestoresOnTheSameHost(t *testing.T) {
 // sandbox use claim one host between them, and all run there; when that host is lost under
 // them, the run moves once.
 func TestConcurrentToolCallsClaimAndMoveOnce(t *testing.T) {
+	t.Parallel()
 	for _, lose := range []bool{false, true} {
 		var s testsuite.WorkflowTestSuite
 		env := s.NewTestWorkflowEnvironment()

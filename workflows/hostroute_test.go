@@ -20,6 +20,7 @@ import (
 // in a worker session; waiting for a human longer than the idle timeout parks the
 // workspace and leaves the worker; the next tool call first restores the workspace.
 func TestDockerRunParksAndRestoresThroughSessions(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	env.SetWorkerOptions(worker.Options{EnableSessionWorker: true})
 	// Runs recorded before host queues (hostq.go) keep this path.

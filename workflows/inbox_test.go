@@ -13,6 +13,7 @@ import (
 // The inbox is one visibility query because the run names the waiting agent in
 // NexoApprovalAgent while a call waits, and removes it once the call is decided.
 func TestApprovalAgentAttributeFollowsThePendingCall(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	f := &agentFakes{spec: approveSpec(), script: []api.ChatMessage{
 		toolReply(call("write_file", `{"path":"notes.md","content":"hi"}`)),
@@ -67,6 +68,7 @@ func TestApprovalAgentAttributeFollowsThePendingCall(t *testing.T) {
 // A run that never waits for a human records neither the version marker nor an upsert of
 // NexoApprovalAgent.
 func TestNoApprovalNoApprovalAgentAttribute(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	spec := approveSpec()
 	f := &agentFakes{spec: spec, script: []api.ChatMessage{text("Nothing to do.")}}

@@ -51,6 +51,7 @@ func (m *mcpFakes) register(env interface {
 }
 
 func TestMCPReadOnlyOffersOnlyAllowedTools(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	f := &agentFakes{spec: mcpSpec(permissions.Policy{MCPAllow: []string{"fs__read"}}), script: []api.ChatMessage{
 		toolReply(call("fs__read", `{"path":"a"}`)), toolReply(call("fs__delete", `{"path":"a"}`)), text("ok"),
@@ -82,6 +83,7 @@ func TestMCPReadOnlyOffersOnlyAllowedTools(t *testing.T) {
 }
 
 func TestMCPApproveShowsArgsAndDenialNeverReachesServer(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	f := &agentFakes{spec: mcpSpec(permissions.Policy{Mode: permissions.ModeApprove}), script: []api.ChatMessage{
 		toolReply(call("fs__delete", `{"path":"important.txt"}`)), text("ok"),
@@ -107,6 +109,7 @@ func TestMCPApproveShowsArgsAndDenialNeverReachesServer(t *testing.T) {
 }
 
 func TestMCPBrokenServerIsAResultNamingIt(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	f := &agentFakes{spec: mcpSpec(permissions.Policy{Mode: permissions.ModeAuto}), script: []api.ChatMessage{
 		toolReply(call("fs__read", `{}`)), text("ok"),

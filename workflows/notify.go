@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"encoding/json"
+	"maps"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -40,7 +41,7 @@ func notifyOptions() workflow.ActivityOptions {
 type notifier struct {
 	agent   string
 	targets []api.NotifyTarget
-	asked   map[string]map[string]any // call id → approval_requested data
+	asked   map[string]map[string]any // call id → approval_requested data, as the gate gave it
 	// pending are the notifications started and not yet finished, which the run's close
 	// gives a moment to finish (awaitNotifications).
 	pending []workflow.Future
@@ -51,54 +52,63 @@ func (n *notifier) use(spec agents.Spec) {
 	n.agent, n.targets = spec.Name, spec.Notify
 }
 
-// notifyApproval starts one NotifyApproval activity per receiver for the approval event
-// just appended, and does not wait for it: a slow or broken receiver never holds the run.
-// The activity runs on a disconnected context, so canceling the run does not cancel a
-// notification already under way; one still pending when the run closes or continues as
-// new is abandoned by Temporal (its later attempts are not started).
-func (rt *runtime) notifyApproval(ctx workflow.Context, eventType string) {
+// emitApproval records the approval event eventType (api.EventApprovalRequested,
+// EventApprovalEscalated or EventApprovalDecided) of tool call callID with data, then
+// notifies the receivers of it. The notification is scheduled here, by the gate that knows
+// the event is an approval's, with the data it already has: not by emit, which would have
+// to look at every event's type and read back the JSON it just wrote.
+func (rt *runtime) emitApproval(ctx workflow.Context, eventType, callID string, data map[string]any) {
+	raw, err := json.Marshal(data)
+	if err != nil {
+		raw, _ = json.Marshal(map[string]string{"error": err.Error()})
+	}
+	ev := rt.appendEvent(ctx, eventType, raw)
+	rt.notifyApproval(ctx, ev, callID, data)
+}
+
+// notifyApproval starts one NotifyApproval activity per receiver for the approval event ev
+// (of call callID, with data as given to emitApproval), and does not wait for it: a slow or
+// broken receiver never holds the run. The activity runs on a disconnected context, so
+// canceling the run does not cancel a notification already under way; one still pending
+// when the run closes or continues as new is abandoned by Temporal (its later attempts are
+// not started).
+func (rt *runtime) notifyApproval(ctx workflow.Context, ev api.Event, callID string, data map[string]any) {
 	n := &rt.notify
 	if len(n.targets) == 0 {
-		return
-	}
-	switch eventType {
-	case api.EventApprovalRequested, api.EventApprovalEscalated, api.EventApprovalDecided:
-	default:
 		return
 	}
 	if workflow.GetVersion(ctx, ChangeApprovalNotify, workflow.DefaultVersion, 1) < 1 {
 		return
 	}
-	ev := rt.rec.Events[len(rt.rec.Events)-1]
-	var data map[string]any
-	if err := json.Unmarshal(ev.Data, &data); err != nil || data == nil {
-		data = map[string]any{}
-	}
-	callID, _ := data["call_id"].(string)
-	if eventType == api.EventApprovalRequested {
+	call := ev.Data // sanitised as the event's
+	if ev.Type == api.EventApprovalRequested {
 		if n.asked == nil {
 			n.asked = map[string]map[string]any{}
 		}
 		n.asked[callID] = data
 	} else if asked, ok := n.asked[callID]; ok {
+		// An escalation or a decision carries what the request said of the call.
+		merged := maps.Clone(data)
 		for _, k := range []string{"tool", "capability", "detail", "args"} {
-			if _, set := data[k]; !set {
+			if _, set := merged[k]; !set {
 				if v, ok := asked[k]; ok {
-					data[k] = v
+					merged[k] = v
 				}
 			}
 		}
-		if eventType == api.EventApprovalDecided {
+		if ev.Type == api.EventApprovalDecided {
 			delete(n.asked, callID)
 		}
+		if raw, err := json.Marshal(merged); err == nil {
+			call = SanitizeJSON(raw)
+		}
 	}
-	call, _ := json.Marshal(data)
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	dctx = workflow.WithActivityOptions(dctx, notifyOptions())
 	for _, t := range n.targets {
 		n.pending = append(n.pending, workflow.ExecuteActivity(dctx, api.ActivityNotifyApproval, api.NotifyApprovalRequest{
 			RunID: rt.rec.ID, Workflow: rt.rec.Workflow, Agent: n.agent, Target: t,
-			Event: eventType, Seq: ev.Seq, At: ev.At, Call: call,
+			Event: ev.Type, Seq: ev.Seq, At: ev.At, Call: call,
 		}))
 	}
 }

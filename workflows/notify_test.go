@@ -57,6 +57,7 @@ func (f *notifyFake) sent() map[string]int {
 // with what the request said); receivers that keep failing do not hold the run, which
 // finishes with its answer while their notifications are still being retried.
 func TestApprovalNotifiesEveryReceiverWithoutBlocking(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	spec := approveSpec()
 	spec.Notify = []api.NotifyTarget{{URL: "https://a.example/hook", SecretEnv: "A_SECRET"}, {URL: "https://b.example/hook", SecretEnv: "B_SECRET"}}
@@ -141,6 +142,7 @@ func TestApprovalNotifiesEveryReceiverWithoutBlocking(t *testing.T) {
 // TestApprovalWithoutReceiversNotifiesNothing: an agent without approvals.notify schedules
 // no notification (and so records no version marker: runs recorded before keep replaying).
 func TestApprovalWithoutReceiversNotifiesNothing(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	f := &agentFakes{spec: approveSpec(), script: []api.ChatMessage{
 		toolReply(call("write_file", `{"path":"notes.md","content":"hi"}`)),
@@ -164,6 +166,7 @@ func TestApprovalWithoutReceiversNotifiesNothing(t *testing.T) {
 // TestSessionApprovalNotifies: a session's gated call notifies its receivers when requested
 // and when decided, as a run's does, naming the session's workflow and agent.
 func TestSessionApprovalNotifies(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	spec := approveSpec()
 	spec.Notify = []api.NotifyTarget{{URL: "https://a.example/hook", SecretEnv: "A_SECRET"}}
@@ -199,6 +202,7 @@ func TestSessionApprovalNotifies(t *testing.T) {
 // TestEscalationNotifiesWithTheRequestedCall: approval_escalated (emitted once approval
 // deadlines land) notifies the receivers too, carrying what the call's request said.
 func TestEscalationNotifiesWithTheRequestedCall(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	n := &notifyFake{}
 	n.register(env)
@@ -210,9 +214,9 @@ func TestEscalationNotifiesWithTheRequestedCall(t *testing.T) {
 			return "", err
 		}
 		rt.notify.use(spec)
-		rt.emit(ctx, api.EventApprovalRequested, map[string]any{"call_id": "1.1", "tool": "shell", "capability": "shell",
+		rt.emitApproval(ctx, api.EventApprovalRequested, "1.1", map[string]any{"call_id": "1.1", "tool": "shell", "capability": "shell",
 			"detail": "make deploy", "args": map[string]any{"command": "make deploy"}})
-		rt.emit(ctx, api.EventApprovalEscalated, map[string]any{"call_id": "1.1", "after": "24h"})
+		rt.emitApproval(ctx, api.EventApprovalEscalated, "1.1", map[string]any{"call_id": "1.1", "after": "24h"})
 		rt.emit(ctx, "checkpoint", map[string]any{"name": "other"}) // not an approval event: no notification
 		return "ok", workflow.Sleep(ctx, time.Minute)
 	}, Options{}), workflow.RegisterOptions{Name: "Escalating"})

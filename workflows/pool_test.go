@@ -18,6 +18,7 @@ import (
 // shared one, and when that host is lost its new claim goes to the pool's queue again: the
 // run moves to another host of the pool, with its last snapshot restored there.
 func TestPoolRunClaimsAndMovesOnThePoolQueue(t *testing.T) {
+	t.Parallel()
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
 	RegisterAll(env)
@@ -68,6 +69,7 @@ func TestPoolRunClaimsAndMovesOnThePoolQueue(t *testing.T) {
 
 // A run whose agent names no pool claims on the shared task queue, as before pools.
 func TestNoPoolClaimsOnTheSharedQueue(t *testing.T) {
+	t.Parallel()
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
 	RegisterAll(env)

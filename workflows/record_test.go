@@ -37,6 +37,7 @@ func queryEvents(t *testing.T, env *testsuite.TestWorkflowEnvironment, after int
 }
 
 func TestRecordStoredAndReferencedAtClose(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name    string
 		input   gateInput
@@ -84,6 +85,7 @@ func TestRecordStoredAndReferencedAtClose(t *testing.T) {
 }
 
 func TestRecordStoreFailureKeepsOutcome(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	registerGate(env)
 	var attempts int32
@@ -107,6 +109,7 @@ func TestRecordStoreFailureKeepsOutcome(t *testing.T) {
 }
 
 func TestEventsQueryPages(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	registerGate(env)
 	var stored []api.Record

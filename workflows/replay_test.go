@@ -4,7 +4,9 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
+	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
@@ -35,6 +37,7 @@ import (
 // It is an external test (package workflows_test) so that it can register the demos,
 // whose package imports this one.
 func TestReplayRecordedHistories(t *testing.T) {
+	t.Parallel()
 	files, err := filepath.Glob(filepath.Join("testdata", "*.json"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no replay fixtures in testdata (%v)", err)
@@ -50,16 +53,22 @@ func TestReplayRecordedHistories(t *testing.T) {
 	}
 	storage := payloads.ExternalStorage(workflows.FixtureBlobs(t), 0)
 	covered := map[string]bool{}
+	// Each fixture replays as a plain replayer does (check-replay) and under a worker's
+	// heartbeat cap of 1 s (workflows.Interceptor): a worker's timeouts are no part of what
+	// replay matches.
+	capped := []interceptor.WorkerInterceptor{workflows.Interceptor(workflows.WorkerDefaults{ActivityHeartbeatTimeout: time.Second})}
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			covered[workflows.FixtureType(t, f)] = true
-			r, err := worker.NewWorkflowReplayerWithOptions(worker.WorkflowReplayerOptions{ExternalStorage: storage})
-			if err != nil {
-				t.Fatal(err)
-			}
-			registerShipped(r)
-			if err := r.ReplayWorkflowHistoryFromJSONFile(nil, f); err != nil {
-				t.Errorf("replay %s: %v", f, err)
+			for _, icpt := range [][]interceptor.WorkerInterceptor{nil, capped} {
+				r, err := worker.NewWorkflowReplayerWithOptions(worker.WorkflowReplayerOptions{ExternalStorage: storage, Interceptors: icpt})
+				if err != nil {
+					t.Fatal(err)
+				}
+				registerShipped(r)
+				if err := r.ReplayWorkflowHistoryFromJSONFile(nil, f); err != nil {
+					t.Errorf("replay %s (interceptors %d): %v", f, len(icpt), err)
+				}
 			}
 		})
 	}

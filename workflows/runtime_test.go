@@ -89,6 +89,7 @@ func payload(t *testing.T, v any) json.RawMessage {
 }
 
 func TestCheckpointRunsOnce(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	calls := 0
 	env.RegisterActivityWithOptions(func(context.Context) (map[string]any, error) {
@@ -126,6 +127,7 @@ func TestCheckpointRunsOnce(t *testing.T) {
 }
 
 func TestReservedCheckpointNameFailsRun(t *testing.T) {
+	t.Parallel()
 	for _, name := range api.ReservedStateKeys {
 		t.Run(name, func(t *testing.T) {
 			env := newEnv(t)
@@ -151,6 +153,7 @@ func TestReservedCheckpointNameFailsRun(t *testing.T) {
 }
 
 func TestIllFittingSignalsAreRecordedAndIgnored(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	wf := func(ctx workflow.Context, _ struct{}) (map[string]any, error) {
 		// Let an early signal arrive while the run is not suspended.
@@ -202,6 +205,7 @@ func TestIllFittingSignalsAreRecordedAndIgnored(t *testing.T) {
 }
 
 func TestScheduledResumeUsesATimer(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	registerGate(env)
 	var start time.Time
@@ -228,6 +232,7 @@ func TestScheduledResumeUsesATimer(t *testing.T) {
 }
 
 func TestArtifactEncodingAndNames(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	var sent []api.WriteArtifactRequest
 	env.RegisterActivityWithOptions(func(_ context.Context, req api.WriteArtifactRequest) (api.Artifact, error) {
@@ -265,6 +270,7 @@ func TestArtifactEncodingAndNames(t *testing.T) {
 }
 
 func TestCancelWhileSuspended(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	registerGate(env)
 	env.RegisterDelayedCallback(func() { env.CancelWorkflow() }, time.Hour)
@@ -279,6 +285,7 @@ func TestCancelWhileSuspended(t *testing.T) {
 }
 
 func TestSanitize(t *testing.T) {
+	t.Parallel()
 	big := strings.Repeat("x", MaxEventString+1)
 	for _, tc := range []struct{ name, in, want string }{
 		{"short strings pass", `{"a":"hi","n":3}`, `{"a":"hi","n":3}`},

@@ -17,8 +17,11 @@ import (
 // events (or when Temporal suggests it), well before Temporal's 51,200-event limit.
 const sessionHistoryBound = 10_000
 
-// sessionSegmentBytes bounds one archived segment of a session's stream (see archive).
-var sessionSegmentBytes = 512 << 10 // a var so a test can make segments small
+// sessionSegmentBytes bounds one archived segment of a session's stream (see archive). It
+// decides how many segment artifacts a continue-as-new writes, so it is part of the
+// workflow's commands: a constant, never a worker's setting (a test runs runSession with
+// another).
+const sessionSegmentBytes = 512 << 10
 
 // ErrSessionContinuing is the message of the refusal a prompt gets while a session hands
 // over to its continue-as-new run. Clients match the refusal by its type,
@@ -53,6 +56,8 @@ type session struct {
 
 	// skills are the agent's recorded skill texts, set with tools on the first prompt.
 	skills []string
+	// segmentBytes bounds one archived stream segment (sessionSegmentBytes).
+	segmentBytes int
 }
 
 // Session is the workflow of one (agent, instance) pair: a remembering agent. Prompts
@@ -63,6 +68,11 @@ type session struct {
 // never authority: its sandbox, permissions, MCP servers and fetch allow-list are exactly
 // the agent's.
 func Session(ctx workflow.Context, in api.SessionInput) (api.SessionCarry, error) {
+	return runSession(ctx, in, sessionSegmentBytes)
+}
+
+// runSession is Session with stream segments of at most segmentBytes.
+func runSession(ctx workflow.Context, in api.SessionInput, segmentBytes int) (api.SessionCarry, error) {
 	rt, err := runtimeOf(ctx, "session "+in.Agent+"/"+in.Instance)
 	if err != nil {
 		return api.SessionCarry{}, err
@@ -71,7 +81,7 @@ func Session(ctx workflow.Context, in api.SessionInput) (api.SessionCarry, error
 		return api.SessionCarry{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("session needs an agent and a valid instance id (got %q, %q)", in.Agent, in.Instance), api.ErrTypeBadInput, nil)
 	}
-	s := &session{in: in}
+	s := &session{in: in, segmentBytes: segmentBytes}
 	if in.Carry != nil {
 		s.carry = *in.Carry
 		rt.seqBase = s.carry.StreamOffset
@@ -305,7 +315,7 @@ func (s *session) snapshot(rt *runtime) api.SessionCarry {
 // archive stores this run's activity stream as a segment artifact, so watching from an old
 // offset still works after continue-as-new, and returns the carry for the next run.
 //
-// The stream is written in segments of at most sessionSegmentBytes: each segment is an
+// The stream is written in segments of at most s.segmentBytes: each segment is an
 // activity's input, and one payload for a whole run's stream could pass Temporal's 2 MB
 // limit exactly when the history is long enough to continue as new.
 func (s *session) archive(ctx workflow.Context, rt *runtime) (api.SessionCarry, error) {
@@ -323,7 +333,7 @@ func (s *session) archive(ctx workflow.Context, rt *runtime) (api.SessionCarry, 
 	}
 	for i, e := range events {
 		line := mustJSON(e)
-		if b.Len() > 0 && b.Len()+len(line)+1 > sessionSegmentBytes {
+		if b.Len() > 0 && b.Len()+len(line)+1 > s.segmentBytes {
 			if err := flush(i - 1); err != nil {
 				return s.snapshot(rt), err
 			}

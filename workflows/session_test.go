@@ -99,6 +99,7 @@ func closeSession(env *testsuite.TestWorkflowEnvironment, delay time.Duration) {
 func sessionInput(t *testing.T, in api.SessionInput) json.RawMessage { return payload(t, in) }
 
 func TestSessionRemembersAcrossPrompts(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	m := &echoModel{}
 	m.register(env, sessionSpec)
@@ -150,6 +151,7 @@ func TestSessionRemembersAcrossPrompts(t *testing.T) {
 }
 
 func TestSessionServesConcurrentPromptsInOrder(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	m := &echoModel{}
 	m.register(env, sessionSpec)
@@ -184,6 +186,7 @@ func TestSessionServesConcurrentPromptsInOrder(t *testing.T) {
 }
 
 func TestSessionFailedTurnStillEndsAndSessionGoesOn(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	m := &echoModel{failOn: "boom", toolOn: "look"}
 	m.register(env, sessionSpec)
@@ -231,7 +234,19 @@ func TestSessionFailedTurnStillEndsAndSessionGoesOn(t *testing.T) {
 // and returns the input of the run it continues as.
 func continuedAfterOneTurn(t *testing.T, instance string) api.SessionInput {
 	t.Helper()
+	return continuedAfterOneTurnWith(t, instance, sessionSegmentBytes)
+}
+
+// continuedAfterOneTurnWith is continuedAfterOneTurn with stream segments of at most
+// segmentBytes.
+func continuedAfterOneTurnWith(t *testing.T, instance string, segmentBytes int) api.SessionInput {
+	t.Helper()
 	env := newEnv(t)
+	if segmentBytes != sessionSegmentBytes {
+		env.RegisterWorkflowWithOptions(Wrap(api.WorkflowSession, func(ctx workflow.Context, in api.SessionInput) (api.SessionCarry, error) {
+			return runSession(ctx, in, segmentBytes)
+		}, Options{}), workflow.RegisterOptions{Name: api.WorkflowSession, DisableAlreadyRegisteredCheck: true})
+	}
 	m := &echoModel{}
 	m.register(env, sessionSpec)
 	var out []promptResult
@@ -253,6 +268,7 @@ func continuedAfterOneTurn(t *testing.T, instance string) api.SessionInput {
 }
 
 func TestSessionContinueAsNewKeepsThreadAndOffsets(t *testing.T) {
+	t.Parallel()
 	in := continuedAfterOneTurn(t, "can")
 	if in.Carry.ThreadRef == nil || in.Carry.ThreadRef.Messages != 2 || len(in.Carry.Thread) != 0 || in.Carry.StreamOffset == 0 || len(in.Carry.Segments) != 1 {
 		t.Fatalf("carry = %+v", in.Carry)
@@ -283,6 +299,7 @@ func TestSessionContinueAsNewKeepsThreadAndOffsets(t *testing.T) {
 
 // Sessions recorded before threads were stored stream through nexo.stream signals.
 func TestSessionStreamedTextIsNotDuplicated(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	env.OnGetVersion(ChangeThreadByRef, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
 	env.RegisterActivityWithOptions(func(context.Context, string) (agents.Spec, error) { return sessionSpec, nil },
@@ -326,11 +343,11 @@ func TestSessionStreamedTextIsNotDuplicated(t *testing.T) {
 // A run's stream larger than a segment is archived in several segments that together hold
 // every event once, in order.
 func TestSessionArchivesTheStreamInSegments(t *testing.T) {
-	defer func(n int) { sessionSegmentBytes = n }(sessionSegmentBytes)
-	sessionSegmentBytes = 300 // a few events each
-	in := continuedAfterOneTurn(t, "seg")
+	t.Parallel()
+	const segmentBytes = 300 // a few events each
+	in := continuedAfterOneTurnWith(t, "seg", segmentBytes)
 	if len(in.Carry.Segments) < 2 {
-		t.Fatalf("segments = %d, want several of at most %d bytes", len(in.Carry.Segments), sessionSegmentBytes)
+		t.Fatalf("segments = %d, want several of at most %d bytes", len(in.Carry.Segments), segmentBytes)
 	}
 	want := int64(1)
 	for _, a := range in.Carry.Segments {
@@ -345,6 +362,7 @@ func TestSessionArchivesTheStreamInSegments(t *testing.T) {
 // A session's model call streams live text through its heartbeat (StreamLive): no signal
 // is expected, and the whole text is recorded once as a text event.
 func TestSessionLiveTextRecordedOnce(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	env.RegisterActivityWithOptions(func(context.Context, string) (agents.Spec, error) { return sessionSpec, nil },
 		activity.RegisterOptions{Name: api.ActivityResolveAgent})
@@ -381,6 +399,7 @@ func TestSessionLiveTextRecordedOnce(t *testing.T) {
 // A session run from before threads were stored continues as new with its thread by
 // value; the continuation stores it with its first model call and carries a reference.
 func TestSessionLegacyCarryIsStored(t *testing.T) {
+	t.Parallel()
 	legacy := api.SessionInput{Agent: "assistant", Instance: "old", Carry: &api.SessionCarry{
 		Thread: []api.ChatMessage{{Role: api.RoleUser, Content: "My name is Mac."}, {Role: api.RoleAssistant, Content: "Noted."}},
 		Turns:  []api.SessionTurn{{N: 1, Prompt: "My name is Mac.", Reply: "Noted."}}, StreamOffset: 4, Runs: 1,
@@ -411,6 +430,7 @@ func TestSessionLegacyCarryIsStored(t *testing.T) {
 // the agent read survive continue-as-new and close + reopen: a write approved "always"
 // before runs without asking after, with the stamp of the earlier read.
 func TestSessionCarriesDecisionsAndStamps(t *testing.T) {
+	t.Parallel()
 	approvals := json.RawMessage(`{"always":[{"capability":"write","tool":"write_file"}]}`)
 	stamps := map[string]api.FileStamp{"notes.md": {Size: 5, ModUnix: 42}}
 	in := api.SessionInput{Agent: "scribe", Instance: "keep", Carry: &api.SessionCarry{
@@ -446,6 +466,7 @@ func TestSessionCarriesDecisionsAndStamps(t *testing.T) {
 // ApplicationError of type NexoSessionHandover naming the session and run, which clients
 // match by type and send again.
 func TestPromptDuringHandoverIsTypedRefusal(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	m := &echoModel{}
 	m.register(env, sessionSpec)

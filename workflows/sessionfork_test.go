@@ -21,6 +21,7 @@ func forkOfTurn2(snapshot string) *api.SessionFork {
 }
 
 func TestForkedSessionStartsFromTheForkedThread(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	m := &echoModel{}
 	m.register(env, sessionSpec)
@@ -60,6 +61,7 @@ func TestForkedSessionStartsFromTheForkedThread(t *testing.T) {
 // fork's snapshot is restored on the host it claimed (archiving the stream claims one),
 // which the continuation carries; the thread is in the carry, so the fork is not.
 func TestForkedSessionContinuedKeepsItsRestoredWorkspace(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	m := &echoModel{}
 	m.register(env, sessionSpec)

@@ -108,6 +108,7 @@ func wantSkillsOnce(t *testing.T, reqs []api.CompleteChatRequest, instructions s
 // before the first turn; every model request, also after a suspension for an approval,
 // carries their recorded texts once, never in the thread.
 func TestAgentSkillsReachEveryRequestOnce(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	spec := agents.Spec{Name: "reporter", Instructions: "You write reports.", Skills: []string{"kit", "style"},
 		SkillFiles: api.SkillFilesSkipSame, Permissions: permissions.Policy{Mode: permissions.ModeApprove}}
@@ -151,6 +152,7 @@ func TestAgentSkillsReachEveryRequestOnce(t *testing.T) {
 // fresh container afterwards; the skills' files are copied into it again before the
 // approved call runs, and the model requests still carry the texts once.
 func TestDockerSkillsCopiedAgainAfterPark(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	env.SetWorkerOptions(worker.Options{EnableSessionWorker: true})
 	// Runs recorded before host queues (hostq.go) keep worker sessions.
@@ -200,6 +202,7 @@ func TestDockerSkillsCopiedAgainAfterPark(t *testing.T) {
 // TestRequirementsUnmetFailWithEveryItem: a sandbox that falls short fails the run before
 // any model call, with every unmet item in the error.
 func TestRequirementsUnmetFailWithEveryItem(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	spec := agents.Spec{Name: "py", Skills: []string{"kit"},
 		Requires: api.Requirements{Commands: map[string]string{"python3": ">=3.10"}, Locale: "utf8"}}
@@ -228,6 +231,7 @@ func TestRequirementsUnmetFailWithEveryItem(t *testing.T) {
 // TestSessionSkillsOncePerRequest: in a session the skills are prepared on the first
 // prompt only, and every request of every turn carries them once, never the thread.
 func TestSessionSkillsOncePerRequest(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	m := &echoModel{}
 	spec := sessionSpec
@@ -257,6 +261,7 @@ func TestSessionSkillsOncePerRequest(t *testing.T) {
 // TestRerunKeepsTheRecordedSkills: a re-run seeded from a failed run uses that run's
 // skill snapshot (text and files) instead of loading the skills again from disk.
 func TestRerunKeepsTheRecordedSkills(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	spec := agents.Spec{Name: "reporter", Skills: []string{"kit"}}
 	var order []string

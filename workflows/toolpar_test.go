@@ -160,6 +160,7 @@ func toolEvent(typ string) bool {
 // The results reach the model in the order it asked for them, whatever order the calls
 // end in; every start is recorded up front.
 func TestParallelToolsResultsInModelOrder(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	f := &parFakes{spec: agents.Spec{Name: "reader", ToolConcurrency: 3},
 		script: []api.CompleteChatResult{reads("a", "b", "c"), answer("done")},
@@ -204,6 +205,7 @@ func TestParallelToolsResultsInModelOrder(t *testing.T) {
 
 // Never more than tool_concurrency calls at once.
 func TestParallelToolsBound(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	f := &parFakes{spec: agents.Spec{Name: "reader", ToolConcurrency: 2},
 		script: []api.CompleteChatResult{reads("a", "b", "c", "d", "e"), answer("done")}, meet: 2}
@@ -223,6 +225,7 @@ func TestParallelToolsBound(t *testing.T) {
 // tool_concurrency 1 (and 0) is the loop as it always was: one call, then its result, then
 // the next, with no version marker asked.
 func TestParallelToolsOneIsSequential(t *testing.T) {
+	t.Parallel()
 	for _, n := range []int{0, 1} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			env := newEnv(t)
@@ -248,6 +251,7 @@ func TestParallelToolsOneIsSequential(t *testing.T) {
 // A call that needs approval waits for its own decision while the allowed calls run; it
 // runs once approved, and its result still takes its place in the model's order.
 func TestParallelToolsGatedCallWaits(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	reply := api.CompleteChatResult{Message: toolReply(
 		api.ToolCall{Name: agents.ToolReadFile, Arguments: `{"path":"a"}`},
@@ -294,6 +298,7 @@ func TestParallelToolsGatedCallWaits(t *testing.T) {
 
 // A call whose activity fails cancels none of the others; the turn then fails naming it.
 func TestParallelToolsFailureCancelsNothing(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	f := &parFakes{spec: agents.Spec{Name: "reader", ToolConcurrency: 3},
 		script: []api.CompleteChatResult{reads("a", "b", "c"), answer("done")},
@@ -316,6 +321,7 @@ func TestParallelToolsFailureCancelsNothing(t *testing.T) {
 // A model reply's reasoning is recorded as agent_thinking (runs), with the reference when
 // it was stored; a reply without reasoning records none and asks no version.
 func TestThinkingEvents(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	first := reads("a")
 	first.Reasoning = "The user wants a; read it first."
@@ -363,6 +369,7 @@ func eventIndex(rec api.Record, typ string) int {
 // update_plan records the plan as agent_plan and acknowledges it; a malformed plan is an
 // error result naming what is wrong.
 func TestPlanTool(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	plan := api.CompleteChatResult{Message: toolReply(
 		api.ToolCall{Name: agents.ToolUpdatePlan, Arguments: `{"steps":[{"step":"read the notes","status":"done"},{"step":"write the summary","status":"in_progress"}]}`},
@@ -405,6 +412,7 @@ func TestPlanTool(t *testing.T) {
 // CheckpointAll's partial-failure semantics: the first failure is returned, steps done
 // before it stay stored, steps not yet started never start.
 func TestCheckpointAllMaxInFlight(t *testing.T) {
+	t.Parallel()
 	type result struct {
 		MaxIn  int               `json:"max_in"`
 		Ran    []string          `json:"ran"`

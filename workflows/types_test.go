@@ -20,6 +20,7 @@ type docInput struct {
 // TestTypeRecorderRecordsWhatIsRegistered: the types a worker announces are the ones it
 // registered, not a list kept apart; the registry itself is not a type runs can have.
 func TestTypeRecorderRecordsWhatIsRegistered(t *testing.T) {
+	t.Parallel()
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
 	rec := RecordTypes(env)
@@ -48,6 +49,7 @@ func (d *inputDecodesItself) UnmarshalJSON(b []byte) error { d.raw = string(b); 
 // TestInputFields: the field names are the ones encoding/json decodes, so the starter
 // refuses exactly the fields a run would silently drop.
 func TestInputFields(t *testing.T) {
+	t.Parallel()
 	type embeddedPtr struct {
 		*inputBase
 		Note string
@@ -92,6 +94,7 @@ func TestInputFields(t *testing.T) {
 // TestTypeRecorderRecordsInputs: Register tells the recorder each workflow's input type,
 // for the shipped workflows and a user's own alike; a map input is left unchecked.
 func TestTypeRecorderRecordsInputs(t *testing.T) {
+	t.Parallel()
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
 	rec := RecordTypes(env)
@@ -123,6 +126,7 @@ func TestTypeRecorderRecordsInputs(t *testing.T) {
 // TestTypeRecorderLeavesOutTheTokenLimiter: the token limiter is registered on every
 // worker but is not a type runs can be started of.
 func TestTypeRecorderLeavesOutTheTokenLimiter(t *testing.T) {
+	t.Parallel()
 	var s testsuite.WorkflowTestSuite
 	rec := RecordTypes(s.NewTestWorkflowEnvironment())
 	RegisterAll(rec)

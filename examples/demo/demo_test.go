@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
 
 	"github.com/nexo-temporal/nexo/api"
 )
@@ -140,6 +141,7 @@ func deref(s *string) string {
 // timeout, so one in flight on a killed worker is retried within seconds instead of
 // waiting out its start-to-close timeout (FetchMetric waited 5 minutes).
 func TestEveryActivityHasAHeartbeatTimeout(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		workflow string
 		in       any
@@ -169,6 +171,7 @@ func TestEveryActivityHasAHeartbeatTimeout(t *testing.T) {
 }
 
 func TestDocumentApprovalSuspendsThenApproveCompletes(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	acts := &fakeActs{}
 	acts.register(env)
@@ -229,6 +232,7 @@ func TestDocumentApprovalSuspendsThenApproveCompletes(t *testing.T) {
 }
 
 func TestDocumentApprovalDenied(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	acts := &fakeActs{}
 	acts.register(env)
@@ -249,6 +253,7 @@ func TestDocumentApprovalDenied(t *testing.T) {
 }
 
 func TestCheckpointAllPartialFailureThenRerun(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	acts := &fakeActs{metricFails: map[string]int{"traffic": 1}}
 	acts.register(env)
@@ -295,6 +300,7 @@ func TestCheckpointAllPartialFailureThenRerun(t *testing.T) {
 }
 
 func TestCheckpointAllEventsCarryNameOnly(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	(&fakeActs{}).register(env)
 	env.ExecuteWorkflow(BuildDashboardName, nil)
@@ -322,6 +328,7 @@ func TestCheckpointAllEventsCarryNameOnly(t *testing.T) {
 // decision (a misspelled field, a wrong type, no "approved") is recorded as ignored and
 // the run keeps waiting; the real decision that follows is the one taken.
 func TestDocumentApprovalIgnoresMisfitResumeInput(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	acts := &fakeActs{}
 	acts.register(env)
@@ -364,7 +371,12 @@ func TestDocumentApprovalIgnoresMisfitResumeInput(t *testing.T) {
 // unknown metric named with 3 MB) fails with a bounded message: a failure message is
 // never offloaded, and an oversized one would wedge the closing workflow task.
 func TestFailureMessageIsBounded(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
+	// The run handles a 3 MB input in one workflow task, which under -race on a loaded
+	// machine can take longer than the SDK's 1 s deadlock detector allows; this test is
+	// about size.
+	env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: time.Minute})
 	(&fakeActs{}).register(env)
 	huge := strings.Repeat("m", 3<<20)
 	env.RegisterActivityWithOptions(func(_ context.Context, name string) (api.Metric, error) {
@@ -386,6 +398,7 @@ func TestFailureMessageIsBounded(t *testing.T) {
 // TestActivitiesRefuseBadInput: the demo activities answer what a user can get wrong with
 // a non-retryable error that names it, not a retry loop.
 func TestActivitiesRefuseBadInput(t *testing.T) {
+	t.Parallel()
 	var a Activities
 	_, err := a.FetchMetric(context.Background(), "revenue")
 	var app *temporal.ApplicationError

@@ -54,6 +54,7 @@ func identities(v api.RegistryView) []string {
 // registry's own timer, with no other announcement to trigger it), one that refreshes
 // stays.
 func TestRegistryUnionAndExpiry(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	announce(env, time.Minute, "a", []string{"DocumentApproval", "BuildDashboard"}, []string{"scribe"})
 	announce(env, 2*time.Minute, "b", []string{"AgentRun", "DocumentApproval", "AgentRun"}, []string{"scribe", "researcher"})
@@ -94,6 +95,7 @@ func TestRegistryUnionAndExpiry(t *testing.T) {
 // TestRegistryContinuesAsNewWithItsEntries: after its limit of announcements the registry
 // continues as new, carrying the workers it knows (and its limit).
 func TestRegistryContinuesAsNewWithItsEntries(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	announce(env, time.Minute, "a", []string{"DocumentApproval"}, nil)
 	announce(env, 2*time.Minute, "b", []string{"AgentRun"}, []string{"scribe"})
@@ -120,6 +122,7 @@ func TestRegistryContinuesAsNewWithItsEntries(t *testing.T) {
 // TestRegistryMergesInputs: the registry checks a type's input only when every worker
 // offering it announced its fields, with the union of them (a rolling deploy).
 func TestRegistryMergesInputs(t *testing.T) {
+	t.Parallel()
 	env := newEnv(t)
 	signal := func(at time.Duration, a api.WorkerAnnouncement) {
 		env.RegisterDelayedCallback(func() { env.SignalWorkflow(api.SignalRegister, a) }, at)

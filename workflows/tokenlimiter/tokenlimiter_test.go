@@ -101,6 +101,7 @@ func runLimiter(t *testing.T, st State, start time.Duration, steps []limiterStep
 // holds 90% of tokens_per_minute, and the first that would pass it is booked for when
 // enough of the window has left it, never earlier.
 func TestTokenLimiterBooksWithinTheWindow(t *testing.T) {
+	t.Parallel()
 	runLimiter(t, State{}, 0, []limiterStep{
 		{at: time.Second, key: "a", tokens: 400},
 		{at: 2 * time.Second, key: "b", tokens: 400},
@@ -117,6 +118,7 @@ func TestTokenLimiterBooksWithinTheWindow(t *testing.T) {
 // TestTokenLimiterSlidesWithTime: a booking counts for one window only; after it, the
 // whole budget is free again.
 func TestTokenLimiterSlidesWithTime(t *testing.T) {
+	t.Parallel()
 	runLimiter(t, State{}, 0, []limiterStep{
 		{at: time.Second, key: "a", tokens: 900},
 		{at: 30 * time.Second, key: "b", tokens: 900, wait: 31 * time.Second},
@@ -128,6 +130,7 @@ func TestTokenLimiterSlidesWithTime(t *testing.T) {
 // TestTokenLimiterCapsALargeRequest: a request larger than a window's budget is booked
 // capped to the budget, alone in its window, instead of never being granted.
 func TestTokenLimiterCapsALargeRequest(t *testing.T) {
+	t.Parallel()
 	runLimiter(t, State{}, 0, []limiterStep{
 		{at: time.Second, key: "a", tokens: 100},
 		{at: 2 * time.Second, key: "big", tokens: 5000, granted: 900, wait: 59 * time.Second},
@@ -138,6 +141,7 @@ func TestTokenLimiterCapsALargeRequest(t *testing.T) {
 // TestTokenLimiterSameKeyKeepsItsBooking: a retried attempt of a call (the same key)
 // gets the booking it has, not a second one.
 func TestTokenLimiterSameKeyKeepsItsBooking(t *testing.T) {
+	t.Parallel()
 	runLimiter(t, State{}, 0, []limiterStep{
 		{at: time.Second, key: "a", tokens: 800},
 		{at: 2 * time.Second, key: "b", tokens: 500, wait: 59 * time.Second},
@@ -151,6 +155,7 @@ func TestTokenLimiterSameKeyKeepsItsBooking(t *testing.T) {
 // TestTokenLimiterSettleGivesBack: a call's settle replaces its estimate with what the
 // provider counted, so the tokens it did not use are free for the next reservation.
 func TestTokenLimiterSettleGivesBack(t *testing.T) {
+	t.Parallel()
 	runLimiter(t, State{}, 0, []limiterStep{
 		{at: time.Second, key: "a", tokens: 800},
 		{at: 2 * time.Second, key: "b", tokens: 500, wait: 59 * time.Second},
@@ -171,6 +176,7 @@ func TestTokenLimiterSettleGivesBack(t *testing.T) {
 // with its key; once a settle gave back enough, its booking moves to now. A booking never
 // moves later.
 func TestTokenLimiterMovesAWaitingBookingEarlier(t *testing.T) {
+	t.Parallel()
 	runLimiter(t, State{}, 0, []limiterStep{
 		{at: time.Second, key: "a", tokens: 800},
 		{at: 2 * time.Second, key: "b", tokens: 500, wait: 59 * time.Second},
@@ -186,6 +192,7 @@ func TestTokenLimiterMovesAWaitingBookingEarlier(t *testing.T) {
 // TestTokenLimiterRefusesBadReservations: the validator refuses a reservation with no
 // key, no tokens or no limit, before it reaches the history.
 func TestTokenLimiterRefusesBadReservations(t *testing.T) {
+	t.Parallel()
 	runLimiter(t, State{}, 0, []limiterStep{
 		{at: time.Second, key: "", tokens: 10, rejected: "key is empty"},
 		{at: 2 * time.Second, key: "a", tokens: 0, rejected: "want a positive estimate"},
@@ -213,6 +220,7 @@ func TestTokenLimiterRefusesBadReservations(t *testing.T) {
 // future ones, without those whose window has passed; a settle delivered with the last
 // operation is not lost.
 func TestTokenLimiterContinuesAsNewWithItsWindow(t *testing.T) {
+	t.Parallel()
 	st := runLimiter(t, State{ContinueAfter: 5}, 0, []limiterStep{
 		{at: time.Second, key: "old", tokens: 100},
 		{at: 2 * time.Minute, key: "a", tokens: 700},
@@ -289,6 +297,7 @@ func randomBookings(r *rand.Rand, n, budget int, now time.Time) []Booking {
 }
 
 func TestEarliestFitMatchesItsDefinition(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(1, 2))
 	now := limiterEpoch
 	for trial := range 3000 {
