@@ -23,6 +23,7 @@ func TestSecondDevWorkerRefusesTheDatabase(t *testing.T) {
 	cmd := exec.CommandContext(ctx, bins.worker, "--dev")
 	cmd.Dir = p.dir
 	cmd.Env = append(q.env(), "NEXO_DEV_DB_PATH=.nexo/temporal.db")
+	q.releasePorts() // the second worker binds them before it finds the database taken
 	out, err := cmd.CombinedOutput()
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() != 1 {

@@ -156,6 +156,7 @@ agents:
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bins.worker, "--dev")
 	cmd.Dir, cmd.Env = p.dir, p.env()
+	p.releasePorts() // the worker binds them (if it got that far)
 	out, err := cmd.CombinedOutput()
 	if err == nil || strings.Contains(string(out), "Nexo worker ready") {
 		t.Fatalf("worker started with broken docker agents (%v):\n%s", err, out)

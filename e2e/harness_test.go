@@ -316,6 +316,9 @@ func (p *platform) starter(args ...string) result {
 // runBin runs bin with args in the platform's directory and environment, like starter.
 func (p *platform) runBin(bin string, args ...string) result {
 	p.t.Helper()
+	if bin != bins.starter {
+		p.releasePorts() // a worker binary binds the platform's ports itself
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
