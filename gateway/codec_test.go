@@ -68,6 +68,7 @@ func fromUI(extra map[string]string) map[string]string {
 // (the blob is in the store), and decode or download of that reference returns the
 // original, as the Web UI asks for it from its own origin.
 func TestCodecDecodesOffloadedPayloads(t *testing.T) {
+	t.Parallel()
 	s := codecServer(t, nil)
 	big, err := converter.GetDefaultDataConverter().ToPayload(map[string]string{"doc": strings.Repeat("d", 300<<10)})
 	if err != nil {
@@ -104,6 +105,7 @@ func TestCodecDecodesOffloadedPayloads(t *testing.T) {
 }
 
 func TestCodecCORS(t *testing.T) {
+	t.Parallel()
 	s := codecServer(t, nil)
 	preflight := func(origin string) *http.Response {
 		return do(t, s, request{method: "OPTIONS", path: "/codec/decode", header: map[string]string{
@@ -147,6 +149,7 @@ func TestCodecCORS(t *testing.T) {
 }
 
 func TestCodecAuth(t *testing.T) {
+	t.Parallel()
 	s := codecServer(t, testTokens)
 	body := payloadsJSON(t)
 	tests := []struct {
@@ -191,6 +194,7 @@ func TestCodecAuth(t *testing.T) {
 }
 
 func TestNoCodecWithoutExternalStorage(t *testing.T) {
+	t.Parallel()
 	s := newServer(t, &fakeRuns{}, Options{})
 	resp := do(t, s, request{method: "POST", path: "/codec/decode", body: payloadsJSON(t)})
 	if resp.StatusCode != http.StatusNotFound {
@@ -201,6 +205,7 @@ func TestNoCodecWithoutExternalStorage(t *testing.T) {
 // TestFromConfigServesCodec: the binaries' gateway gets the codec over artifacts.url and
 // the configured origins.
 func TestFromConfigServesCodec(t *testing.T) {
+	t.Parallel()
 	cfg := config.Defaults()
 	cfg.Artifacts.URL = t.TempDir()
 	cfg.Gateway.CodecOrigins = []string{"https://ui.example.com"}
