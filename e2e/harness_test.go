@@ -37,8 +37,9 @@ var bins struct {
 // defaultParallel is how many tests of this package run at once unless -parallel (or
 // NEXO_E2E_PARALLEL) says otherwise. Go's default is GOMAXPROCS, 2 on the machines this
 // runs on, but an end-to-end test spends most of its time waiting (on a worker's start, a
-// timer, a heartbeat timeout), not computing. Tests that kill workers of a shared cluster,
-// use the Docker engine or a browser, record fixtures or measure stay serial (no t.Parallel).
+// timer, a heartbeat timeout), not computing. Tests that use the Docker engine or a
+// browser, record fixtures or measure stay serial (no t.Parallel); the cluster's faults run
+// in sequence inside TestClusterFaults, which itself runs beside the others.
 const defaultParallel = 4
 
 // setParallel applies defaultParallel (or NEXO_E2E_PARALLEL) when -parallel was not given.
