@@ -73,14 +73,14 @@ func TestMain(m *testing.M) {
 	bins.dir = dir
 	bins.worker = filepath.Join(dir, "worker")
 	bins.starter = filepath.Join(dir, "starter")
-	for _, b := range []struct{ out, pkg string }{{bins.worker, "./worker"}, {bins.starter, "./starter"}} {
-		cmd := exec.Command("go", "build", "-o", b.out, b.pkg)
-		cmd.Dir = ".."
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
-			fmt.Fprintf(os.Stderr, "build %s: %v\n", b.pkg, err)
-			os.Exit(1)
-		}
+	// One go build for both, so the two links run at once (the worker's links the server).
+	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "./worker", "./starter")
+	cmd.Dir = ".."
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		fmt.Fprintf(os.Stderr, "build ./worker ./starter: %v\n", err)
+		os.RemoveAll(dir)
+		os.Exit(1)
 	}
 	ensureSandboxImage()
 	code := mcptest.Main(m) // and the MCP servers it built
