@@ -124,16 +124,19 @@ func newPlatform(t testing.TB) *platform {
 	return p
 }
 
-// releasePorts lets the platform's ports go for the process about to bind them (ports_test.go).
+// releasePorts lets the platform's ports go for the process about to bind them
+// (ports_test.go). env calls it, so every process started with the platform's settings
+// (the worker, starter serve, a worker a test runs itself) finds them free.
 func (p *platform) releasePorts() {
 	for _, h := range p.held {
 		if err := h.release(); err != nil {
-			p.t.Fatal(err)
+			p.t.Errorf("platform ports: %v", err) // env may run on a goroutine of the test
 		}
 	}
 }
 
 func (p *platform) env() []string {
+	p.releasePorts()
 	return append(append(os.Environ(),
 		fmt.Sprintf("NEXO_TEMPORAL_ADDRESS=127.0.0.1:%d", p.frontend),
 		fmt.Sprintf("NEXO_DEV_FRONTEND_PORT=%d", p.frontend),
