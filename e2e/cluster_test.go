@@ -286,7 +286,14 @@ func startAgent(t *testing.T, p *platform, agent, prompt string) string {
 }
 
 // TestClusterFaults runs the fault tests, one after another, on one cluster.
+//
+// The faults share the cluster, so they run in sequence; the test as a whole runs beside the
+// other parallel tests (it is the longest of the package, minutes, mostly waiting out
+// heartbeat timeouts). Nothing it kills or partitions is another test's: its PostgreSQL,
+// server, workers and network namespace are its own, and its Docker containers carry its own
+// deployment scope, while the other Docker tests are serial and so done before it starts.
 func TestClusterFaults(t *testing.T) {
+	t.Parallel()
 	requireCluster(t)
 	dir := t.TempDir()
 	docker := exec.Command("docker", "image", "inspect", "nexo-sandbox:busybox").Run() == nil

@@ -37,8 +37,9 @@ var bins struct {
 // defaultParallel is how many tests of this package run at once unless -parallel (or
 // NEXO_E2E_PARALLEL) says otherwise. Go's default is GOMAXPROCS, 2 on the machines this
 // runs on, but an end-to-end test spends most of its time waiting (on a worker's start, a
-// timer, a heartbeat timeout), not computing. Tests that kill workers of a shared cluster,
-// use the Docker engine or a browser, record fixtures or measure stay serial (no t.Parallel).
+// timer, a heartbeat timeout), not computing. Tests that use the Docker engine or a
+// browser, record fixtures or measure stay serial (no t.Parallel); the cluster's faults run
+// in sequence inside TestClusterFaults, which itself runs beside the others.
 const defaultParallel = 4
 
 // setParallel applies defaultParallel (or NEXO_E2E_PARALLEL) when -parallel was not given.
@@ -72,14 +73,14 @@ func TestMain(m *testing.M) {
 	bins.dir = dir
 	bins.worker = filepath.Join(dir, "worker")
 	bins.starter = filepath.Join(dir, "starter")
-	for _, b := range []struct{ out, pkg string }{{bins.worker, "./worker"}, {bins.starter, "./starter"}} {
-		cmd := exec.Command("go", "build", "-o", b.out, b.pkg)
-		cmd.Dir = ".."
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
-			fmt.Fprintf(os.Stderr, "build %s: %v\n", b.pkg, err)
-			os.Exit(1)
-		}
+	// One go build for both, so the two links run at once (the worker's links the server).
+	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "./worker", "./starter")
+	cmd.Dir = ".."
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		fmt.Fprintf(os.Stderr, "build ./worker ./starter: %v\n", err)
+		os.RemoveAll(dir)
+		os.Exit(1)
 	}
 	ensureSandboxImage()
 	code := mcptest.Main(m) // and the MCP servers it built
@@ -123,16 +124,19 @@ func newPlatform(t testing.TB) *platform {
 	return p
 }
 
-// releasePorts lets the platform's ports go for the process about to bind them (ports_test.go).
+// releasePorts lets the platform's ports go for the process about to bind them
+// (ports_test.go). env calls it, so every process started with the platform's settings
+// (the worker, starter serve, a worker a test runs itself) finds them free.
 func (p *platform) releasePorts() {
 	for _, h := range p.held {
 		if err := h.release(); err != nil {
-			p.t.Fatal(err)
+			p.t.Errorf("platform ports: %v", err) // env may run on a goroutine of the test
 		}
 	}
 }
 
 func (p *platform) env() []string {
+	p.releasePorts()
 	return append(append(os.Environ(),
 		fmt.Sprintf("NEXO_TEMPORAL_ADDRESS=127.0.0.1:%d", p.frontend),
 		fmt.Sprintf("NEXO_DEV_FRONTEND_PORT=%d", p.frontend),

@@ -21,6 +21,7 @@ import (
 )
 
 func TestStartRun(t *testing.T) {
+	t.Parallel()
 	var got runs.StartRequest
 	f := &fakeRuns{start: func(_ context.Context, req runs.StartRequest) (string, error) {
 		got = req
@@ -76,6 +77,7 @@ func TestStartRun(t *testing.T) {
 // TestStartRunOfATypeNoWorkerOffers: the refusal of package runs is a 400 problem that
 // lists the offered types and the likely one.
 func TestStartRunOfATypeNoWorkerOffers(t *testing.T) {
+	t.Parallel()
 	f := &fakeRuns{start: func(_ context.Context, req runs.StartRequest) (string, error) {
 		return "", &runs.UnknownTypeError{Workflow: req.Workflow, TaskQueue: "nexo",
 			Offered: []string{"BuildDashboard", "DocumentApproval"}, Suggestion: "DocumentApproval"}
@@ -91,6 +93,7 @@ func TestStartRunOfATypeNoWorkerOffers(t *testing.T) {
 // TestStartRunOnAPoolNobodyServes: an agent whose sandbox pool has no live host is a 409
 // naming the pool (the request is right; no host of the pool is up now).
 func TestStartRunOnAPoolNobodyServes(t *testing.T) {
+	t.Parallel()
 	f := &fakeRuns{start: func(context.Context, runs.StartRequest) (string, error) {
 		return "", &runs.NoPoolHostError{Agent: "trainer", Pool: "gpu", Queue: "nexo@pool-gpu"}
 	}}
@@ -100,6 +103,7 @@ func TestStartRunOnAPoolNobodyServes(t *testing.T) {
 }
 
 func TestBodyLimit(t *testing.T) {
+	t.Parallel()
 	called := false
 	f := &fakeRuns{start: func(context.Context, runs.StartRequest) (string, error) { called = true; return "x", nil }}
 	s := newServer(t, f, Options{MaxBodyBytes: 2048})
@@ -116,6 +120,7 @@ func TestBodyLimit(t *testing.T) {
 }
 
 func TestListRuns(t *testing.T) {
+	t.Parallel()
 	var got runs.ListRequest
 	closed := t0.Add(time.Minute)
 	f := &fakeRuns{list: func(_ context.Context, req runs.ListRequest) ([]runs.Summary, []byte, error) {
@@ -145,6 +150,7 @@ func TestListRuns(t *testing.T) {
 // TestGetRunIsTheStarterShape: the record is encoded as `starter show --json` prints it:
 // two-space indent, nothing HTML-escaped, a trailing newline.
 func TestGetRunIsTheStarterShape(t *testing.T) {
+	t.Parallel()
 	rec := agentPending()
 	s := newServer(t, &fakeRuns{get: getRecords(rec)}, Options{})
 	resp := do(t, s, request{method: "GET", path: "/v1/runs/run-agent"})
@@ -169,6 +175,7 @@ func TestGetRunIsTheStarterShape(t *testing.T) {
 }
 
 func TestErrorsMapToStatuses(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		err    error
 		status int
@@ -194,6 +201,7 @@ func TestErrorsMapToStatuses(t *testing.T) {
 }
 
 func TestUnknownRoutesAreProblems(t *testing.T) {
+	t.Parallel()
 	s := newServer(t, &fakeRuns{}, Options{})
 	wantProblem(t, do(t, s, request{method: "GET", path: "/v1/nothing"}), 404, "no API route GET /v1/nothing")
 	resp := do(t, s, request{method: "DELETE", path: "/v1/runs/x"})
@@ -204,6 +212,7 @@ func TestUnknownRoutesAreProblems(t *testing.T) {
 }
 
 func TestEventsAfter(t *testing.T) {
+	t.Parallel()
 	s := newServer(t, &fakeRuns{get: getRecords(docSuspended())}, Options{})
 	for _, tc := range []struct {
 		query  string
@@ -233,6 +242,7 @@ func TestEventsAfter(t *testing.T) {
 }
 
 func TestDecide(t *testing.T) {
+	t.Parallel()
 	type call struct {
 		id string
 		d  runs.Decision
@@ -304,6 +314,7 @@ func TestDecide(t *testing.T) {
 }
 
 func TestResumeCancelRerun(t *testing.T) {
+	t.Parallel()
 	var resumed runs.ResumeRequest
 	var rerunPayload json.RawMessage
 	f := &fakeRuns{
@@ -367,6 +378,7 @@ func sha(b []byte) string {
 }
 
 func TestArtifacts(t *testing.T) {
+	t.Parallel()
 	store, err := artifacts.Open("file://" + t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -436,6 +448,7 @@ func TestArtifacts(t *testing.T) {
 // warning on every view: the JSON record, the event list's header, the page, which also
 // offers no re-run (there is nothing to seed).
 func TestIncompleteRecordIsSaidSo(t *testing.T) {
+	t.Parallel()
 	const warning = "run t1: it stored no record and no worker replayed it"
 	msg := "terminated: test"
 	f := &fakeRuns{get: func(context.Context, string) (api.Record, error) {

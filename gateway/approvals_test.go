@@ -29,6 +29,7 @@ func inboxFake(got *runs.ApprovalsRequest) *fakeRuns {
 }
 
 func TestListApprovalsEndpoint(t *testing.T) {
+	t.Parallel()
 	var got runs.ApprovalsRequest
 	s := newServer(t, inboxFake(&got), Options{})
 	resp := do(t, s, request{method: "GET", path: "/v1/approvals?agent=scribe"})
@@ -46,6 +47,7 @@ func TestListApprovalsEndpoint(t *testing.T) {
 }
 
 func TestApprovalsPageListsCallsWithDecisionForms(t *testing.T) {
+	t.Parallel()
 	var got runs.ApprovalsRequest
 	s := newServer(t, inboxFake(&got), Options{})
 	resp := do(t, s, request{method: "GET", path: "/approvals"})
@@ -75,6 +77,7 @@ func TestApprovalsPageListsCallsWithDecisionForms(t *testing.T) {
 
 // A token without scope approve sees the inbox but no decision buttons.
 func TestApprovalsPageForAReader(t *testing.T) {
+	t.Parallel()
 	var got runs.ApprovalsRequest
 	s := newServer(t, inboxFake(&got), Options{Tokens: testTokens})
 	c := login(t, s, readerSecret)
@@ -114,6 +117,7 @@ func rowOf(t *testing.T, page, key string) string {
 // --budget does (a raise of the bound, by the token's name), a deny as a plain denial, and
 // without the CSRF token nothing is decided.
 func TestApprovalsPageRaisesABudget(t *testing.T) {
+	t.Parallel()
 	var decided []runs.Decision
 	var decidedRun []string
 	f := &fakeRuns{
@@ -206,6 +210,7 @@ func TestApprovalsPageRaisesABudget(t *testing.T) {
 
 // A budget pause seen with a token lacking scope approve shows its figures and no form.
 func TestApprovalsPageBudgetForAReader(t *testing.T) {
+	t.Parallel()
 	s := newServer(t, &fakeRuns{approvals: func(context.Context, runs.ApprovalsRequest) ([]runs.Pending, error) { return budgetRows(), nil }},
 		Options{Tokens: testTokens})
 	c := login(t, s, readerSecret)

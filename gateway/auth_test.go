@@ -93,6 +93,7 @@ func sampleRequest(rt route) request {
 // TestScopes: every API route, with every token: a token lacking the route's scope gets
 // 403, one holding it gets through; no token or a wrong one gets 401.
 func TestScopes(t *testing.T) {
+	t.Parallel()
 	s := newServer(t, everythingWorks(nil), Options{Tokens: testTokens})
 	for _, rt := range s.routes {
 		if rt.page {
@@ -136,6 +137,7 @@ func TestScopes(t *testing.T) {
 
 // TestDecisionRecordsTheTokenName: who decided is the token's name, never its secret.
 func TestDecisionRecordsTheTokenName(t *testing.T) {
+	t.Parallel()
 	var decided []runs.Decision
 	s := newServer(t, everythingWorks(&decided), Options{Tokens: testTokens})
 	for _, tc := range []struct{ body, want string }{
@@ -157,6 +159,7 @@ func TestDecisionRecordsTheTokenName(t *testing.T) {
 }
 
 func TestOpenGatewayAnswersLoopbackHostsOnly(t *testing.T) {
+	t.Parallel()
 	s := newServer(t, everythingWorks(nil), Options{})
 	for host, want := range map[string]int{
 		"127.0.0.1:8234":       200,
@@ -181,6 +184,7 @@ func TestOpenGatewayAnswersLoopbackHostsOnly(t *testing.T) {
 }
 
 func TestListenRefusesOpenNonLoopback(t *testing.T) {
+	t.Parallel()
 	open := newServer(t, &fakeRuns{}, Options{})
 	for _, addr := range []string{"0.0.0.0:0", ":0", "[::]:0", "192.0.2.1:0", "example.com:0"} {
 		if _, err := open.Listen(addr); !errors.Is(err, ErrOpenNonLoopback) {
@@ -203,6 +207,7 @@ func TestListenRefusesOpenNonLoopback(t *testing.T) {
 }
 
 func TestCrossOriginWritesAreRefused(t *testing.T) {
+	t.Parallel()
 	var decided []runs.Decision
 	s := newServer(t, everythingWorks(&decided), Options{})
 	approve := func(header map[string]string) *http.Response {
@@ -250,6 +255,7 @@ func login(t *testing.T, s http.Handler, secret string) *http.Cookie {
 // TestPageLoginAndCSRF: the page's session cookie works for reading; a write on it needs
 // the session's CSRF token too; logging out ends the session.
 func TestPageLoginAndCSRF(t *testing.T) {
+	t.Parallel()
 	var decided []runs.Decision
 	s := newServer(t, everythingWorks(&decided), Options{Tokens: testTokens})
 
@@ -308,6 +314,7 @@ func TestPageLoginAndCSRF(t *testing.T) {
 }
 
 func TestNewChecksTokens(t *testing.T) {
+	t.Parallel()
 	for name, tc := range map[string]struct {
 		tokens []Token
 		want   string
@@ -326,6 +333,7 @@ func TestNewChecksTokens(t *testing.T) {
 // The body limit holds before the CSRF check reads a form: an oversized form is refused
 // even when it carries the right token.
 func TestCSRFFormIsBodyLimited(t *testing.T) {
+	t.Parallel()
 	s := newServer(t, everythingWorks(nil), Options{Tokens: testTokens, MaxBodyBytes: 2048})
 	c := login(t, s, allSecret)
 	sess, _ := s.sessions.get(c.Value)

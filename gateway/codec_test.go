@@ -66,6 +66,7 @@ func fromUI(extra map[string]string) map[string]string {
 // (the blob is in the store), and decode or download of that reference returns the
 // original, as the Web UI asks for it from its own origin.
 func TestCodecDecodesOffloadedPayloads(t *testing.T) {
+	t.Parallel()
 	s := codecServer(t, nil)
 	big, err := converter.GetDefaultDataConverter().ToPayload(map[string]string{"doc": strings.Repeat("d", 300<<10)})
 	if err != nil {
@@ -102,6 +103,7 @@ func TestCodecDecodesOffloadedPayloads(t *testing.T) {
 }
 
 func TestCodecCORS(t *testing.T) {
+	t.Parallel()
 	s := codecServer(t, nil)
 	preflight := func(origin string) *http.Response {
 		return do(t, s, request{method: "OPTIONS", path: "/codec/decode", header: map[string]string{
@@ -145,6 +147,7 @@ func TestCodecCORS(t *testing.T) {
 }
 
 func TestCodecAuth(t *testing.T) {
+	t.Parallel()
 	s := codecServer(t, testTokens)
 	body := payloadsJSON(t)
 	tests := []struct {
@@ -189,6 +192,7 @@ func TestCodecAuth(t *testing.T) {
 }
 
 func TestNoCodecWithoutExternalStorage(t *testing.T) {
+	t.Parallel()
 	s := newServer(t, &fakeRuns{}, Options{})
 	resp := do(t, s, request{method: "POST", path: "/codec/decode", body: payloadsJSON(t)})
 	if resp.StatusCode != http.StatusNotFound {
@@ -199,6 +203,7 @@ func TestNoCodecWithoutExternalStorage(t *testing.T) {
 // TestCodecBodyOverTheLimitIs413: a body one byte over 16 MiB was answered 400 by the SDK's
 // handler; it is a 413 naming the limit, as every other route answers.
 func TestCodecBodyOverTheLimitIs413(t *testing.T) {
+	t.Parallel()
 	s := codecServer(t, nil)
 	big := `{"payloads":[{"data":"` + strings.Repeat("A", codecMaxBody) + `"}]}`
 	resp := do(t, s, request{method: "POST", path: "/codec/decode", body: big, header: fromUI(map[string]string{"Content-Type": "application/json"})})
@@ -212,6 +217,7 @@ func TestCodecBodyOverTheLimitIs413(t *testing.T) {
 // TestDotSegmentsAreRefusedNotRedirected: GET /v1/runs/r1/artifacts/.. was a 307 to
 // /v1/runs/r1, another resource; it is a 400.
 func TestDotSegmentsAreRefusedNotRedirected(t *testing.T) {
+	t.Parallel()
 	s := newServer(t, &fakeRuns{}, Options{})
 	for _, p := range []string{"/v1/runs/r1/artifacts/..", "/v1/runs/r1/artifacts/./a", "/v1/runs/../approvals"} {
 		resp := do(t, s, request{method: "GET", path: p})

@@ -45,6 +45,7 @@ func loadOpenAPI(t *testing.T) openAPIDocument {
 // TestOpenAPIMatchesRoutes: every operation in the document is a route the server
 // handles, with the scope the document lists, and every API route is documented.
 func TestOpenAPIMatchesRoutes(t *testing.T) {
+	t.Parallel()
 	doc := loadOpenAPI(t)
 	s := newServer(t, &fakeRuns{}, Options{})
 
@@ -100,6 +101,7 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 
 // TestOpenAPISchemasMatchTypes keeps the documented shapes in step with the Go types.
 func TestOpenAPISchemasMatchTypes(t *testing.T) {
+	t.Parallel()
 	doc := loadOpenAPI(t)
 	for schema, v := range map[string]any{
 		"Record": api.Record{}, "Event": api.Event{}, "Artifact": api.Artifact{},

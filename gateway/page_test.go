@@ -16,6 +16,7 @@ import (
 // TestRunPageEscapesWhatRunsProduced: markup from a tool result, tool-call arguments,
 // checkpoints, the payload and an error is shown as text, never as markup.
 func TestRunPageEscapesWhatRunsProduced(t *testing.T) {
+	t.Parallel()
 	rec := agentPending()
 	rec.Payload = mustJSON(map[string]string{"prompt": xss})
 	rec.State["draft"] = mustJSON(map[string]string{"body": xss})
@@ -47,6 +48,7 @@ func TestRunPageEscapesWhatRunsProduced(t *testing.T) {
 // TestRunPageShowsThePendingApproval: the tool, its capability, its arguments
 // pretty-printed, and the decision form aimed at the pending call.
 func TestRunPageShowsThePendingApproval(t *testing.T) {
+	t.Parallel()
 	rec := agentPending()
 	s := newServer(t, &fakeRuns{get: getRecords(rec, docSuspended())}, Options{})
 	page := readBody(t, do(t, s, request{method: "GET", path: "/runs/run-agent"}))
@@ -103,6 +105,7 @@ func TestRunPageShowsThePendingApproval(t *testing.T) {
 
 // TestReaderSeesNoButtons: a session without approve or operate is shown what it may do.
 func TestReaderSeesNoButtons(t *testing.T) {
+	t.Parallel()
 	s := newServer(t, &fakeRuns{get: getRecords(agentPending())}, Options{Tokens: testTokens})
 	c := login(t, s, readerSecret)
 	page := readBody(t, do(t, s, request{method: "GET", path: "/runs/run-agent", header: map[string]string{"Cookie": c.Name + "=" + c.Value}}))
@@ -112,6 +115,7 @@ func TestReaderSeesNoButtons(t *testing.T) {
 }
 
 func TestRunsPage(t *testing.T) {
+	t.Parallel()
 	var got runs.ListRequest
 	closed := t0.Add(time.Minute)
 	f := &fakeRuns{list: func(_ context.Context, req runs.ListRequest) ([]runs.Summary, []byte, error) {
@@ -145,6 +149,7 @@ func TestRunsPage(t *testing.T) {
 }
 
 func TestRunPageNotFound(t *testing.T) {
+	t.Parallel()
 	s := newServer(t, &fakeRuns{get: getRecords()}, Options{})
 	resp := do(t, s, request{method: "GET", path: "/runs/nope"})
 	if body := readBody(t, resp); resp.StatusCode != 404 || !strings.Contains(body, "no run nope") || !strings.Contains(resp.Header.Get("Content-Type"), "text/html") {
@@ -153,6 +158,7 @@ func TestRunPageNotFound(t *testing.T) {
 }
 
 func TestStaticAssets(t *testing.T) {
+	t.Parallel()
 	s := newServer(t, &fakeRuns{}, Options{Tokens: testTokens})
 	for path, ct := range map[string]string{"/static/app.js": "text/javascript; charset=utf-8", "/static/style.css": "text/css; charset=utf-8"} {
 		resp := do(t, s, request{method: "GET", path: path})
@@ -166,6 +172,7 @@ func TestStaticAssets(t *testing.T) {
 }
 
 func TestDisplayJSONShowsMarkupAsText(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		`{"r":"\u003cscript\u003ea \u0026 b"}`: `{"r":"<script>a & b"}`,
 		`{"r":"\\u003cscript"}`:                `{"r":"\\u003cscript"}`, // an escaped backslash, then text
@@ -189,6 +196,7 @@ func TestDisplayJSONShowsMarkupAsText(t *testing.T) {
 // TestSessionPageEscapesWhatSessionsProduced: prompts, replies, a failed turn's error, the
 // instance id and a pending tool call's arguments are shown as text, never as markup.
 func TestSessionPageEscapesWhatSessionsProduced(t *testing.T) {
+	t.Parallel()
 	const instance = "<img>u42"
 	view := sessionFixture()
 	view.ID, view.Instance, view.Status = api.SessionID("assistant", instance), instance, api.StatusSuspended
@@ -246,6 +254,7 @@ func TestSessionPageEscapesWhatSessionsProduced(t *testing.T) {
 // TestSessionPageShowsABudgetPause: a session turn paused on its budget shows the pause's
 // figures and the raise form, as the run page does, not a tool call to approve.
 func TestSessionPageShowsABudgetPause(t *testing.T) {
+	t.Parallel()
 	pause := api.BudgetPause{Agent: "assistant", Scope: api.BudgetScopeTurn, UsedTokens: 1250, MaxTokens: 1000, Tokens: true}
 	view := sessionFixture()
 	view.Status = api.StatusSuspended
@@ -285,6 +294,7 @@ func TestSessionPageShowsABudgetPause(t *testing.T) {
 // TestSessionPageOfANewSession: a session that does not exist yet is a page with a prompt
 // box (its first prompt creates it), not a 404.
 func TestSessionPageOfANewSession(t *testing.T) {
+	t.Parallel()
 	f := &fakeRuns{session: func(_ context.Context, agent, inst string) (api.SessionView, error) {
 		return api.SessionView{}, &runs.NotFoundError{ID: api.SessionID(agent, inst)}
 	}}
@@ -308,6 +318,7 @@ func TestSessionPageOfANewSession(t *testing.T) {
 // TestSessionPageForAReader: no prompt box without scope operate, and no decision form
 // without approve.
 func TestSessionPageForAReader(t *testing.T) {
+	t.Parallel()
 	s := newServer(t, everythingWorks(nil), Options{Tokens: testTokens})
 	c := login(t, s, readerSecret)
 	page := readBody(t, do(t, s, request{method: "GET", path: "/sessions/assistant/u42", header: map[string]string{"Cookie": c.Name + "=" + c.Value}}))
@@ -319,6 +330,7 @@ func TestSessionPageForAReader(t *testing.T) {
 // TestSessionPromptFromThePage: the page's prompt box acts on the session cookie, so it
 // needs the session's CSRF token, like every write from the page.
 func TestSessionPromptFromThePage(t *testing.T) {
+	t.Parallel()
 	prompted := 0
 	f := everythingWorks(nil)
 	f.prompt = func(context.Context, string, string, string, runs.PromptOptions) (api.PromptReply, error) {
@@ -350,6 +362,7 @@ func TestSessionPromptFromThePage(t *testing.T) {
 }
 
 func TestSessionsPage(t *testing.T) {
+	t.Parallel()
 	f := &fakeRuns{listSessions: func(context.Context, int) ([]runs.SessionSummary, error) {
 		return []runs.SessionSummary{
 			{ID: sessionFixtureID, Agent: "assistant", Instance: "u42", Status: api.StatusRunning, Summary: runs.Summary{CreatedAt: t0}},
@@ -383,6 +396,7 @@ func TestSessionsPage(t *testing.T) {
 // TestRunPageLinksToTheTemporalUI: with a Temporal UI configured the run page links the
 // run's page there (namespace and id escaped); without, there is no link.
 func TestRunPageLinksToTheTemporalUI(t *testing.T) {
+	t.Parallel()
 	f := &fakeRuns{get: getRecords(docSuspended())}
 	s := newServer(t, f, Options{TemporalUI: "http://127.0.0.1:8233/", Namespace: "team a"})
 	page := readBody(t, do(t, s, request{method: "GET", path: "/runs/" + docSuspended().ID}))
@@ -399,6 +413,7 @@ func TestRunPageLinksToTheTemporalUI(t *testing.T) {
 // TestRunPageShowsABudgetPause: a run paused on its budget shows what it spent of which
 // bound and the raise form aimed at its pause, not the tool call's Approve / Edit.
 func TestRunPageShowsABudgetPause(t *testing.T) {
+	t.Parallel()
 	pause := api.BudgetPause{Agent: "counter", Scope: api.BudgetScopeRun, UsedTokens: 1250, MaxTokens: 1000, UsedCost: 0.02, MaxCost: 0.01, Tokens: true, Cost: true}
 	rec := api.Record{ID: "run-budget", Workflow: "AgentRun", Status: api.StatusSuspended,
 		State: map[string]json.RawMessage{

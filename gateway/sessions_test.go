@@ -69,6 +69,7 @@ func segment(events ...api.Event) api.Artifact {
 }
 
 func TestPromptSession(t *testing.T) {
+	t.Parallel()
 	type call struct{ agent, instance, text string }
 	var got []call
 	f := &fakeRuns{
@@ -135,6 +136,7 @@ func TestPromptSession(t *testing.T) {
 // answers 503 once two looks at the session find nobody serving it, and leaves a prompt
 // alone while a worker is on it, however long the turn.
 func TestPromptWithoutWorker(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	status := api.StatusPending
 	f := &fakeRuns{
@@ -188,6 +190,7 @@ func TestPromptWithoutWorker(t *testing.T) {
 }
 
 func TestGetSession(t *testing.T) {
+	t.Parallel()
 	f := &fakeRuns{session: func(_ context.Context, agent, instance string) (api.SessionView, error) {
 		switch instance {
 		case "u42":
@@ -212,6 +215,7 @@ func TestGetSession(t *testing.T) {
 }
 
 func TestListSessions(t *testing.T) {
+	t.Parallel()
 	var gotLimit int
 	f := &fakeRuns{listSessions: func(_ context.Context, limit int) ([]runs.SessionSummary, error) {
 		gotLimit = limit
@@ -240,6 +244,7 @@ func TestListSessions(t *testing.T) {
 }
 
 func TestCloseSession(t *testing.T) {
+	t.Parallel()
 	f := &fakeRuns{closeSession: func(_ context.Context, agent, instance string) error {
 		id := api.SessionID(agent, instance)
 		switch instance {
@@ -283,6 +288,7 @@ func collect(t *testing.T, sse sseReader) ([]string, map[string]sseMsg) {
 // continues as new while it is followed), numbers messages by seq, and ends with the
 // session.
 func TestSessionStreamFollowsAcrossContinueAsNew(t *testing.T) {
+	t.Parallel()
 	first := sessionRecord(api.StatusRunning) // run 1: turn 1 in events 1-3
 	// Run 2 (after continue-as-new): run 1's events archived; turn 2 in events 4-7, the
 	// tool call's start and update under one id.
@@ -417,6 +423,7 @@ type liveKey struct{}
 // TestSessionStreamSegmentMissing: an archived segment the gateway cannot read ends the
 // stream with a problem saying which and where it looked, after what it could send.
 func TestSessionStreamSegmentMissing(t *testing.T) {
+	t.Parallel()
 	rec := sessionRecord(api.StatusRunning)
 	rec.Events = rec.Events[2:] // events 1-2 are archived, in a store the gateway lacks
 	rec.Artifacts = []api.Artifact{{Name: "stream-000000001-000000002.jsonl", Size: 100, At: t0}}
@@ -439,6 +446,7 @@ func TestSessionStreamSegmentMissing(t *testing.T) {
 // id (not part of the resumable stream), between the events; the call's text event stays
 // as it is.
 func TestSessionStreamLive(t *testing.T) {
+	t.Parallel()
 	rec := sessionRecord(api.StatusRunning)
 	rec.Events = rec.Events[:1] // turn 1 has begun
 	done := sessionRecord(api.StatusRunning)

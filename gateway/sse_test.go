@@ -82,6 +82,7 @@ func withEvents(rec api.Record, status api.Status, n int) api.Record {
 // one exists (the stream is flushed, not buffered), statuses are announced, and the
 // stream ends when the run closes.
 func TestEventStreamIsLive(t *testing.T) {
+	t.Parallel()
 	next := make(chan struct{})
 	base := docSuspended()
 	f := &fakeRuns{follow: func(ctx context.Context, id string, fn func(api.Record) bool) (api.Record, error) {
@@ -153,6 +154,7 @@ func itoa(n int64) string { b, _ := json.Marshal(n); return string(b) }
 // TestEventStreamResumes: a reconnecting EventSource sends Last-Event-ID and gets only
 // what it missed.
 func TestEventStreamResumes(t *testing.T) {
+	t.Parallel()
 	done := withEvents(docSuspended(), api.StatusDone, 5)
 	f := &fakeRuns{follow: func(_ context.Context, _ string, fn func(api.Record) bool) (api.Record, error) {
 		fn(done)
@@ -188,6 +190,7 @@ func TestEventStreamResumes(t *testing.T) {
 }
 
 func TestEventStreamErrors(t *testing.T) {
+	t.Parallel()
 	f := &fakeRuns{follow: func(_ context.Context, id string, fn func(api.Record) bool) (api.Record, error) {
 		if id == "nope" {
 			return api.Record{}, &runs.NotFoundError{ID: id}
@@ -219,6 +222,7 @@ func TestEventStreamErrors(t *testing.T) {
 
 // TestShutdownEndsStreams: Serve's shutdown does not wait for a run to close.
 func TestShutdownEndsStreams(t *testing.T) {
+	t.Parallel()
 	f := &fakeRuns{follow: func(ctx context.Context, _ string, fn func(api.Record) bool) (api.Record, error) {
 		rec := withEvents(docSuspended(), api.StatusRunning, 1)
 		fn(rec)

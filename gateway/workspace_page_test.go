@@ -90,6 +90,7 @@ func page(t *testing.T, s *Server, path string) (int, string) {
 // the files it found and (once it ended) what it changed, and carries a fork form aimed at
 // the fork route with its call id.
 func TestRunPageLinksEachCallsFilesAndChanges(t *testing.T) {
+	t.Parallel()
 	f := newWSFixture(t)
 	code, body := page(t, f.server(t, &fakeRuns{}), "/runs/run-ws")
 	if code != http.StatusOK {
@@ -136,6 +137,7 @@ func TestRunPageLinksEachCallsFilesAndChanges(t *testing.T) {
 // TestWorkspaceFilesPageEscapesNames: the files page lists the workspace as the call found
 // it; a file named like markup is shown as text and linked escaped, never as markup.
 func TestWorkspaceFilesPageEscapesNames(t *testing.T) {
+	t.Parallel()
 	f := newWSFixture(t)
 	s := f.server(t, &fakeRuns{})
 	code, body := page(t, s, "/runs/run-ws/files?at=2.1")
@@ -182,6 +184,7 @@ func TestWorkspaceFilesPageEscapesNames(t *testing.T) {
 // a big file cut at the preview bound with a link to its raw bytes, a binary file not
 // rendered at all; a path out of the workspace is refused.
 func TestWorkspaceFilePageShowsABoundedPreview(t *testing.T) {
+	t.Parallel()
 	f := newWSFixture(t)
 	s := f.server(t, &fakeRuns{})
 	code, body := page(t, s, "/runs/run-ws/files/notes.txt?at=2.1")
@@ -224,6 +227,7 @@ func TestWorkspaceFilePageShowsABoundedPreview(t *testing.T) {
 // 1.1 added its files, 2.1 modified notes.txt (a unified diff), a binary file has no text
 // diff; a call still running, an unknown call and a missing ?call= are clear errors.
 func TestCallChangesPage(t *testing.T) {
+	t.Parallel()
 	f := newWSFixture(t)
 	s := f.server(t, &fakeRuns{})
 	code, body := page(t, s, "/runs/run-ws/changes?call=2.1")
@@ -263,6 +267,7 @@ func TestCallChangesPage(t *testing.T) {
 // route; the answer names the new run (the page goes there), and a refusal is a problem
 // whose detail the page shows.
 func TestForkRouteAsThePagePostsIt(t *testing.T) {
+	t.Parallel()
 	f := newWSFixture(t)
 	var got runs.ForkRequest
 	s := f.server(t, &fakeRuns{fork: func(_ context.Context, st runs.WorkspaceStore, req runs.ForkRequest) (string, error) {
@@ -295,6 +300,7 @@ func TestForkRouteAsThePagePostsIt(t *testing.T) {
 // forked at (forked_from's snapshot), not an empty workspace; a call whose snapshot failed
 // says its changes are unknown instead of "changed nothing".
 func TestWorkspacePagesOfAFork(t *testing.T) {
+	t.Parallel()
 	f := newWSFixture(t)
 	var m1 string
 	_ = json.Unmarshal(f.rec.Events[2].Data, &struct {
@@ -323,6 +329,7 @@ func TestWorkspacePagesOfAFork(t *testing.T) {
 // the page only for a login whose token has scope operate (the files links for any
 // reader), and the fork the page posts needs the session's CSRF token, as a decision does.
 func TestForkFromThePageNeedsOperateAndCSRF(t *testing.T) {
+	t.Parallel()
 	f := newWSFixture(t)
 	forked := 0
 	s := newServer(t, &fakeRuns{get: getRecords(f.rec), fork: func(context.Context, runs.WorkspaceStore, runs.ForkRequest) (string, error) {
