@@ -116,9 +116,10 @@ func TestAgentMCPTools(t *testing.T) {
 	if res["local__echo"] != "from stdio" || res["remote__add"] != "42" {
 		t.Errorf("tool results = %v", res)
 	}
-	// The first crash broke the call; Temporal retried it on a restarted server.
-	if res["local__crash"] != "survived" {
-		t.Errorf("local__crash = %q, want the retry to reach a restarted server", res["local__crash"])
+	// The first crash broke the call; Temporal retried it on a restarted server, and the
+	// model is told the call is a retry.
+	if want := "note: this call is a retry (attempt 2): an earlier attempt may have run partly\nsurvived"; res["local__crash"] != want {
+		t.Errorf("local__crash = %q, want the retry to reach a restarted server (%q)", res["local__crash"], want)
 	}
 	if calls := hs.Calls(); len(calls) != 1 || calls[0].Tool != "add" {
 		t.Errorf("server calls = %v, want the approved add", calls)
