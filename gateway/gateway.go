@@ -79,7 +79,13 @@ type Token struct {
 	Secret string
 	// Scopes granted: api.ScopeRead, ScopeOperate, ScopeApprove.
 	Scopes []string
+	// Agents and Workflows limit the token to the runs and sessions of these agents and
+	// workflow types (names or path.Match globs); nil means all (see Limits).
+	Agents    []string
+	Workflows []string
 }
+
+func (t Token) limits() Limits { return Limits{Agents: t.Agents, Workflows: t.Workflows} }
 
 // MinSecretLength is the shortest token secret New accepts: a token is the only thing
 // between the network and approving a run, so it must not be guessable.
@@ -169,6 +175,9 @@ func New(opts Options) (*Server, error) {
 				return nil, fmt.Errorf("new gateway: token %s: unknown scope %q (want %s)", t.Name, sc, strings.Join(api.Scopes, ", "))
 			}
 		}
+		if err := t.limits().check(); err != nil {
+			return nil, fmt.Errorf("new gateway: token %s: %w", t.Name, err)
+		}
 	}
 	s := &Server{
 		runs:       opts.Runs,
@@ -230,6 +239,9 @@ func (s *Server) AuthSummary() string {
 	parts := make([]string, len(s.tokens))
 	for i, t := range s.tokens {
 		parts[i] = fmt.Sprintf("%s (%s)", t.Name, strings.Join(t.Scopes, ", "))
+		if l := t.limits(); !l.Unlimited() {
+			parts[i] = fmt.Sprintf("%s (%s; %s)", t.Name, strings.Join(t.Scopes, ", "), l)
+		}
 	}
 	return "bearer tokens " + strings.Join(parts, ", ")
 }
