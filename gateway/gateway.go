@@ -12,6 +12,10 @@
 // use (Sec-Fetch-Site / Origin), and those authenticated by the cookie must also carry the
 // session's CSRF token in the X-Nexo-CSRF header. See auth.go.
 //
+// A token may be limited to the runs and sessions of some agents and workflow types
+// (Token.Agents, Token.Workflows): every other run then answers it exactly as an unknown
+// id does. See limits.go.
+//
 // For the Temporal Web UI it also serves a codec endpoint, /codec (codec.go), which reads
 // payloads offloaded by External Storage back from the blob store.
 //
