@@ -84,12 +84,15 @@ func (l Limits) admits(workflow, agent string) bool {
 }
 
 // runAgent is the agent of a run, or "" when it cannot be known: a session's from its id,
-// an AgentRun's from its input.
+// an AgentRun's from its input. The id counts for sessions only: an AgentRun started with
+// the id session:<a>:<i> runs the agent its input names, whatever its id says.
 func runAgent(id, workflow string, payload json.RawMessage) string {
-	if agent, _, ok := api.ParseSessionID(id); ok {
-		return agent
-	}
-	if workflow == api.WorkflowAgentRun {
+	switch workflow {
+	case api.WorkflowSession:
+		if agent, _, ok := api.ParseSessionID(id); ok {
+			return agent
+		}
+	case api.WorkflowAgentRun:
 		var in api.AgentRunInput
 		if json.Unmarshal(payload, &in) == nil {
 			return in.Agent
@@ -327,9 +330,10 @@ func (l *limitedRuns) Approvals(ctx context.Context, req runs.ApprovalsRequest) 
 	out := make([]runs.Pending, 0, len(rows))
 	for _, p := range rows {
 		agent := ""
-		if a, _, ok := api.ParseSessionID(p.Run); ok {
-			agent = a
-		} else if p.Workflow == api.WorkflowAgentRun {
+		switch p.Workflow {
+		case api.WorkflowSession:
+			agent = runAgent(p.Run, p.Workflow, nil)
+		case api.WorkflowAgentRun:
 			agent = p.Agent
 		}
 		if l.lim.admits(p.Workflow, agent) {

@@ -367,6 +367,12 @@ func TestLimitedTokenStarts(t *testing.T) {
 		"token team may not start a run of workflow DocumentApproval (whose agent cannot be known): it is limited to agents scribe, support-*; workflows all")
 	wantProblem(t, do(t, s, request{method: "POST", path: "/v1/sessions/billing/u9/prompt", body: `{"text":"hi"}`, header: bearer(teamSecret)}), 403,
 		"token team may not start a run of workflow Session of agent billing")
+	// An id that looks like a session of an admitted agent does not make another agent's
+	// run the token's (the API refuses such an id anyway; the limits do not rely on it).
+	team := limitTokens[0].limits()
+	if team.admitsRecord(api.Record{ID: "session:scribe:x", Workflow: api.WorkflowAgentRun, Payload: json.RawMessage(`{"agent":"billing"}`)}) {
+		t.Error("an AgentRun of billing with a session-like id of scribe is admitted for team")
+	}
 	if len(f.started) != 0 {
 		t.Fatalf("refused starts reached Temporal: %+v", f.started)
 	}
