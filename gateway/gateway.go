@@ -55,6 +55,9 @@ var (
 type Runs interface {
 	Start(ctx context.Context, req runs.StartRequest) (string, error)
 	Get(ctx context.Context, id string) (api.Record, error)
+	// Origin is what a run was started as, read without a worker: limited tokens are
+	// judged by it (limits.go).
+	Origin(ctx context.Context, id string) (runs.Origin, error)
 	List(ctx context.Context, req runs.ListRequest) ([]runs.Summary, []byte, error)
 	Follow(ctx context.Context, id string, fn func(rec api.Record) bool) (api.Record, error)
 	Resume(ctx context.Context, id string, req runs.ResumeRequest) error

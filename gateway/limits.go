@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"path"
@@ -140,20 +139,22 @@ func (l *limitedRuns) forbidden(workflow, agent string) error {
 		msg: fmt.Sprintf("token %s may not start a run of %s: it is limited to %s", l.token, what, l.lim)}
 }
 
-// visible reads run id's record when the limits admit it. A run whose record cannot be
-// read (no worker answers its query) has no agent that can be known: not found.
-func (l *limitedRuns) visible(ctx context.Context, id string) (api.Record, error) {
-	rec, err := l.inner.Get(ctx, id)
-	var nw *runs.NoWorkerError
-	switch {
-	case errors.As(err, &nw):
-		return api.Record{}, &runs.NotFoundError{ID: id}
-	case err != nil:
-		return api.Record{}, err
-	case !l.lim.admitsRecord(rec):
-		return api.Record{}, &runs.NotFoundError{ID: id}
+// admit answers whether the limits admit run id, judged by what it was started as (read
+// without a worker): an unknown id and a run outside the limits are the same
+// NotFoundError. A run whose input cannot be read has no agent that can be known.
+func (l *limitedRuns) admit(ctx context.Context, id string) (runs.Origin, error) {
+	o, err := l.inner.Origin(ctx, id)
+	if err != nil {
+		return runs.Origin{}, err
 	}
-	return rec, nil
+	if !l.lim.admits(o.Workflow, runAgent(o.ID, o.Workflow, o.Input)) {
+		return runs.Origin{}, &runs.NotFoundError{ID: id}
+	}
+	return o, nil
+}
+
+func (l *limitedRuns) Origin(ctx context.Context, id string) (runs.Origin, error) {
+	return l.admit(ctx, id)
 }
 
 func (l *limitedRuns) Start(ctx context.Context, req runs.StartRequest) (string, error) {
@@ -165,15 +166,23 @@ func (l *limitedRuns) Start(ctx context.Context, req runs.StartRequest) (string,
 }
 
 func (l *limitedRuns) Get(ctx context.Context, id string) (api.Record, error) {
-	return l.visible(ctx, id)
+	if _, err := l.admit(ctx, id); err != nil {
+		return api.Record{}, err
+	}
+	rec, err := l.inner.Get(ctx, id)
+	if err == nil && !l.lim.admitsRecord(rec) {
+		// The id was reused by a run outside the limits since admit looked.
+		return api.Record{}, &runs.NotFoundError{ID: id}
+	}
+	return rec, err
 }
 
 // listWorkers bounds the record reads List makes to learn the agents of AgentRun rows.
 const listWorkers = 8
 
-// List filters a page of runs. The agent of an AgentRun is in its input, which only its
-// record holds, so with Agents set each such row costs a read; a page may then hold
-// fewer rows than asked for (the page token still leads on).
+// List filters a page of runs. The agent of an AgentRun is in its input, which the
+// visibility rows do not hold, so with Agents set each such row costs a read of its
+// start; a page may then hold fewer rows than asked for (the page token still leads on).
 func (l *limitedRuns) List(ctx context.Context, req runs.ListRequest) ([]runs.Summary, []byte, error) {
 	rows, next, err := l.inner.List(ctx, req)
 	if err != nil {
@@ -192,7 +201,7 @@ func (l *limitedRuns) List(ctx context.Context, req runs.ListRequest) ([]runs.Su
 			sem <- struct{}{}
 			go func() {
 				defer func() { <-sem; wg.Done() }()
-				_, err := l.visible(ctx, row.ID)
+				_, err := l.admit(ctx, row.ID)
 				keep[i] = err == nil
 			}()
 		default:
@@ -210,21 +219,21 @@ func (l *limitedRuns) List(ctx context.Context, req runs.ListRequest) ([]runs.Su
 }
 
 func (l *limitedRuns) Follow(ctx context.Context, id string, fn func(rec api.Record) bool) (api.Record, error) {
-	if _, err := l.visible(ctx, id); err != nil {
+	if _, err := l.admit(ctx, id); err != nil {
 		return api.Record{}, err
 	}
 	return l.inner.Follow(ctx, id, fn)
 }
 
 func (l *limitedRuns) Resume(ctx context.Context, id string, req runs.ResumeRequest) error {
-	if _, err := l.visible(ctx, id); err != nil {
+	if _, err := l.admit(ctx, id); err != nil {
 		return err
 	}
 	return l.inner.Resume(ctx, id, req)
 }
 
 func (l *limitedRuns) Decide(ctx context.Context, id string, d runs.Decision) (string, api.Record, error) {
-	if _, err := l.visible(ctx, id); err != nil {
+	if _, err := l.admit(ctx, id); err != nil {
 		return "", api.Record{}, err
 	}
 	return l.inner.Decide(ctx, id, d)
@@ -238,7 +247,7 @@ func (l *limitedRuns) DecideRecord(ctx context.Context, rec api.Record, d runs.D
 }
 
 func (l *limitedRuns) Cancel(ctx context.Context, id string) (string, error) {
-	if _, err := l.visible(ctx, id); err != nil {
+	if _, err := l.admit(ctx, id); err != nil {
 		return "", err
 	}
 	return l.inner.Cancel(ctx, id)
@@ -246,13 +255,13 @@ func (l *limitedRuns) Cancel(ctx context.Context, id string) (string, error) {
 
 // Rerun of a visible run: a new payload may name another agent, which is a start.
 func (l *limitedRuns) Rerun(ctx context.Context, id string, payload json.RawMessage) (string, error) {
-	rec, err := l.visible(ctx, id)
+	o, err := l.admit(ctx, id)
 	if err != nil {
 		return "", err
 	}
 	if len(payload) > 0 {
-		if agent := runAgent("", rec.Workflow, payload); !l.lim.admits(rec.Workflow, agent) {
-			return "", l.forbidden(rec.Workflow, agent)
+		if agent := runAgent("", o.Workflow, payload); !l.lim.admits(o.Workflow, agent) {
+			return "", l.forbidden(o.Workflow, agent)
 		}
 	}
 	return l.inner.Rerun(ctx, id, payload)
@@ -261,11 +270,11 @@ func (l *limitedRuns) Rerun(ctx context.Context, id string, payload json.RawMess
 // Fork starts an AgentRun of the source run's agent, which the limits admit once the
 // source is visible.
 func (l *limitedRuns) Fork(ctx context.Context, st runs.WorkspaceStore, req runs.ForkRequest) (string, error) {
-	rec, err := l.visible(ctx, req.Run)
+	o, err := l.admit(ctx, req.Run)
 	if err != nil {
 		return "", err
 	}
-	if agent := runAgent(rec.ID, rec.Workflow, rec.Payload); !l.lim.admits(api.WorkflowAgentRun, agent) {
+	if agent := runAgent(o.ID, o.Workflow, o.Input); !l.lim.admits(api.WorkflowAgentRun, agent) {
 		return "", l.forbidden(api.WorkflowAgentRun, agent)
 	}
 	return l.inner.Fork(ctx, st, req)

@@ -438,3 +438,25 @@ func TestTokenLimitsAreChecked(t *testing.T) {
 		}
 	}
 }
+
+// TestLimitedTokenWithoutWorker: which runs a limited token sees is judged by how they
+// were started, which needs no worker: with none up, its own run is the 503 that says so,
+// another team's still the 404 of an unknown id.
+func TestLimitedTokenWithoutWorker(t *testing.T) {
+	f := newLimitsFake()
+	f.origin = func(ctx context.Context, id string) (runs.Origin, error) {
+		rec, err := getRecords(agentPending(), billingPending())(ctx, id)
+		return runs.Origin{ID: rec.ID, Workflow: rec.Workflow, Input: rec.Payload}, err
+	}
+	f.get = func(_ context.Context, id string) (api.Record, error) {
+		return api.Record{}, &runs.NoWorkerError{ID: id, TaskQueue: "nexo", Err: context.DeadlineExceeded}
+	}
+	s := newServer(t, f.fakeRuns, Options{Tokens: limitTokens})
+	wantProblem(t, do(t, s, request{method: "GET", path: "/v1/runs/run-agent", header: bearer(teamSecret)}), 503, "run-agent")
+	hidden := answerOf(t, do(t, s, request{method: "GET", path: "/v1/runs/run-bill", header: bearer(teamSecret)}))
+	unknown := answerOf(t, do(t, s, request{method: "GET", path: "/v1/runs/run-nope", header: bearer(teamSecret)}))
+	unknown.body = strings.ReplaceAll(unknown.body, "run-nope", "run-bill")
+	if hidden.status != 404 || hidden != unknown {
+		t.Errorf("team on billing's run with no worker: %+v, want an unknown id's %+v", hidden, unknown)
+	}
+}
