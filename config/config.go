@@ -257,6 +257,11 @@ type GatewayToken struct {
 	TokenEnv string `mapstructure:"token_env"`
 	// Scopes the token grants: read, operate, approve.
 	Scopes []string `mapstructure:"scopes"`
+	// Agents and Workflows limit the token to the runs and sessions of these agents and
+	// workflow types: names or path.Match globs ("support-*"). Absent means all; a run
+	// whose agent cannot be known is seen by tokens without Agents only.
+	Agents    []string `mapstructure:"agents"`
+	Workflows []string `mapstructure:"workflows"`
 }
 
 // Secret reads the token's secret from the environment variable TokenEnv names; "" when

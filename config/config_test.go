@@ -586,6 +586,41 @@ gateway:
 	}
 }
 
+// TestLoadGatewayTokenLimits: agents and workflows load as lists of globs; a bad glob and
+// an empty list are refused naming the field.
+func TestLoadGatewayTokenLimits(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	writeFile(t, dir, DefaultFile, `
+gateway:
+  addr: 0.0.0.0:9000
+  tokens:
+    - {name: support, token_env: SUPPORT_TOKEN, scopes: [read, approve], agents: [support-*, triage], workflows: [AgentRun, Session]}
+    - {name: ops, token_env: OPS_TOKEN, scopes: [read]}
+`)
+	c, err := Load(LoadOptions{Env: []string{}})
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	got := c.Gateway.Tokens
+	if !reflect.DeepEqual(got[0].Agents, []string{"support-*", "triage"}) || !reflect.DeepEqual(got[0].Workflows, []string{"AgentRun", "Session"}) {
+		t.Errorf("support limits = agents %q workflows %q, want [support-* triage] and [AgentRun Session]", got[0].Agents, got[0].Workflows)
+	}
+	if got[1].Agents != nil || got[1].Workflows != nil {
+		t.Errorf("ops limits = %q %q, want none (all runs)", got[1].Agents, got[1].Workflows)
+	}
+	for _, tt := range []struct{ yaml, want string }{
+		{"agents: ['support-[']", `gateway.tokens[support].agents[0] "support-[": not a glob`},
+		{"workflows: []", `gateway.tokens[support].workflows: an empty list matches nothing; leave the key out for all workflows`},
+		{"agents: ['']", `gateway.tokens[support].agents[0] "": want a name or a glob`},
+	} {
+		writeFile(t, dir, DefaultFile, "gateway:\n  addr: 0.0.0.0:9000\n  tokens:\n    - {name: support, token_env: T, scopes: [read], "+tt.yaml+"}\n")
+		if _, err := Load(LoadOptions{Env: []string{}}); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Load with %s = %v, want an error containing %q", tt.yaml, err, tt.want)
+		}
+	}
+}
+
 // TestLoadApprovalsNotify: receivers come from the file, their secrets never do, and an
 // agent cannot name receivers of its own (the worker gives every agent approvals.notify).
 func TestLoadApprovalsNotify(t *testing.T) {

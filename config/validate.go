@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"path"
 	"regexp"
 	"slices"
 	"strconv"
@@ -284,6 +285,21 @@ func (c Config) Validate() error {
 		for j, sc := range tok.Scopes {
 			if !slices.Contains(api.Scopes, sc) {
 				bad(fmt.Sprintf("%s.scopes[%d]", field, j), sc, "want one of %s", strings.Join(api.Scopes, ", "))
+			}
+		}
+		for _, lim := range []struct {
+			key  string
+			list []string
+		}{{"agents", tok.Agents}, {"workflows", tok.Workflows}} {
+			if lim.list != nil && len(lim.list) == 0 {
+				bad(field+"."+lim.key, nil, "an empty list matches nothing; leave the key out for all %s", lim.key)
+			}
+			for j, pat := range lim.list {
+				if pat == "" {
+					bad(fmt.Sprintf("%s.%s[%d]", field, lim.key, j), pat, "want a name or a glob such as support-*")
+				} else if _, err := path.Match(pat, ""); err != nil {
+					bad(fmt.Sprintf("%s.%s[%d]", field, lim.key, j), pat, "not a glob (path.Match syntax: *, ?, [a-z]): %v", err)
+				}
 			}
 		}
 	}

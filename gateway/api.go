@@ -87,7 +87,7 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	id, err := s.runs.Start(r.Context(), req)
+	id, err := s.runsFor(r.Context()).Start(r.Context(), req)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -160,7 +160,7 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	rows, next, err := s.runs.List(r.Context(), req)
+	rows, next, err := s.runsFor(r.Context()).List(r.Context(), req)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -176,7 +176,7 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
-	rec, err := s.runs.Get(r.Context(), r.PathValue("id"))
+	rec, err := s.runsFor(r.Context()).Get(r.Context(), r.PathValue("id"))
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -193,10 +193,18 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if acceptsEventStream(r) {
+		if p := principalFrom(r.Context()); p != nil && !p.limits.Unlimited() {
+			// Before the stream opens, so a run outside the token's limits is the plain
+			// 404 an unknown id gets, however long its record takes to read.
+			if _, err := s.runsFor(r.Context()).Get(r.Context(), r.PathValue("id")); err != nil {
+				s.fail(w, r, err)
+				return
+			}
+		}
 		s.streamEvents(w, r, r.PathValue("id"), after)
 		return
 	}
-	rec, err := s.runs.Get(r.Context(), r.PathValue("id"))
+	rec, err := s.runsFor(r.Context()).Get(r.Context(), r.PathValue("id"))
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -298,7 +306,7 @@ func (s *Server) resumeRun(w http.ResponseWriter, r *http.Request) {
 		req.At = time.Now().Add(d)
 	}
 	id := r.PathValue("id")
-	if err := s.runs.Resume(r.Context(), id, req); err != nil {
+	if err := s.runsFor(r.Context()).Resume(r.Context(), id, req); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -380,7 +388,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 		what, err = s.decideSuspend(r, id, d)
 	} else {
 		d.CallID = callID
-		what, _, err = s.runs.Decide(r.Context(), id, d)
+		what, _, err = s.runsFor(r.Context()).Decide(r.Context(), id, d)
 	}
 	if err != nil {
 		s.fail(w, r, err)
@@ -399,7 +407,7 @@ func (s *Server) decideSuspend(r *http.Request, id string, d runs.Decision) (str
 	if d.Always {
 		return "", badInput("always applies to tool calls only, not to call %q", SuspendCallID)
 	}
-	rec, err := s.runs.Get(r.Context(), id)
+	rec, err := s.runsFor(r.Context()).Get(r.Context(), id)
 	if err != nil {
 		return "", err
 	}
@@ -407,12 +415,12 @@ func (s *Server) decideSuspend(r *http.Request, id string, d runs.Decision) (str
 		return "", &runs.StateError{ID: id, Status: rec.Status, Want: "suspended by the workflow",
 			Hint: fmt.Sprintf("it waits for approval of tool call %s (%s); decide /approvals/%s", a.CallID, a.Tool, a.CallID)}
 	}
-	return s.runs.DecideRecord(r.Context(), rec, d)
+	return s.runsFor(r.Context()).DecideRecord(r.Context(), rec, d)
 }
 
 func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	what, err := s.runs.Cancel(r.Context(), id)
+	what, err := s.runsFor(r.Context()).Cancel(r.Context(), id)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -427,7 +435,7 @@ func (s *Server) rerunRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("id")
-	newID, err := s.runs.Rerun(r.Context(), id, b.Input)
+	newID, err := s.runsFor(r.Context()).Rerun(r.Context(), id, b.Input)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -437,7 +445,7 @@ func (s *Server) rerunRun(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listArtifacts(w http.ResponseWriter, r *http.Request) {
-	rec, err := s.runs.Get(r.Context(), r.PathValue("id"))
+	rec, err := s.runsFor(r.Context()).Get(r.Context(), r.PathValue("id"))
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -454,7 +462,7 @@ func (s *Server) listArtifacts(w http.ResponseWriter, r *http.Request) {
 // script, an opaque origin): an HTML artifact renders but cannot act as the page.
 func (s *Server) getArtifact(w http.ResponseWriter, r *http.Request) {
 	id, name := r.PathValue("id"), r.PathValue("name")
-	rec, err := s.runs.Get(r.Context(), id)
+	rec, err := s.runsFor(r.Context()).Get(r.Context(), id)
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -34,7 +34,7 @@ func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	rows, err := s.runs.Approvals(r.Context(), req)
+	rows, err := s.runsFor(r.Context()).Approvals(r.Context(), req)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -97,7 +97,7 @@ func (s *Server) approvalsPage(w http.ResponseWriter, r *http.Request) {
 	v.Agent = req.Agent
 	var rows []runs.Pending
 	if err == nil {
-		rows, err = s.runs.Approvals(r.Context(), req)
+		rows, err = s.runsFor(r.Context()).Approvals(r.Context(), req)
 	}
 	if err != nil {
 		v.Error, status = err.Error(), statusOf(err)

@@ -48,6 +48,8 @@ type principal struct {
 	// name of the token, or openPrincipal.
 	name   string
 	scopes []string
+	// limits are the token's (limits.go); the zero value admits every run.
+	limits Limits
 	open   bool
 	// session is set when the request was authenticated by the page's cookie.
 	session *session
@@ -136,6 +138,12 @@ func (s *Server) guard(rt route) http.Handler {
 			deny(http.StatusForbidden, fmt.Sprintf("token %s lacks scope %s (it has: %s)", p.name, rt.scope, strings.Join(p.scopes, ", ")))
 			return
 		}
+		if rt.codec && rt.scope != "" && !p.limits.Unlimited() {
+			// A stored payload names no run, so whose it is cannot be checked: the codec
+			// endpoint serves unlimited tokens only.
+			deny(http.StatusForbidden, fmt.Sprintf("token %s is limited to %s; the codec endpoint serves unlimited tokens only (a stored payload names no run whose agent could be checked)", p.name, p.limits))
+			return
+		}
 		if p != nil {
 			r = r.WithContext(context.WithValue(r.Context(), principalKey{}, p))
 		}
@@ -157,11 +165,11 @@ func (s *Server) authenticate(r *http.Request) (*principal, int, string) {
 		if !ok {
 			return nil, http.StatusUnauthorized, "unknown token"
 		}
-		return &principal{name: t.Name, scopes: t.Scopes}, 0, ""
+		return &principal{name: t.Name, scopes: t.Scopes, limits: t.limits()}, 0, ""
 	}
 	if c, err := r.Cookie(sessionCookie); err == nil {
 		if sess, ok := s.sessions.get(c.Value); ok {
-			return &principal{name: sess.name, scopes: sess.scopes, session: sess}, 0, ""
+			return &principal{name: sess.name, scopes: sess.scopes, limits: sess.limits, session: sess}, 0, ""
 		}
 		return nil, http.StatusUnauthorized, "your session has expired; log in again"
 	}
@@ -213,6 +221,7 @@ type session struct {
 	id, csrf string
 	name     string
 	scopes   []string
+	limits   Limits
 	expires  time.Time
 }
 
@@ -266,7 +275,7 @@ func (ss *sessions) create(t Token) *session {
 		}
 		delete(ss.m, oldest.id)
 	}
-	s := &session{id: randomToken(), csrf: randomToken(), name: t.Name, scopes: t.Scopes, expires: now.Add(ss.ttl)}
+	s := &session{id: randomToken(), csrf: randomToken(), name: t.Name, scopes: t.Scopes, limits: t.limits(), expires: now.Add(ss.ttl)}
 	ss.m[s.id] = s
 	return s
 }

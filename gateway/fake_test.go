@@ -19,8 +19,10 @@ import (
 // fakeRuns is the Runs of the handler tests: one function field per method; a call to a
 // method whose field is nil fails with an error naming it, so a test sees the stray call.
 type fakeRuns struct {
-	start        func(ctx context.Context, req runs.StartRequest) (string, error)
-	get          func(ctx context.Context, id string) (api.Record, error)
+	start func(ctx context.Context, req runs.StartRequest) (string, error)
+	get   func(ctx context.Context, id string) (api.Record, error)
+	// origin, when nil, answers Origin from get.
+	origin       func(ctx context.Context, id string) (runs.Origin, error)
 	list         func(ctx context.Context, req runs.ListRequest) ([]runs.Summary, []byte, error)
 	follow       func(ctx context.Context, id string, fn func(api.Record) bool) (api.Record, error)
 	resume       func(ctx context.Context, id string, req runs.ResumeRequest) error
@@ -55,6 +57,17 @@ func (f *fakeRuns) Get(ctx context.Context, id string) (api.Record, error) {
 		return api.Record{}, unexpected("Get")
 	}
 	return f.get(ctx, id)
+}
+
+func (f *fakeRuns) Origin(ctx context.Context, id string) (runs.Origin, error) {
+	if f.origin != nil {
+		return f.origin(ctx, id)
+	}
+	rec, err := f.Get(ctx, id)
+	if err != nil {
+		return runs.Origin{}, err
+	}
+	return runs.Origin{ID: rec.ID, Workflow: rec.Workflow, Input: rec.Payload}, nil
 }
 
 func (f *fakeRuns) List(ctx context.Context, req runs.ListRequest) ([]runs.Summary, []byte, error) {

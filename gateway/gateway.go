@@ -12,6 +12,10 @@
 // use (Sec-Fetch-Site / Origin), and those authenticated by the cookie must also carry the
 // session's CSRF token in the X-Nexo-CSRF header. See auth.go.
 //
+// A token may be limited to the runs and sessions of some agents and workflow types
+// (Token.Agents, Token.Workflows): every other run then answers it exactly as an unknown
+// id does. See limits.go.
+//
 // For the Temporal Web UI it also serves a codec endpoint, /codec (codec.go), which reads
 // payloads offloaded by External Storage back from the blob store.
 //
@@ -51,6 +55,9 @@ var (
 type Runs interface {
 	Start(ctx context.Context, req runs.StartRequest) (string, error)
 	Get(ctx context.Context, id string) (api.Record, error)
+	// Origin is what a run was started as, read without a worker: limited tokens are
+	// judged by it (limits.go).
+	Origin(ctx context.Context, id string) (runs.Origin, error)
 	List(ctx context.Context, req runs.ListRequest) ([]runs.Summary, []byte, error)
 	Follow(ctx context.Context, id string, fn func(rec api.Record) bool) (api.Record, error)
 	Resume(ctx context.Context, id string, req runs.ResumeRequest) error
@@ -79,7 +86,13 @@ type Token struct {
 	Secret string
 	// Scopes granted: api.ScopeRead, ScopeOperate, ScopeApprove.
 	Scopes []string
+	// Agents and Workflows limit the token to the runs and sessions of these agents and
+	// workflow types (names or path.Match globs); nil means all (see Limits).
+	Agents    []string
+	Workflows []string
 }
+
+func (t Token) limits() Limits { return Limits{Agents: t.Agents, Workflows: t.Workflows} }
 
 // MinSecretLength is the shortest token secret New accepts: a token is the only thing
 // between the network and approving a run, so it must not be guessable.
@@ -169,6 +182,9 @@ func New(opts Options) (*Server, error) {
 				return nil, fmt.Errorf("new gateway: token %s: unknown scope %q (want %s)", t.Name, sc, strings.Join(api.Scopes, ", "))
 			}
 		}
+		if err := t.limits().check(); err != nil {
+			return nil, fmt.Errorf("new gateway: token %s: %w", t.Name, err)
+		}
 	}
 	s := &Server{
 		runs:       opts.Runs,
@@ -230,6 +246,9 @@ func (s *Server) AuthSummary() string {
 	parts := make([]string, len(s.tokens))
 	for i, t := range s.tokens {
 		parts[i] = fmt.Sprintf("%s (%s)", t.Name, strings.Join(t.Scopes, ", "))
+		if l := t.limits(); !l.Unlimited() {
+			parts[i] = fmt.Sprintf("%s (%s; %s)", t.Name, strings.Join(t.Scopes, ", "), l)
+		}
 	}
 	return "bearer tokens " + strings.Join(parts, ", ")
 }

@@ -143,7 +143,7 @@ func (s *Server) runsPage(w http.ResponseWriter, r *http.Request) {
 	status := http.StatusOK
 	if err == nil {
 		var next []byte
-		v.Runs, next, err = s.runs.List(r.Context(), req)
+		v.Runs, next, err = s.runsFor(r.Context()).List(r.Context(), req)
 		if len(next) > 0 {
 			q.Set("page_token", encodePageToken(next)) // q is this request's own copy
 			v.Next = template.URL("/?" + q.Encode())
@@ -197,7 +197,7 @@ type callView struct {
 }
 
 func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
-	rec, err := s.runs.Get(r.Context(), r.PathValue("id"))
+	rec, err := s.runsFor(r.Context()).Get(r.Context(), r.PathValue("id"))
 	if err != nil {
 		s.pageError(w, r, statusOf(err), err.Error())
 		return
@@ -274,7 +274,7 @@ func (s *Server) sessionsPage(w http.ResponseWriter, r *http.Request) {
 	}
 	limit, err := listLimit(q)
 	if err == nil {
-		v.Sessions, err = s.runs.ListSessions(r.Context(), limit)
+		v.Sessions, err = s.runsFor(r.Context()).ListSessions(r.Context(), limit)
 	}
 	if err != nil && v.Error == "" {
 		v.Error, status = err.Error(), statusOf(err)
@@ -322,7 +322,7 @@ func (s *Server) sessionPage(w http.ResponseWriter, r *http.Request) {
 	p := principalFrom(r.Context())
 	v := sessionView{ID: api.SessionID(agent, instance), Agent: agent, Instance: instance, Status: sessionNew,
 		CanOperate: p.has(api.ScopeOperate), CanApprove: p.has(api.ScopeApprove)}
-	view, err := s.runs.Session(r.Context(), agent, instance)
+	view, err := s.runsFor(r.Context()).Session(r.Context(), agent, instance)
 	var nf *runs.NotFoundError
 	switch {
 	case errors.As(err, &nf):
@@ -335,7 +335,7 @@ func (s *Server) sessionPage(w http.ResponseWriter, r *http.Request) {
 			v.After = view.Turns[n-1].LastSeq
 		}
 		if view.Status == api.StatusSuspended {
-			if rec, err := s.runs.Get(r.Context(), v.ID); err == nil {
+			if rec, err := s.runsFor(r.Context()).Get(r.Context(), v.ID); err == nil {
 				v.Pending = pendingOf(rec)
 				if pend := v.Pending; pend != nil {
 					if b := budgetOf(pend.Capability, pend.Args, "/v1/runs/"+url.PathEscape(v.ID)+"/approvals/"+url.PathEscape(pend.CallID), pend.ArgsSHA256); b != nil {

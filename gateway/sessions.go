@@ -107,7 +107,7 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	rows, err := s.runs.ListSessions(r.Context(), limit)
+	rows, err := s.runsFor(r.Context()).ListSessions(r.Context(), limit)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -137,7 +137,7 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	view, err := s.runs.Session(r.Context(), agent, instance)
+	view, err := s.runsFor(r.Context()).Session(r.Context(), agent, instance)
 	if err != nil {
 		s.fail(w, r, sessionErr(agent, instance, err))
 		return
@@ -151,7 +151,7 @@ func (s *Server) closeSession(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	if err := s.runs.CloseSession(r.Context(), agent, instance); err != nil {
+	if err := s.runsFor(r.Context()).CloseSession(r.Context(), agent, instance); err != nil {
 		s.fail(w, r, sessionErr(agent, instance, err))
 		return
 	}
@@ -190,7 +190,7 @@ func (s *Server) prompt(ctx context.Context, agent, instance, text string) (api.
 	pctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	go s.watchForWorker(pctx, cancel, agent, instance)
-	reply, err := s.runs.Prompt(pctx, agent, instance, text, runs.PromptOptions{})
+	reply, err := s.runsFor(pctx).Prompt(pctx, agent, instance, text, runs.PromptOptions{})
 	if err == nil {
 		return reply, nil
 	}
@@ -276,7 +276,7 @@ func (s *Server) sessionStream(w http.ResponseWriter, r *http.Request) {
 	var lastStatus api.Status
 	follow := func(ctx context.Context, send func(followUpdate) bool) {
 		var last api.Record
-		err := s.runs.FollowSessionLive(ctx, agent, instance, func(rec api.Record) bool {
+		err := s.runsFor(ctx).FollowSessionLive(ctx, agent, instance, func(rec api.Record) bool {
 			last = rec
 			return !send(followUpdate{rec: rec})
 		}, func(l api.LiveText) { send(followUpdate{live: &l}) })

@@ -115,7 +115,7 @@ type followUpdate struct {
 func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, id string, after int64) {
 	var lastStatus api.Status
 	follow := func(ctx context.Context, send func(followUpdate) bool) {
-		rec, err := s.runs.Follow(ctx, id, func(rec api.Record) bool { return !send(followUpdate{rec: rec}) })
+		rec, err := s.runsFor(ctx).Follow(ctx, id, func(rec api.Record) bool { return !send(followUpdate{rec: rec}) })
 		send(followUpdate{rec: rec, err: err, last: true})
 	}
 	s.serveStream(w, r, follow, func(_ context.Context, buf *bytes.Buffer, u followUpdate) (bool, error) {

@@ -26,7 +26,7 @@ func (s *Server) workspaceAt(r *http.Request, at string) (runs.Workspace, runs.W
 	if err != nil {
 		return runs.Workspace{}, nil, err
 	}
-	rec, err := s.runs.Get(r.Context(), r.PathValue("id"))
+	rec, err := s.runsFor(r.Context()).Get(r.Context(), r.PathValue("id"))
 	if err != nil {
 		return runs.Workspace{}, nil, err
 	}
@@ -121,7 +121,7 @@ func (s *Server) forkRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("id")
-	newID, err := s.runs.Fork(r.Context(), st, runs.ForkRequest{Run: id, At: b.At, ID: b.ID, Prompt: b.Prompt, Args: b.Args})
+	newID, err := s.runsFor(r.Context()).Fork(r.Context(), st, runs.ForkRequest{Run: id, At: b.At, ID: b.ID, Prompt: b.Prompt, Args: b.Args})
 	if err != nil {
 		var uc *runs.UnknownCallError
 		if errors.As(err, &uc) {

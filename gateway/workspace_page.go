@@ -171,7 +171,7 @@ func (s *Server) callChangesPage(w http.ResponseWriter, r *http.Request) {
 		s.pageError(w, r, statusOf(err), err.Error())
 		return
 	}
-	rec, err := s.runs.Get(r.Context(), r.PathValue("id"))
+	rec, err := s.runsFor(r.Context()).Get(r.Context(), r.PathValue("id"))
 	if err != nil {
 		s.pageError(w, r, statusOf(err), err.Error())
 		return

@@ -26,7 +26,7 @@ func Server(cfg config.Config, rc gateway.Runs, store artifacts.Store, getenv fu
 		if secret == "" {
 			return nil, fmt.Errorf("gateway.tokens[%s].token_env: environment variable %s is empty or unset; export the token's secret there", t.Name, t.TokenEnv)
 		}
-		tokens = append(tokens, gateway.Token{Name: t.Name, Secret: secret, Scopes: t.Scopes})
+		tokens = append(tokens, gateway.Token{Name: t.Name, Secret: secret, Scopes: t.Scopes, Agents: t.Agents, Workflows: t.Workflows})
 	}
 	return gateway.New(gateway.Options{Runs: rc, Artifacts: store, Tokens: tokens, MaxBodyBytes: cfg.Gateway.MaxBodyBytes, Logger: logger,
 		ExternalStorage: payloads.ExternalStorage(store, cfg.Payloads.OffloadThreshold), CodecOrigins: cfg.Gateway.CodecOrigins,

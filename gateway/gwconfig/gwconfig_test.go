@@ -59,6 +59,30 @@ func TestServerReadsTokenSecrets(t *testing.T) {
 	}
 }
 
+// TestServerKeepsTokenLimits: a token's agents and workflows reach the gateway, which
+// names them at start and enforces them (a limited token may not use /codec).
+func TestServerKeepsTokenLimits(t *testing.T) {
+	t.Parallel()
+	cfg := config.Defaults()
+	cfg.Artifacts.URL = t.TempDir()
+	cfg.Gateway.Tokens = []config.GatewayToken{{Name: "team", TokenEnv: "T", Scopes: []string{"read"}, Agents: []string{"support-*"}, Workflows: []string{"AgentRun"}}}
+	s, err := gwconfig.Server(cfg, noRuns{}, openStore(t, cfg), func(string) string { return ciSecret }, nil)
+	if err != nil {
+		t.Fatalf("Server = %v", err)
+	}
+	if want := "bearer tokens team (read; agents support-*; workflows AgentRun)"; s.AuthSummary() != want {
+		t.Errorf("auth %q, want %q", s.AuthSummary(), want)
+	}
+	req := httptest.NewRequest("POST", "/codec/decode", strings.NewReader(`{"payloads":[]}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+ciSecret)
+	rec := httptest.NewRecorder()
+	s.ServeHTTP(rec, req)
+	if rec.Code != http.StatusForbidden || !strings.Contains(rec.Body.String(), "unlimited tokens only") {
+		t.Errorf("limited token on /codec/decode: status %d %s, want 403", rec.Code, rec.Body.String())
+	}
+}
+
 // TestServerServesCodec: the binaries' gateway gets the codec over artifacts.url and the
 // configured origins.
 func TestServerServesCodec(t *testing.T) {
