@@ -150,6 +150,9 @@ type Client struct {
 	// api.MemoRecord). Nil reads closed runs by replaying their query, as before records
 	// were stored.
 	Blobs artifacts.Blobs
+	// handoverPause replaces handoverBackoff, the first pause between two sends of a
+	// prompt during a session's handover, when > 0 (tests).
+	handoverPause time.Duration
 }
 
 // New returns a Client over a connected Temporal client.

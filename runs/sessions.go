@@ -61,12 +61,47 @@ func (c *Client) Prompt(ctx context.Context, agent, instance, text string, o Pro
 		return api.PromptReply{}, err
 	}
 	in.Carry = carry
-	// A prompt that meets the session handing over to its continue-as-new run is refused
-	// (or, in a race, outlived by the run) before any work: sending it again reaches the
-	// new run.
+	return c.promptThroughHandover(ctx, id, in, text)
+}
+
+// HandoverWait bounds how long Prompt keeps sending a prompt again while the session hands
+// over to its continue-as-new run, when the caller's context has no deadline of its own.
+// A handover with a compaction under load takes seconds, not the half second a few quick
+// retries cover.
+const HandoverWait = 60 * time.Second
+
+// handoverBackoff is the first pause between two sends during a handover, doubled after
+// each up to maxHandoverBackoff.
+const (
+	handoverBackoff    = 50 * time.Millisecond
+	maxHandoverBackoff = time.Second
+)
+
+// promptThroughHandover sends the prompt, and sends it again each time it meets the session
+// handing over to its continue-as-new run (refused, or outlived by the run, before any
+// work: sending it again reaches the new run), until the new run answers or the caller's
+// deadline (HandoverWait without one) passes. A reply that took more than one send says so
+// in RetryNote; the handover is never the user's error unless the deadline passes.
+func (c *Client) promptThroughHandover(ctx context.Context, id string, in api.SessionInput, text string) (api.PromptReply, error) {
+	start := time.Now()
+	deadline := start.Add(HandoverWait)
+	if d, ok := ctx.Deadline(); ok {
+		deadline = d
+	}
+	pause := handoverBackoff
+	if c.handoverPause > 0 {
+		pause = c.handoverPause
+	}
 	for attempt := 1; ; attempt++ {
 		reply, err := c.promptOnce(ctx, id, in, text, false)
-		if err == nil || !handover(err) {
+		if err == nil {
+			if attempt > 1 {
+				reply.RetryNote = fmt.Sprintf("the session was continuing as new: the prompt was sent %d times over %s until its new run answered",
+					attempt, time.Since(start).Round(time.Millisecond))
+			}
+			return reply, nil
+		}
+		if !handover(err) {
 			return reply, err
 		}
 		// The run ended under the prompt: a handover to its continue-as-new run (try again),
@@ -74,14 +109,17 @@ func (c *Client) Prompt(ctx context.Context, agent, instance, text string, o Pro
 		if serr := c.startFailure(ctx, id); serr != nil {
 			return api.PromptReply{}, serr
 		}
-		if attempt == 5 {
-			return reply, err
+		wait := min(pause, time.Until(deadline))
+		if wait <= 0 {
+			return api.PromptReply{}, fmt.Errorf("session %s is still handing over to its continue-as-new run after %d sends over %s; send the prompt again: %w",
+				id, attempt, time.Since(start).Round(time.Millisecond), err)
 		}
 		select {
 		case <-ctx.Done():
 			return api.PromptReply{}, ctx.Err()
-		case <-time.After(time.Duration(attempt) * 50 * time.Millisecond):
+		case <-time.After(wait):
 		}
+		pause = min(2*pause, maxHandoverBackoff)
 	}
 }
 

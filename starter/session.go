@@ -70,6 +70,9 @@ func sessionCmd() *command {
 				if asJSON {
 					return e.printJSON(reply)
 				}
+				if reply.RetryNote != "" {
+					fmt.Fprintf(e.stderr, "note: %s\n", reply.RetryNote)
+				}
 				fmt.Fprintln(e.stdout, reply.Reply)
 				return nil
 			case "show":
