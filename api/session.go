@@ -152,10 +152,6 @@ type PromptRequest struct {
 type PromptReply struct {
 	Turn  int    `json:"turn"`
 	Reply string `json:"reply"`
-	// RetryNote, set by the client (never by the session), says the prompt met the session
-	// handing over to its continue-as-new run and was sent again until the new run
-	// answered: how many times and for how long. Empty when the first send was answered.
-	RetryNote string `json:"retry_note,omitempty"`
 }
 
 // SessionView is the materialised history of a session.

@@ -90,7 +90,8 @@ func TestPromptRetriesAHandoverByType(t *testing.T) {
 			fc := &promptClient{fails: tt.fails, reply: api.PromptReply{Turn: 1, Reply: "hello"}}
 			c := New(fc, "default", "nexo")
 			c.handoverPause = time.Millisecond
-			reply, err := c.Prompt(context.Background(), "a", "i", "hi", PromptOptions{})
+			var note string
+			reply, err := c.Prompt(context.Background(), "a", "i", "hi", PromptOptions{OnRetry: func(n string) { note = n }})
 			if fc.prompts != tt.wantPrompts {
 				t.Errorf("prompts sent = %d, want %d", fc.prompts, tt.wantPrompts)
 			}
@@ -98,10 +99,10 @@ func TestPromptRetriesAHandoverByType(t *testing.T) {
 				if err != nil || reply.Reply != "hello" {
 					t.Fatalf("Prompt = %+v, %v; want the reply", reply, err)
 				}
-				if want := fmt.Sprintf("sent %d times", tt.wantPrompts); tt.wantPrompts > 1 && !strings.Contains(reply.RetryNote, want) {
-					t.Errorf("retry note = %q, want one saying %q", reply.RetryNote, want)
-				} else if tt.wantPrompts == 1 && reply.RetryNote != "" {
-					t.Errorf("retry note = %q on a prompt answered at once", reply.RetryNote)
+				if want := fmt.Sprintf("sent %d times", tt.wantPrompts); tt.wantPrompts > 1 && !strings.Contains(note, want) {
+					t.Errorf("retry note = %q, want one saying %q", note, want)
+				} else if tt.wantPrompts == 1 && note != "" {
+					t.Errorf("retry note = %q on a prompt answered at once", note)
 				}
 				return
 			}
