@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/nexo-temporal/nexo/api"
+	"github.com/nexo-temporal/nexo/internal/netguard"
 )
 
 // Fetcher serves the fetch tool: an allow-listed host, resolved once and vetted (no
@@ -47,34 +48,8 @@ func NewFetcher() *Fetcher {
 	}
 }
 
-var blockedNets = func() []*net.IPNet {
-	var out []*net.IPNet
-	for _, c := range []string{
-		"0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12",
-		"192.0.0.0/24", "192.168.0.0/16", "198.18.0.0/15", "224.0.0.0/4", "240.0.0.0/4",
-		"::/128", "::1/128", "fc00::/7", "fe80::/10", "fec0::/10", "ff00::/8", "64:ff9b::/96", "64:ff9b:1::/48", "2001:db8::/32",
-	} {
-		_, n, _ := net.ParseCIDR(c)
-		out = append(out, n)
-	}
-	return out
-}()
-
-// PublicAddr reports whether ip is a public unicast address.
-func PublicAddr(ip net.IP) bool {
-	if ip == nil {
-		return false
-	}
-	if v4 := ip.To4(); v4 != nil {
-		ip = v4
-	}
-	for _, n := range blockedNets {
-		if n.Contains(ip) {
-			return false
-		}
-	}
-	return !ip.IsLoopback() && !ip.IsPrivate() && !ip.IsUnspecified() && !ip.IsLinkLocalUnicast() && !ip.IsMulticast()
-}
+// PublicAddr reports whether ip is a public unicast address (the guard netguard.Public).
+func PublicAddr(ip net.IP) bool { return netguard.Public(ip) }
 
 // HostAllowed reports whether host is on the allow-list: an entry or a subdomain of one.
 // "example.com" allows "docs.example.com" but not "example.com.evil.net" or "badexample.com".

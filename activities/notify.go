@@ -22,6 +22,7 @@ import (
 
 	"github.com/nexo-temporal/nexo/agents"
 	"github.com/nexo-temporal/nexo/api"
+	"github.com/nexo-temporal/nexo/internal/netguard"
 )
 
 // NotifyUserAgent is the User-Agent of approval notifications.
@@ -30,11 +31,31 @@ const NotifyUserAgent = "nexo-notify/1"
 // notifyTimeout bounds one POST to a receiver; the activity's retry policy does the rest.
 const notifyTimeout = 30 * time.Second
 
-// notifyClient posts notifications. It does not follow redirects: a POST redirected with
-// 301/302 would arrive as a GET, so a 3xx answer fails the notification, naming the answer.
-var notifyClient = &http.Client{
-	Timeout:       notifyTimeout,
-	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+// notifyClients post notifications, one for receivers on public addresses only and one
+// for those that allow private ones (AllowPrivate). The address is vetted where it is
+// dialled (netguard.Control), after DNS resolution, so a receiver's name that resolves or
+// rebinds to an internal or metadata address is refused too; no proxy is used, since a
+// proxy would dial for us past the guard. They do not follow redirects: a POST redirected
+// with 301/302 would arrive as a GET, so a 3xx answer fails the notification, naming the
+// answer.
+var notifyClients = [2]*http.Client{newNotifyClient(false), newNotifyClient(true)}
+
+func newNotifyClient(allowPrivate bool) *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.Proxy = nil
+	t.DialContext = (&net.Dialer{Timeout: 10 * time.Second, Control: netguard.Control(allowPrivate)}).DialContext
+	return &http.Client{
+		Timeout:       notifyTimeout,
+		Transport:     t,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
+func notifyClient(t api.NotifyTarget) *http.Client {
+	if t.AllowPrivate {
+		return notifyClients[1]
+	}
+	return notifyClients[0]
 }
 
 // withNotify gives spec the worker's receivers of approval notifications
@@ -88,7 +109,19 @@ func (a *Notifier) NotifyApproval(ctx context.Context, req api.NotifyApprovalReq
 	hreq.Header.Set("Content-Type", "application/json")
 	hreq.Header.Set("User-Agent", NotifyUserAgent)
 	hreq.Header.Set(api.SignatureHeader, Signature(secret, body))
-	resp, err := notifyClient.Do(hreq)
+	resp, err := notifyClient(req.Target).Do(hreq)
+	if errors.Is(err, netguard.ErrBlocked) {
+		if activity.IsActivity(ctx) {
+			activity.GetLogger(ctx).Warn("approval notification refused: the receiver's address is not allowed", "receiver", req.Target.Name(),
+				"event", req.Event, "run_id", req.RunID)
+		}
+		hint := " (a receiver of yours on this machine or the private network needs allow_private: true in approvals.notify)"
+		if req.Target.AllowPrivate {
+			hint = ""
+		}
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("notify %s of %s in run %s: %v%s",
+			req.Target.Name(), req.Event, req.RunID, blockedReason(err), hint), api.ErrTypeBadInput, nil)
+	}
 	if err != nil {
 		return fmt.Errorf("notify %s of %s in run %s: %w", req.Target.Name(), req.Event, req.RunID, hideURL(req.Target, err))
 	}
@@ -175,11 +208,21 @@ func (a *Notifier) notification(req api.NotifyApprovalRequest) api.Notification 
 	return n
 }
 
-// hideURL is err without the URL in it when the target's URL is a credential (url_env):
-// the HTTP client's *url.Error names the URL it posted to.
+// blockedReason is the guard's refusal inside a dial error, without the URL.
+func blockedReason(err error) error {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if strings.HasPrefix(e.Error(), netguard.ErrBlocked.Error()) {
+			return e
+		}
+	}
+	return netguard.ErrBlocked
+}
+
+// hideURL is err without the URL in it when the target's URL is a credential (url_env, or
+// a password in its userinfo): the HTTP client's *url.Error names the URL it posted to.
 func hideURL(t api.NotifyTarget, err error) error {
 	var ue *url.Error
-	if t.URLEnv == "" {
+	if t.URLEnv == "" && !hasPassword(t.URL) {
 		return err
 	}
 	if !errors.As(err, &ue) {
@@ -198,4 +241,15 @@ func hideURL(t api.NotifyTarget, err error) error {
 		return fmt.Errorf("%s: timed out", ue.Op)
 	}
 	return fmt.Errorf("%s: the request failed", ue.Op)
+}
+
+// hasPassword reports whether raw carries a password in its userinfo (or does not parse,
+// so it cannot be told).
+func hasPassword(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return strings.Contains(raw, "@")
+	}
+	_, ok := u.User.Password()
+	return ok
 }

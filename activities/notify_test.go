@@ -70,7 +70,7 @@ func TestNotifyApprovalBodyAndSignature(t *testing.T) {
 	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	req := api.NotifyApprovalRequest{
 		RunID: "0193-run", Workflow: api.WorkflowAgentRun, Agent: "coder",
-		Target: api.NotifyTarget{URL: srv.URL + "/hook", SecretEnv: "HOOK_SECRET"},
+		Target: api.NotifyTarget{URL: srv.URL + "/hook", SecretEnv: "HOOK_SECRET", AllowPrivate: true},
 		Event:  api.EventApprovalDecided, Seq: 7, At: at,
 		Call: json.RawMessage(`{"call_id":"2.1","tool":"shell","capability":"shell","detail":"go test ./...",` +
 			`"args":{"command":"go test ./..."},"approved":false,"action":"deny","by":"ada","reason":"not now"}`),
@@ -116,7 +116,7 @@ func TestNotifyApprovalSession(t *testing.T) {
 	a := notifyActivities(map[string]string{"HOOK_SECRET": "s3cret"}, "https://nexo.example.com")
 	err := a.Notifier.NotifyApproval(context.Background(), api.NotifyApprovalRequest{
 		RunID: api.SessionID("coder", "ada"), Workflow: api.WorkflowSession, Agent: "coder",
-		Target: api.NotifyTarget{URL: srv.URL, SecretEnv: "HOOK_SECRET"}, Event: api.EventApprovalRequested, Seq: 3,
+		Target: api.NotifyTarget{URL: srv.URL, SecretEnv: "HOOK_SECRET", AllowPrivate: true}, Event: api.EventApprovalRequested, Seq: 3,
 		Call: json.RawMessage(`{"call_id":"1.1","tool":"write_file","capability":"write","detail":"notes.md","args":{"path":"notes.md"}}`),
 	})
 	if err != nil {
@@ -156,7 +156,7 @@ func TestNotifyApprovalRetries(t *testing.T) {
 			srv, got := receiver(t, tc.status)
 			a := notifyActivities(map[string]string{"HOOK_SECRET": "s3cret"}, "")
 			err := a.Notifier.NotifyApproval(context.Background(), api.NotifyApprovalRequest{RunID: "r", Event: api.EventApprovalRequested,
-				Target: api.NotifyTarget{URL: srv.URL, SecretEnv: "HOOK_SECRET"}, Call: json.RawMessage(`{"call_id":"1"}`)})
+				Target: api.NotifyTarget{URL: srv.URL, SecretEnv: "HOOK_SECRET", AllowPrivate: true}, Call: json.RawMessage(`{"call_id":"1"}`)})
 			<-got
 			var app *temporal.ApplicationError
 			if !errors.As(err, &app) {
@@ -177,7 +177,7 @@ func TestNotifyApprovalRetries(t *testing.T) {
 		srv.Close()
 		a := notifyActivities(map[string]string{"HOOK_SECRET": "s3cret"}, "")
 		err := a.Notifier.NotifyApproval(context.Background(), api.NotifyApprovalRequest{RunID: "r", Event: api.EventApprovalRequested,
-			Target: api.NotifyTarget{URL: url, SecretEnv: "HOOK_SECRET"}})
+			Target: api.NotifyTarget{URL: url, SecretEnv: "HOOK_SECRET", AllowPrivate: true}})
 		var app *temporal.ApplicationError
 		if err == nil || (errors.As(err, &app) && app.NonRetryable()) {
 			t.Errorf("NotifyApproval to a closed port = %v, want a retryable error", err)
@@ -188,7 +188,7 @@ func TestNotifyApprovalRetries(t *testing.T) {
 		srv, got := receiver(t, http.StatusOK)
 		a := notifyActivities(nil, "")
 		err := a.Notifier.NotifyApproval(context.Background(), api.NotifyApprovalRequest{RunID: "r", Event: api.EventApprovalRequested,
-			Target: api.NotifyTarget{URL: srv.URL, SecretEnv: "HOOK_SECRET"}})
+			Target: api.NotifyTarget{URL: srv.URL, SecretEnv: "HOOK_SECRET", AllowPrivate: true}})
 		var app *temporal.ApplicationError
 		if !errors.As(err, &app) || !app.NonRetryable() || !strings.Contains(err.Error(), "HOOK_SECRET") {
 			t.Errorf("NotifyApproval without the secret = %v, want a non-retryable error naming HOOK_SECRET", err)
@@ -206,7 +206,7 @@ func TestNotifyApprovalRetries(t *testing.T) {
 // are kept in history), whether the receiver refuses, cannot be reached or is not set.
 func TestNotifyApprovalURLFromTheEnvironment(t *testing.T) {
 	t.Parallel()
-	target := api.NotifyTarget{URLEnv: "HOOK_URL", SecretEnv: "HOOK_SECRET"}
+	target := api.NotifyTarget{URLEnv: "HOOK_URL", SecretEnv: "HOOK_SECRET", AllowPrivate: true}
 	req := api.NotifyApprovalRequest{RunID: "r", Event: api.EventApprovalRequested, Target: target, Call: json.RawMessage(`{"call_id":"1"}`)}
 
 	srv, got := receiver(t, http.StatusOK)

@@ -213,7 +213,8 @@ func (s *Sandboxes) create(ctx context.Context, runID string, spec api.SandboxSp
 		if dir == "" {
 			dir = filepath.Join(s.root, runID)
 		}
-		sb, err = sandbox.NewLocal(dir, sandbox.LocalOptions{})
+		// A user's own directory may hold hard links planted to files outside it.
+		sb, err = sandbox.NewLocal(dir, sandbox.LocalOptions{RefuseHardLinks: spec.Dir != ""})
 	case api.SandboxBubblewrap:
 		if s.bwrap == "" {
 			return nil, fmt.Errorf("sandbox type bubblewrap for run %s: %w (bwrap did not run when this worker started; install bubblewrap and enable user namespaces)", runID, ErrSandboxUnavailable)
@@ -227,6 +228,7 @@ func (s *Sandboxes) create(ctx context.Context, runID string, spec api.SandboxSp
 			return nil, fmt.Errorf("sandbox type bubblewrap for run %s: %w", runID, oerr)
 		}
 		opts.Bwrap = s.bwrap
+		opts.RefuseHardLinks = spec.Dir != ""
 		sb, err = bwrap.New(dir, opts)
 	case api.SandboxVirtual:
 		v := sandbox.NewVirtual()

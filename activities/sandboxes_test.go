@@ -76,3 +76,48 @@ func TestWriteArtifactRefusesHugeFile(t *testing.T) {
 		t.Fatalf("WriteArtifact(small) = %+v, %v", meta, err)
 	}
 }
+
+// A run's local sandbox over the user's own dir: refuses a hard link planted there to a
+// file outside it; the worker's own per-run directory does not (only the run writes there).
+func TestSandboxesUserDirRefusesHardLinks(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	sbs, err := activities.NewSandboxes(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secret, []byte("s3cr3t"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	user := t.TempDir()
+	if err := os.Link(secret, filepath.Join(user, "hardlink_secret")); err != nil {
+		t.Skipf("cannot make a hard link here: %v", err)
+	}
+	ctx := context.Background()
+	spec := api.SandboxSpec{Type: api.SandboxLocal, Dir: user}
+	sb, err := sbs.Open(ctx, "run-user", spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sbs.Release(ctx, "run-user", spec) })
+	if data, err := sb.Read(ctx, "hardlink_secret"); !errors.Is(err, sandbox.ErrHardLink) || !strings.Contains(err.Error(), "hardlink_secret") {
+		t.Fatalf("read hardlink_secret in a user dir = %q, %v; want ErrHardLink naming the file", data, err)
+	}
+
+	own := api.SandboxSpec{Type: api.SandboxLocal}
+	sb, err = sbs.Open(ctx, "run-own", own)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sbs.Release(ctx, "run-own", own) })
+	if err := os.WriteFile(filepath.Join(root, "run-own", "a"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(filepath.Join(root, "run-own", "a"), filepath.Join(root, "run-own", "b")); err != nil {
+		t.Fatal(err)
+	}
+	if data, err := sb.Read(ctx, "b"); err != nil || string(data) != "x" {
+		t.Errorf("read b in the run's own dir = %q, %v; want x", data, err)
+	}
+}

@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"net/url"
 	"time"
 )
 
@@ -35,6 +36,11 @@ type NotifyTarget struct {
 	URLEnv string `json:"url_env,omitempty" mapstructure:"url_env" yaml:"url_env"`
 	// SecretEnv names the environment variable holding the HMAC secret.
 	SecretEnv string `json:"secret_env" mapstructure:"secret_env" yaml:"secret_env"`
+	// AllowPrivate lets notifications reach a receiver on a loopback or private address (a
+	// bridge on this machine or the internal network); without it such an address is
+	// refused at load and when the notification is sent. Link-local and cloud metadata
+	// addresses are refused even with it.
+	AllowPrivate bool `json:"allow_private,omitempty" mapstructure:"allow_private" yaml:"allow_private"`
 }
 
 // NotifyApprovalRequest is the input of ActivityNotifyApproval: one event of one run for
@@ -100,10 +106,27 @@ type NotifyLinks struct {
 }
 
 // Name is how the target is named in messages, logs and activity failures (which are in
-// history): its URL, or "$" and the variable that holds it, never a URL read from one.
+// history): its URL with any password in it replaced by "xxxxx", or "$" and the variable
+// that holds it, never a URL read from one.
 func (t NotifyTarget) Name() string {
 	if t.URLEnv != "" {
 		return "$" + t.URLEnv
 	}
-	return t.URL
+	return RedactURL(t.URL)
+}
+
+// RedactURL is raw with the password of its userinfo replaced by "xxxxx" (url.URL's
+// Redacted); a string that does not parse as a URL but holds an "@" is replaced whole,
+// since it may still carry a password.
+func RedactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		for i := 0; i < len(raw); i++ {
+			if raw[i] == '@' {
+				return "[a URL that does not parse]"
+			}
+		}
+		return raw
+	}
+	return u.Redacted()
 }

@@ -646,3 +646,54 @@ approvals:
 		t.Errorf("Load with a literal secret = %v, want an unknown-key error naming it", err)
 	}
 }
+
+// TestLoadApprovalsNotifyAddresses: a receiver on a loopback or private address is refused
+// at load, naming approvals.notify[i].url, unless it says allow_private: true (the README's
+// internal receiver loads as printed); link-local and metadata addresses are refused even
+// then; and a password in the URL is not repeated in the error.
+func TestLoadApprovalsNotifyAddresses(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	t.Chdir(dir)
+	var block string
+	for _, blk := range strings.Split(string(readme), "```yaml\n")[1:] {
+		if blk, _, _ = strings.Cut(blk, "```"); strings.Contains(blk, "allow_private: true") {
+			block = blk
+			break
+		}
+	}
+	if block == "" {
+		t.Fatal("README has no ```yaml block with an allow_private receiver")
+	}
+	writeFile(t, dir, DefaultFile, block)
+	c, err := Load(LoadOptions{Env: []string{"NOTIFY_SECRET=s3cret"}})
+	if err != nil {
+		t.Fatalf("Load of the README's internal receiver: %v", err)
+	}
+	if len(c.Approvals.Notify) == 0 || !c.Approvals.Notify[len(c.Approvals.Notify)-1].AllowPrivate {
+		t.Errorf("approvals.notify = %+v, want the last receiver with AllowPrivate", c.Approvals.Notify)
+	}
+
+	for _, tc := range []struct{ receivers, want string }{
+		{`{url: "http://10.255.255.1/hook", secret_env: S}`, `approvals.notify[0].url "http://10.255.255.1/hook": a loopback or private address is refused: if the receiver is yours, say allow_private: true on it`},
+		{`{url: "https://hooks.example.com/x", secret_env: S}, {url: "http://localhost:9000/hook", secret_env: S}`, `approvals.notify[1].url "http://localhost:9000/hook": a loopback or private address`},
+		{`{url: "http://[::1]:9000/hook", secret_env: S}`, `approvals.notify[0].url "http://[::1]:9000/hook": a loopback or private address`},
+		{`{url: "http://169.254.169.254/latest", secret_env: S, allow_private: true}`, `approvals.notify[0].url "http://169.254.169.254/latest": a link-local or cloud metadata address is never a receiver (refused even with allow_private)`},
+		{`{url: "http://[fd00:ec2::254]/latest", secret_env: S, allow_private: true}`, `approvals.notify[0].url "http://[fd00:ec2::254]/latest": a link-local or cloud metadata address`},
+		{`{url: "http://ada:hunter2@10.0.0.5/hook", secret_env: S}`, `approvals.notify[0].url "http://ada:xxxxx@10.0.0.5/hook": a loopback or private address`},
+		{`{url: "http://10.0.0.5/hook", secret_env: S, allowPrivate: true}`, `"approvals.notify[0].allowprivate"`},
+	} {
+		writeFile(t, dir, DefaultFile, "approvals:\n  notify: ["+tc.receivers+"]\n")
+		_, err := Load(LoadOptions{Env: []string{"S=x"}})
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("Load with %s = %v, want an error with %s", tc.receivers, err, tc.want)
+		}
+	}
+	writeFile(t, dir, DefaultFile, "approvals:\n  notify: [{url: \"http://127.0.0.1:9000/hook\", secret_env: S, allow_private: true}]\n")
+	if _, err := Load(LoadOptions{Env: []string{"S=x"}}); err != nil {
+		t.Errorf("Load of a loopback receiver with allow_private: %v", err)
+	}
+}

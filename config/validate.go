@@ -2,6 +2,7 @@ package config
 
 import (
 	"github.com/nexo-temporal/nexo/api"
+	"github.com/nexo-temporal/nexo/internal/netguard"
 
 	"errors"
 	"fmt"
@@ -315,8 +316,11 @@ func (c Config) Validate() error {
 				bad(field+".url_env", n.URLEnv, "want the name of the environment variable holding the receiver's URL, such as NEXO_NOTIFY_URL")
 			}
 		default:
-			if u, err := url.Parse(n.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Fragment != "" {
-				bad(field+".url", n.URL, "want the http(s) URL notifications are POSTed to, such as https://hooks.example.com/nexo (or url_env, the variable holding it)")
+			u, err := url.Parse(n.URL)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Fragment != "" {
+				bad(field+".url", api.RedactURL(n.URL), "want the http(s) URL notifications are POSTed to, such as https://hooks.example.com/nexo (or url_env, the variable holding it)")
+			} else if problem := receiverAddress(u.Hostname(), n.AllowPrivate); problem != "" {
+				bad(field+".url", api.RedactURL(n.URL), "%s", problem)
 			}
 		}
 		if !envVarName.MatchString(n.SecretEnv) {
@@ -396,6 +400,27 @@ func (a Artifacts) urlProblem() string {
 		return fmt.Sprintf("scheme %q is not supported; %s", u.Scheme, want)
 	case slices.Contains(artifactBucketSchemes, u.Scheme) && u.Host == "":
 		return fmt.Sprintf("no bucket; want %s://<bucket>", u.Scheme)
+	}
+	return ""
+}
+
+// receiverAddress is what is wrong with a notification receiver's host, or "": an
+// address (or localhost) that is loopback or private needs allow_private, a link-local or
+// metadata one is refused whatever it says. A name is resolved only when a notification is
+// sent, where the worker checks the address it dials.
+func receiverAddress(host string, allowPrivate bool) string {
+	h := strings.TrimSuffix(strings.ToLower(host), ".")
+	ip := net.ParseIP(h)
+	if ip == nil && (h == "localhost" || strings.HasSuffix(h, ".localhost")) {
+		ip = net.IPv4(127, 0, 0, 1)
+	}
+	switch {
+	case ip == nil:
+		return ""
+	case netguard.Metadata(ip):
+		return "a link-local or cloud metadata address is never a receiver (refused even with allow_private)"
+	case !allowPrivate && !netguard.Public(ip):
+		return "a loopback or private address is refused: if the receiver is yours, say allow_private: true on it"
 	}
 	return ""
 }

@@ -18,6 +18,11 @@ func TestWorkerRefusesConfigItUsedToTake(t *testing.T) {
 		{"sandbox.dir /", llm + "agents: [{name: a, sandbox: {type: local, dir: /}}]\n", `agents[a].sandbox.dir: "/" is the root of the file system`},
 		{"approval_timeout on auto", llm + "agents: [{name: a, permissions: {mode: auto, approval_timeout: 1h}}]\n", "mode auto never asks"},
 		{"public metrics", "metrics: {addr: \"0.0.0.0:9464\"}\n", "or set metrics.public: true"},
+		// Item 4: webhook receivers on internal addresses, and a password not echoed.
+		{"private notify receiver", llm + "approvals:\n  notify: [{url: \"http://ada:pw-9f3@10.255.255.1/hook\", secret_env: S}]\n",
+			`approvals.notify[0].url "http://ada:xxxxx@10.255.255.1/hook": a loopback or private address is refused: if the receiver is yours, say allow_private: true on it`},
+		{"metadata notify receiver", llm + "approvals:\n  notify: [{url: \"http://169.254.169.254/\", secret_env: S, allow_private: true}]\n",
+			`approvals.notify[0].url "http://169.254.169.254/": a link-local or cloud metadata address is never a receiver`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -29,7 +34,7 @@ func TestWorkerRefusesConfigItUsedToTake(t *testing.T) {
 			cmd.Dir = dir
 			cmd.Env = append(os.Environ(), "NEXO_TEMPORAL_ADDRESS=127.0.0.1:1")
 			out, err := cmd.CombinedOutput()
-			if err == nil || !strings.Contains(string(out), tc.want) {
+			if err == nil || !strings.Contains(string(out), tc.want) || strings.Contains(string(out), "pw-9f3") {
 				t.Fatalf("worker on %q: %v, want a refusal with %q:\n%s", tc.file, err, tc.want, out)
 			}
 		})

@@ -55,6 +55,10 @@ func TestRunInputFieldsAreChecked(t *testing.T) {
 	if _, err := p.dial().DescribeWorkflowExecution(context.Background(), "typo-refused", ""); !isNotFound(err) {
 		t.Errorf("describe typo-refused after the refusal: %v, want not found (nothing started)", err)
 	}
+	// --no-check, as the README's "could not check" refusal offers, starts it unchecked.
+	if r := p.starter("run", "DocumentApproval", "--input", `{"docid":"42"}`, "--id", "typo-unchecked", "--no-check"); r.code != 0 || strings.TrimSpace(r.stdout) != "typo-unchecked" {
+		t.Errorf("run --no-check: exit %d, stdout %q, stderr %q; want the run started", r.code, r.stdout, r.stderr)
+	}
 	status, body := gw.call("POST", "/v1/runs", map[string]any{"workflow": "DocumentApproval", "id": "typo-api", "input": map[string]any{"docid": "42"}})
 	if status != 400 || !strings.Contains(string(body), `unknown field \"docid\" (did you mean \"doc_id\"?)`) {
 		t.Errorf("POST /v1/runs with docid: %d %s", status, body)

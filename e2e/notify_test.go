@@ -75,13 +75,15 @@ func (nr *notifyReceiver) next(typ string) api.Notification {
 }
 
 // notifyConfig is the scribe agent under approve, with the receiver in approvals.notify as
-// the README shows it (its example URL replaced by the receiver's).
+// the README shows it (its example URL replaced by the receiver's, which is on loopback and
+// so says allow_private: true, as the README tells an internal receiver to).
 func notifyConfig(t *testing.T, baseURL, receiver string) string {
 	block := readmeBlock(t, "yaml", "secret_env: NOTIFY_SECRET")
-	if !strings.Contains(block, readmeHookURL) {
+	hook := `url: "` + readmeHookURL + `"`
+	if !strings.Contains(block, hook) {
 		t.Fatalf("the README's approvals.notify block does not name %s:\n%s", readmeHookURL, block)
 	}
-	return historyAgentConfig(baseURL) + strings.ReplaceAll(block, readmeHookURL, receiver+"/nexo")
+	return historyAgentConfig(baseURL) + strings.ReplaceAll(block, hook, `url: "`+receiver+`/nexo", allow_private: true`)
 }
 
 // readmeHookURL is the receiver the README's example names.

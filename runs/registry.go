@@ -53,6 +53,82 @@ func (e *NoRegistryError) Error() string {
 
 func (e *NoRegistryError) Unwrap() error { return e.Err }
 
+// CheckUnavailableError: workers poll the task queue, but its registry did not answer the
+// check of a new run's type and input in time, try after try (workers overloaded, or the
+// registry's worker stuck), so the run was not started: a check that cannot be made is not
+// passed.
+type CheckUnavailableError struct {
+	Workflow  string
+	TaskQueue string
+	Tries     int
+	Waited    time.Duration
+	Err       error
+}
+
+func (e *CheckUnavailableError) Error() string {
+	return fmt.Sprintf("could not check workflow type %q and its input against the workers of task queue %s: "+
+		"its worker registry did not answer %d tries over %s, though workers poll it (overloaded?); nothing was started: "+
+		"try again, or start it unchecked with `starter run --no-check` (StartRequest.Unchecked; the HTTP API has no such option): %v",
+		e.Workflow, e.TaskQueue, e.Tries, e.Waited.Round(time.Millisecond), e.Err)
+}
+
+// Unwrap gives the last try's error, and context.DeadlineExceeded: the check timed out.
+func (e *CheckUnavailableError) Unwrap() []error { return []error{e.Err, context.DeadlineExceeded} }
+
+// registryTries is how many times a start asks a registry that does not answer in time,
+// each try waiting twice as long as the one before (RegistryTimeout, then 2x, 4x).
+const registryTries = 3
+
+// livePollerAge: a worker whose last poll of the task queue is older than this is taken
+// for gone (a long poll lasts up to about a minute).
+const livePollerAge = 90 * time.Second
+
+// askRegistry asks the registry what the workers offer, for the check of a start. A query
+// that times out is asked again, with a longer timeout; when every try timed out and
+// workers do poll the task queue, it fails with a CheckUnavailableError, so a slow answer
+// never turns the check off. When no worker polls (none started, or all gone) there is
+// nothing to check against, the run will wait for one: a NoRegistryError, as when the
+// registry does not exist.
+func (c *Client) askRegistry(ctx context.Context, workflow string) (api.RegistryView, error) {
+	start := time.Now()
+	timeout := c.RegistryTimeout
+	var err error
+	for try := 1; try <= registryTries; try++ {
+		var v api.RegistryView
+		v, err = c.workflowsWithin(ctx, timeout)
+		if err == nil || ctx.Err() != nil || !registryTimedOut(err) {
+			return v, err
+		}
+		timeout *= 2
+	}
+	if !c.workersPoll(ctx) {
+		return api.RegistryView{}, err
+	}
+	return api.RegistryView{}, &CheckUnavailableError{Workflow: workflow, TaskQueue: c.taskQueue, Tries: registryTries,
+		Waited: time.Since(start), Err: err}
+}
+
+// registryTimedOut reports whether a registry query failed by running out of time.
+func registryTimedOut(err error) bool {
+	var de *serviceerror.DeadlineExceeded
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &de)
+}
+
+// workersPoll reports whether some worker polled the task queue's workflow tasks
+// recently. Unknown (the describe fails): true, so the check is not skipped on a guess.
+func (c *Client) workersPoll(ctx context.Context) bool {
+	resp, err := c.tc.DescribeTaskQueue(ctx, c.taskQueue, enumspb.TASK_QUEUE_TYPE_WORKFLOW)
+	if err != nil {
+		return true
+	}
+	for _, p := range resp.GetPollers() {
+		if t := p.GetLastAccessTime(); t != nil && time.Since(t.AsTime()) < livePollerAge {
+			return true
+		}
+	}
+	return false
+}
+
 // offeredCacheTTL is how long Start trusts a registry answer that contained the type it
 // starts (and, for an input it checks, all of the input's fields). A type or field missing
 // from it is always asked again, so a worker deployed a second ago is never refused; only
@@ -137,7 +213,12 @@ func checkInput(workflow string, known []string, payload json.RawMessage) error 
 // workflow types, the agents, and each worker. It fails with a NoRegistryError when the
 // registry does not exist, is closed or does not answer within RegistryTimeout.
 func (c *Client) Workflows(ctx context.Context) (api.RegistryView, error) {
-	qctx, cancel := context.WithTimeout(ctx, c.RegistryTimeout)
+	return c.workflowsWithin(ctx, c.RegistryTimeout)
+}
+
+// workflowsWithin is Workflows with the query bounded by timeout.
+func (c *Client) workflowsWithin(ctx context.Context, timeout time.Duration) (api.RegistryView, error) {
+	qctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	resp, err := c.tc.QueryWorkflowWithOptions(qctx, &client.QueryWorkflowWithOptionsRequest{
 		WorkflowID: api.RegistryID(c.taskQueue),
@@ -168,8 +249,10 @@ func (c *Client) Workflows(ctx context.Context) (api.RegistryView, error) {
 // checkOffered refuses a workflow type the registry knows no worker offers, and an input
 // with a field the type's input does not take (when every worker offering it announced
 // its fields). When the registry cannot tell (it does not exist or answer, or no worker
-// announced itself within api.RegistryExpiry) the run is started as before: the client
-// cannot know, and run --wait still reports a type no worker has at its first failed task.
+// announced itself within api.RegistryExpiry, or it does not answer in time while no
+// worker polls the task queue) the run is started as before: the client cannot know, and
+// run --wait still reports a type no worker has at its first failed task. A registry that
+// does not answer in time while workers poll is a CheckUnavailableError (see askRegistry).
 func (c *Client) checkOffered(ctx context.Context, workflow string, payload json.RawMessage) error {
 	now := time.Now()
 	if v, ok := c.offered.fresh(now); ok && slices.Contains(v.Workflows, workflow) && checkAgent(v, c.taskQueue, workflow, payload) == nil {
@@ -178,12 +261,16 @@ func (c *Client) checkOffered(ctx context.Context, workflow string, payload json
 		}
 		// Refused by a cached answer: ask again, a new worker may take the field.
 	}
-	v, err := c.Workflows(ctx)
+	v, err := c.askRegistry(ctx, workflow)
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return nil
+		var cu *CheckUnavailableError
+		if errors.As(err, &cu) {
+			return err
+		}
+		return nil // no registry, or a closed one: nothing to check against
 	}
 	if len(v.Workflows) == 0 {
 		return nil

@@ -11,10 +11,12 @@ import (
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
+	taskqueuepb "go.temporal.io/api/taskqueue/v1"
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/nexo-temporal/nexo/api"
 )
@@ -31,6 +33,16 @@ type starterClient struct {
 	registry *api.RegistryView
 	// registryQueries counts the queries to it.
 	registryQueries int
+	// polled is how long ago a worker last polled the task queue; 0: none polls.
+	polled time.Duration
+}
+
+func (s *starterClient) DescribeTaskQueue(context.Context, string, enumspb.TaskQueueType) (*workflowservice.DescribeTaskQueueResponse, error) {
+	resp := &workflowservice.DescribeTaskQueueResponse{}
+	if s.polled > 0 {
+		resp.Pollers = []*taskqueuepb.PollerInfo{{LastAccessTime: timestamppb.New(time.Now().Add(-s.polled)), Identity: "worker@host"}}
+	}
+	return resp, nil
 }
 
 func (s *starterClient) QueryWorkflowWithOptions(ctx context.Context, req *client.QueryWorkflowWithOptionsRequest) (*client.QueryWorkflowWithOptionsResponse, error) {
@@ -261,5 +273,42 @@ func TestStartLinksTheRunToItsPage(t *testing.T) {
 	}
 	if o := fake.options[1]; o.StaticSummary != "" || o.StaticDetails != "" {
 		t.Errorf("without a PageURL: summary %q, details %q; want none", o.StaticSummary, o.StaticDetails)
+	}
+}
+
+// TestStartRefusesWhenTheCheckCannotBeMade: a registry that does not answer in time while
+// workers poll the task queue is asked again with longer timeouts, then the start is
+// refused with "could not check" and what to do, not let through unchecked (an unknown
+// field was accepted under load). Unchecked (--no-check) starts it; with no worker polling
+// there is nothing to check against and the run starts, waiting for one.
+func TestStartRefusesWhenTheCheckCannotBeMade(t *testing.T) {
+	slow := &api.RegistryView{Workflows: []string{"DocumentApproval"}} // Workers nil: never answers
+	fake := &starterClient{registry: slow, polled: 5 * time.Second}
+	c := New(fake, "default", "nexo")
+	c.RegistryTimeout = 20 * time.Millisecond
+	_, err := c.Start(context.Background(), StartRequest{Workflow: "DocumentApproval", Payload: json.RawMessage(`{"docid":"x"}`)})
+	var cu *CheckUnavailableError
+	if !errors.As(err, &cu) || !strings.Contains(err.Error(), `could not check workflow type "DocumentApproval"`) ||
+		!strings.Contains(err.Error(), "--no-check") || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Start with a registry that does not answer = %v, want a CheckUnavailableError naming --no-check", err)
+	}
+	if len(fake.started) != 0 || fake.registryQueries != registryTries {
+		t.Errorf("started %v after %d registry queries, want nothing started after %d", fake.started, fake.registryQueries, registryTries)
+	}
+	if cu.Waited < 140*time.Millisecond { // 20 + 40 + 80 ms
+		t.Errorf("gave up after %s, want the three tries' 140ms at least", cu.Waited)
+	}
+
+	if _, err := c.Start(context.Background(), StartRequest{Workflow: "DocumentApproval", Unchecked: true}); err != nil || len(fake.started) != 1 {
+		t.Fatalf("Start Unchecked = %v (started %v), want it started", err, fake.started)
+	}
+
+	for name, polled := range map[string]time.Duration{"no worker polls": 0, "the last poll is old": 10 * time.Minute} {
+		fake := &starterClient{registry: slow, polled: polled}
+		c := New(fake, "default", "nexo")
+		c.RegistryTimeout = 5 * time.Millisecond
+		if _, err := c.Start(context.Background(), StartRequest{Workflow: "DocumentApproval"}); err != nil || len(fake.started) != 1 {
+			t.Errorf("%s: Start = %v (started %v), want it started to wait for a worker", name, err, fake.started)
+		}
 	}
 }

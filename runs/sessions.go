@@ -35,6 +35,10 @@ type PromptOptions struct {
 	// ContinueAfterTurns is passed to a session this prompt creates (see
 	// api.SessionInput); it has no effect on a session already open.
 	ContinueAfterTurns int
+	// OnRetry, when set, is given the retry note of a prompt that met the session handing
+	// over to its continue-as-new run and was sent again until the new run answered: how
+	// many times and for how long. It is not called for a prompt answered at once.
+	OnRetry func(note string)
 }
 
 // Prompt sends text to the session of (agent, instance) and returns its reply. The
@@ -61,27 +65,77 @@ func (c *Client) Prompt(ctx context.Context, agent, instance, text string, o Pro
 		return api.PromptReply{}, err
 	}
 	in.Carry = carry
-	// A prompt that meets the session handing over to its continue-as-new run is refused
-	// (or, in a race, outlived by the run) before any work: sending it again reaches the
-	// new run.
+	reply, note, err := c.promptThroughHandover(ctx, id, in, text)
+	if note != "" && o.OnRetry != nil {
+		o.OnRetry(note)
+	}
+	return reply, err
+}
+
+// HandoverWait bounds how long Prompt keeps sending a prompt again while the session hands
+// over to its continue-as-new run, when the caller's context has no deadline of its own.
+// A handover with a compaction under load takes seconds, not the half second a few quick
+// retries cover.
+const HandoverWait = 60 * time.Second
+
+// handoverBackoff is the first pause between two sends during a handover, doubled after
+// each up to maxHandoverBackoff.
+const (
+	handoverBackoff    = 50 * time.Millisecond
+	maxHandoverBackoff = time.Second
+)
+
+// promptThroughHandover sends the prompt, and sends it again each time it meets the session
+// handing over to its continue-as-new run (refused, or outlived by the run, before any
+// work: sending it again reaches the new run), until the new run answers or the caller's
+// deadline (HandoverWait without one) passes. A reply that took more than one send comes
+// with a retry note saying so; the handover is never the user's error unless the deadline
+// passes.
+func (c *Client) promptThroughHandover(ctx context.Context, id string, in api.SessionInput, text string) (api.PromptReply, string, error) {
+	start := time.Now()
+	deadline := start.Add(HandoverWait)
+	if d, ok := ctx.Deadline(); ok {
+		deadline = d
+	}
+	pause := handoverBackoff
+	if c.handoverPause > 0 {
+		pause = c.handoverPause
+	}
 	for attempt := 1; ; attempt++ {
 		reply, err := c.promptOnce(ctx, id, in, text, false)
-		if err == nil || !handover(err) {
-			return reply, err
+		if err == nil {
+			var note string
+			if attempt > 1 {
+				note = fmt.Sprintf("the session was continuing as new: the prompt was sent %d times over %s until its new run answered",
+					attempt, time.Since(start).Round(time.Millisecond))
+			}
+			return reply, note, nil
+		}
+		if !handover(err) {
+			return reply, "", err
 		}
 		// The run ended under the prompt: a handover to its continue-as-new run (try again),
 		// or a run that failed while setting up (say why; another try would fail the same way).
 		if serr := c.startFailure(ctx, id); serr != nil {
-			return api.PromptReply{}, serr
+			return api.PromptReply{}, "", serr
 		}
-		if attempt == 5 {
-			return reply, err
+		still := func() error {
+			return fmt.Errorf("session %s is still handing over to its continue-as-new run after %d sends over %s; send the prompt again: %w",
+				id, attempt, time.Since(start).Round(time.Millisecond), err)
+		}
+		wait := min(pause, time.Until(deadline))
+		if wait <= 0 {
+			return api.PromptReply{}, "", still()
 		}
 		select {
 		case <-ctx.Done():
-			return api.PromptReply{}, ctx.Err()
-		case <-time.After(time.Duration(attempt) * 50 * time.Millisecond):
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return api.PromptReply{}, "", still() // the caller's deadline, met mid-handover
+			}
+			return api.PromptReply{}, "", ctx.Err()
+		case <-time.After(wait):
 		}
+		pause = min(2*pause, maxHandoverBackoff)
 	}
 }
 

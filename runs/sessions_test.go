@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
@@ -80,19 +83,26 @@ func TestPromptRetriesAHandoverByType(t *testing.T) {
 		{"server closed the run under the update", []error{serverClosed}, 2, ""},
 		{"run closed before the update-with-start reached it", []error{serviceerror.NewNotFound("workflow execution already completed")}, 2, ""},
 		{"same words, other type", []error{lookalike}, 1, "SomethingElse"},
-		{"handover five times gives up", []error{handover, handover, handover, handover, handover, handover}, 5, api.ErrTypeSessionHandover},
+		{"a handover longer than five sends is waited out", repeat(handover, 12), 13, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			fc := &promptClient{fails: tt.fails, reply: api.PromptReply{Turn: 1, Reply: "hello"}}
 			c := New(fc, "default", "nexo")
-			reply, err := c.Prompt(context.Background(), "a", "i", "hi", PromptOptions{})
+			c.handoverPause = time.Millisecond
+			var note string
+			reply, err := c.Prompt(context.Background(), "a", "i", "hi", PromptOptions{OnRetry: func(n string) { note = n }})
 			if fc.prompts != tt.wantPrompts {
 				t.Errorf("prompts sent = %d, want %d", fc.prompts, tt.wantPrompts)
 			}
 			if tt.wantErrType == "" {
 				if err != nil || reply.Reply != "hello" {
 					t.Fatalf("Prompt = %+v, %v; want the reply", reply, err)
+				}
+				if want := fmt.Sprintf("sent %d times", tt.wantPrompts); tt.wantPrompts > 1 && !strings.Contains(note, want) {
+					t.Errorf("retry note = %q, want one saying %q", note, want)
+				} else if tt.wantPrompts == 1 && note != "" {
+					t.Errorf("retry note = %q on a prompt answered at once", note)
 				}
 				return
 			}
@@ -104,5 +114,37 @@ func TestPromptRetriesAHandoverByType(t *testing.T) {
 				t.Errorf("error text = %q, want %q", err.Error(), want)
 			}
 		})
+	}
+}
+
+func repeat(err error, n int) []error {
+	out := make([]error, n)
+	for i := range out {
+		out[i] = err
+	}
+	return out
+}
+
+// TestPromptHandoverBoundedByDeadline: a handover that outlasts the caller's deadline ends
+// the prompt at that deadline with an error that says the session is still handing over
+// (and is still of the handover's type), not after a fixed number of sends.
+func TestPromptHandoverBoundedByDeadline(t *testing.T) {
+	handover := temporal.NewApplicationErrorWithOptions("session is continuing as new; retry the prompt", api.ErrTypeSessionHandover, temporal.ApplicationErrorOptions{})
+	fc := &promptClient{fails: repeat(handover, 1_000_000)}
+	c := New(fc, "default", "nexo")
+	c.handoverPause = time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := c.Prompt(ctx, "a", "i", "hi", PromptOptions{})
+	var app *temporal.ApplicationError
+	if !errors.As(err, &app) || app.Type() != api.ErrTypeSessionHandover || !strings.Contains(err.Error(), "still handing over") {
+		t.Fatalf("Prompt past the deadline = %v; want the handover named as still going on", err)
+	}
+	if el := time.Since(start); el < 250*time.Millisecond || el > 5*time.Second {
+		t.Errorf("Prompt gave up after %s, want about the 300ms deadline", el)
+	}
+	if fc.prompts <= 5 {
+		t.Errorf("prompts sent = %d, want more than the old 5 within the deadline", fc.prompts)
 	}
 }

@@ -55,6 +55,9 @@ func (l *Local) ArchiveWorkspace(ctx context.Context) (io.ReadCloser, error) {
 			if err != nil {
 				return err
 			}
+			if err := l.singleLink(fi); err != nil {
+				return fmt.Errorf("%s: %w", QuotePath(filepath.ToSlash(rel)), err)
+			}
 			hdr := &tar.Header{Name: "./" + filepath.ToSlash(rel), Mode: int64(fi.Mode().Perm()), ModTime: fi.ModTime()}
 			if d.IsDir() {
 				hdr.Typeflag, hdr.Name = tar.TypeDir, hdr.Name+"/"

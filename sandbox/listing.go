@@ -79,6 +79,9 @@ func (l *Local) ListWorkspace(ctx context.Context) ([]WorkspaceEntry, error) {
 		case d.IsDir():
 			e.Type = EntryDir
 		case d.Type().IsRegular():
+			if err := l.singleLink(fi); err != nil {
+				return fmt.Errorf("%s: %w", QuotePath(e.Path), err)
+			}
 			e.Type, e.Size = EntryFile, fi.Size()
 			e.Change, e.ChangeUnixNano = changeStamp(fi)
 		case d.Type()&fs.ModeSymlink != 0:
@@ -116,6 +119,10 @@ func (l *Local) OpenWorkspaceFile(ctx context.Context, rel string) (io.ReadClose
 	if err != nil || !fi.Mode().IsRegular() {
 		f.Close()
 		return nil, fmt.Errorf("open %s: %w", QuotePath(rel), ErrNotRegular)
+	}
+	if err := l.singleLink(fi); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("open %s: %w", QuotePath(rel), err)
 	}
 	return f, nil
 }

@@ -23,3 +23,12 @@ func changeStamp(fi fs.FileInfo) (string, int64) {
 func openNoFollow(p string) (*os.File, error) {
 	return os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 }
+
+// linkCount is the number of names (hard links) of a file.
+func linkCount(fi fs.FileInfo) uint64 {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 1
+	}
+	return uint64(st.Nlink)
+}

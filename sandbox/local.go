@@ -46,6 +46,13 @@ type LocalOptions struct {
 	// in the workspace directory, with the cleared environment, in a guarded process
 	// group killed at the timeout, with capped output. An error fails the call.
 	Wrap func(argv []string) ([]string, []*os.File, error)
+	// RefuseHardLinks makes reads, listings, snapshots and archives refuse a regular file
+	// with more than one hard link (ErrHardLink, naming the file). Set it for a directory
+	// the user gave (sandbox.dir): anyone who can write there can plant a hard link to a
+	// file outside it (a key, a config), which the path guard cannot tell from a file of
+	// the workspace, since both names are the same inode. A per-run directory the worker
+	// made needs it less: only the run's own commands write there.
+	RefuseHardLinks bool
 }
 
 // Local is a workspace in a host directory. Every path a tool gives it goes through the
@@ -63,6 +70,7 @@ type Local struct {
 	env       []string
 	maxOutput int
 	wrap      func([]string) ([]string, []*os.File, error)
+	noLinks   bool // RefuseHardLinks
 
 	closed atomic.Bool
 	mu     sync.Mutex       // guards groups and orders Close against Shell starting
@@ -99,7 +107,7 @@ func NewLocal(dir string, opts LocalOptions) (*Local, error) {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	l := &Local{root: abs, realRoot: real, maxOutput: opts.MaxOutput, wrap: opts.Wrap, groups: map[int]struct{}{}}
+	l := &Local{root: abs, realRoot: real, maxOutput: opts.MaxOutput, wrap: opts.Wrap, noLinks: opts.RefuseHardLinks, groups: map[int]struct{}{}}
 	for _, k := range keys {
 		l.env = append(l.env, k+"="+env[k])
 	}
@@ -138,6 +146,9 @@ func (l *Local) Read(ctx context.Context, p string) ([]byte, error) {
 	if err := regular(fi); err != nil {
 		return nil, fmt.Errorf("read %s: %w", QuotePath(p), err)
 	}
+	if err := l.singleLink(fi); err != nil {
+		return nil, fmt.Errorf("read %s: %w", QuotePath(p), err)
+	}
 	data := make([]byte, 0, fi.Size()+512)
 	buf := bytes.NewBuffer(data)
 	if _, err := buf.ReadFrom(f); err != nil {
@@ -163,6 +174,19 @@ func regular(fi fs.FileInfo) error {
 		return fmt.Errorf("%w (a device)", ErrNotRegular)
 	}
 	return fmt.Errorf("%w (%v)", ErrNotRegular, m.Type())
+}
+
+// singleLink fails with ErrHardLink when the sandbox refuses hard links and fi, a regular
+// file, has more than one name. Checked on the open file (fstat), so a link made between a
+// check and the open cannot slip through.
+func (l *Local) singleLink(fi fs.FileInfo) error {
+	if !l.noLinks || !fi.Mode().IsRegular() {
+		return nil
+	}
+	if n := linkCount(fi); n > 1 {
+		return fmt.Errorf("%w (%d names): its other names may lie outside the workspace, so it is refused in a sandbox.dir; copy the file in instead of linking it", ErrHardLink, n)
+	}
+	return nil
 }
 
 // Write replaces the file at p atomically (a temporary file in the same directory, then a

@@ -24,6 +24,10 @@ var (
 	// ErrNotRegular: the path names a FIFO, socket or device; file tools only read and
 	// write regular files (opening a FIFO would block).
 	ErrNotRegular = errors.New("not a regular file")
+	// ErrHardLink: a regular file in a user's own directory has more than one name (a hard
+	// link); its other names may lie outside the workspace, where the path guard cannot see
+	// them, so the file tools and snapshots refuse it (see LocalOptions.RefuseHardLinks).
+	ErrHardLink = errors.New("file has more than one hard link")
 	// ErrClosed: the sandbox was closed.
 	ErrClosed = errors.New("sandbox is closed")
 	// ErrListingUnsupported: a Lister cannot list this workspace unambiguously (see the

@@ -104,6 +104,7 @@ func runCmd() *command {
 			fs.Duration("start-delay", 0, "start the run after this long (e.g. 10m); it is queued until then")
 			fs.Bool("wait", false, "follow the run until it is done, failed or suspended")
 			fs.Bool("json", false, "print the run record as JSON when waiting, else {\"id\": ...}")
+			fs.Bool("no-check", false, "start without asking the workers' registry whether the workflow type and the input's fields are known (when it cannot answer)")
 		},
 		run: func(ctx context.Context, e *env, fs *pflag.FlagSet, args []string) error {
 			if err := needArgs(args, 1, "a workflow name"); err != nil {
@@ -115,7 +116,8 @@ func runCmd() *command {
 				return err
 			}
 			delay, _ := fs.GetDuration("start-delay")
-			return startRun(ctx, e, fs, runs.StartRequest{Workflow: args[0], Payload: payload, StartDelay: delay}, args[0])
+			unchecked, _ := fs.GetBool("no-check")
+			return startRun(ctx, e, fs, runs.StartRequest{Workflow: args[0], Payload: payload, StartDelay: delay, Unchecked: unchecked}, args[0])
 		},
 	}
 }

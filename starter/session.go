@@ -62,13 +62,22 @@ func sessionCmd() *command {
 				}
 				n, _ := fs.GetInt("continue-after-turns")
 				stop := noticeApprovals(ctx, e, rc, agent, inst)
-				reply, err := rc.Prompt(ctx, agent, inst, strings.Join(args[2:], " "), runs.PromptOptions{ContinueAfterTurns: n})
+				var note string
+				reply, err := rc.Prompt(ctx, agent, inst, strings.Join(args[2:], " "), runs.PromptOptions{ContinueAfterTurns: n,
+					OnRetry: func(s string) { note = s }})
 				stop()
 				if err != nil {
 					return err
 				}
 				if asJSON {
-					return e.printJSON(reply)
+					// The reply, and the note of a prompt sent again during a handover.
+					return e.printJSON(struct {
+						api.PromptReply
+						RetryNote string `json:"retry_note,omitempty"`
+					}{reply, note})
+				}
+				if note != "" {
+					fmt.Fprintf(e.stderr, "note: %s\n", note)
 				}
 				fmt.Fprintln(e.stdout, reply.Reply)
 				return nil

@@ -83,6 +83,10 @@ type Options struct {
 	// MaxOutput caps what a command keeps of stdout and of stderr each (see
 	// sandbox.LocalOptions); <= 0 means sandbox.DefaultMaxOutput.
 	MaxOutput int
+	// RefuseHardLinks makes the file tools and snapshots refuse a file with more than one
+	// hard link (see sandbox.LocalOptions.RefuseHardLinks); set it for a user's own dir.
+	// A sealed command can still read such a file: the link is inside the bound directory.
+	RefuseHardLinks bool
 }
 
 // Sandbox is a bubblewrap workspace: sandbox.Local's file operations and listing, and a
@@ -107,7 +111,7 @@ func New(dir string, opts Options) (*Sandbox, error) {
 		return nil, fmt.Errorf("new bubblewrap sandbox: %w", err)
 	}
 	s := &Sandbox{}
-	local, err := sandbox.NewLocal(dir, sandbox.LocalOptions{MaxOutput: opts.MaxOutput, Wrap: s.wrap})
+	local, err := sandbox.NewLocal(dir, sandbox.LocalOptions{MaxOutput: opts.MaxOutput, Wrap: s.wrap, RefuseHardLinks: opts.RefuseHardLinks})
 	if err != nil {
 		return nil, fmt.Errorf("new bubblewrap sandbox: %w", err)
 	}
