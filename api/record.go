@@ -28,6 +28,11 @@ type Record struct {
 	// terminated) and that no worker could replay is rebuilt from history, which holds no
 	// state, events or artifacts.
 	Warning string `json:"warning,omitempty"`
+	// Retrying, set by clients and never by the workflow, lists the run's activities whose
+	// last attempt failed and that Temporal is retrying (a model call whose endpoint is
+	// down), read with the record; empty for a closed run and for one whose activities
+	// run without failures.
+	Retrying []PendingActivity `json:"retrying,omitempty"`
 }
 
 // Event is one entry of a run's ordered event log. Seq starts at 1 and has no gaps.

@@ -113,6 +113,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"SessionSummary": runs.SessionSummary{}, "SessionView": api.SessionView{}, "SessionTurn": api.SessionTurn{},
 		"ChatMessage": api.ChatMessage{}, "ToolCall": api.ToolCall{}, "Usage": api.Usage{},
 		"ApprovalList": ApprovalList{}, "PendingCall": runs.Pending{},
+		"PendingActivity": api.PendingActivity{}, "StreamRetrying": StreamRetrying{},
 	} {
 		want := jsonNames(reflect.TypeOf(v))
 		var got []string

@@ -182,6 +182,9 @@ type runView struct {
 	// snapshots) and, on an agent run, a "fork from here" form (CanFork).
 	Calls   []callView
 	CanFork bool
+	// Retrying says what each retried activity of the run waits on (runs.RetryLine), as
+	// of the page's rendering; the live stream's retrying events keep it current.
+	Retrying []string
 }
 
 // callView is one tool call on the run page.
@@ -208,6 +211,9 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 	switch rec.Status {
 	case api.StatusFailed, api.StatusInterrupted, api.StatusCanceled:
 		v.Rerunnable = rec.Warning == "" // its checkpoints are unknown: nothing to seed
+	}
+	for _, p := range rec.Retrying {
+		v.Retrying = append(v.Retrying, runs.RetryLine(p, time.Now()))
 	}
 	if s.temporalUI != "" {
 		// Without a run id the UI shows the workflow id's latest run, which is this run.

@@ -23,6 +23,10 @@ import (
 //	event: status                        when the status changes (and first): the status,
 //	data: {"status":"suspended",...}     and what a suspended run waits for ("pending")
 //
+//	event: retrying                      when the run's retried activities change (an
+//	data: {"id":...,"retrying":[...]}    attempt failed again; [] when the retries ended):
+//	                                     what the run waits on while history says nothing
+//
 //	event: end                           the run closed; the server ends the stream. A
 //	data: {"status":"done",...}          client closes its EventSource here, or it would
 //	                                     reconnect and get "end" again
@@ -96,6 +100,22 @@ func streamStatus(rec api.Record) StreamStatus {
 	return st
 }
 
+// StreamRetrying is the data of the run event stream's retrying event: the activities of
+// the run that Temporal is retrying now (api.Record.Retrying), none when the retries ended.
+type StreamRetrying struct {
+	ID       string                `json:"id"`
+	Retrying []api.PendingActivity `json:"retrying"`
+}
+
+// retryKey is what a retrying event says, to send one only when it changes.
+func retryKey(ps []api.PendingActivity) string {
+	var b bytes.Buffer
+	for _, p := range ps {
+		fmt.Fprintf(&b, "%s/%d/%s\n", p.ActivityID, p.Attempt, p.LastFailure)
+	}
+	return b.String()
+}
+
 // headerDelay: the stream's headers go out with the first record, or after this long,
 // so a missing run is still a plain 404 while a run with nothing to show yet (no worker
 // has picked it up) opens its stream without waiting.
@@ -114,6 +134,7 @@ type followUpdate struct {
 // until the run closes, the client leaves, or the server shuts down.
 func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, id string, after int64) {
 	var lastStatus api.Status
+	lastRetry := ""
 	follow := func(ctx context.Context, send func(followUpdate) bool) {
 		rec, err := s.runsFor(ctx).Follow(ctx, id, func(rec api.Record) bool { return !send(followUpdate{rec: rec}) })
 		send(followUpdate{rec: rec, err: err, last: true})
@@ -126,6 +147,14 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, id string,
 		if u.rec.Status != lastStatus && u.rec.Status != "" {
 			writeSSE(buf, "status", "", streamStatus(u.rec))
 			lastStatus = u.rec.Status
+		}
+		if k := retryKey(u.rec.Retrying); k != lastRetry {
+			retrying := u.rec.Retrying
+			if retrying == nil {
+				retrying = []api.PendingActivity{}
+			}
+			writeSSE(buf, "retrying", "", StreamRetrying{ID: u.rec.ID, Retrying: retrying})
+			lastRetry = k
 		}
 		closed := u.rec.Status.Closed()
 		if closed || u.last {

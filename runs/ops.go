@@ -563,6 +563,25 @@ func (c *Client) follow(ctx context.Context, id string, fn func(rec api.Record) 
 	if err != nil {
 		return api.Record{}, err
 	}
+	// The history this follow waits on says nothing while an activity is retried: rw
+	// reads the run's pending activities while one is pending, and every record handed
+	// to fn (by this loop or by rw) carries them.
+	hctx, stop := context.WithCancel(ctx)
+	rw := newRetryWatch(c, id, func(r api.Record) bool { return lf.record(r, fn) }, stop)
+	rw.retrying = retryingOf(desc)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		rw.run(hctx)
+	}()
+	defer func() {
+		rw.end() // fn is not called after follow returns
+		stop()
+		<-watched
+	}()
+	if len(desc.GetPendingActivities()) > 0 {
+		rw.poke()
+	}
 	if lf != nil && slices.ContainsFunc(desc.GetPendingActivities(), func(pa *workflowpb.PendingActivityInfo) bool {
 		return pa.GetActivityType().GetName() == api.ActivityCompleteChat
 	}) {
@@ -590,13 +609,16 @@ func (c *Client) follow(ctx context.Context, id string, fn func(rec api.Record) 
 		if rec, err = c.getDescribed(ctx, id, desc); err != nil {
 			return api.Record{}, err
 		}
-		if lf.record(rec, fn) || rec.Status.Closed() {
+		if rw.deliver(&rec) {
 			return rec, nil
 		}
 	}
-	it := c.tc.GetWorkflowHistory(ctx, id, "", true, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	it := c.tc.GetWorkflowHistory(hctx, id, "", true, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {
 		ev, err := it.Next()
+		if last, done := rw.finished(); done {
+			return last, nil // fn said stop when a retry changed; the wait was cut for it
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return rec, ctx.Err()
@@ -635,6 +657,11 @@ func (c *Client) follow(ctx context.Context, id string, fn func(rec api.Record) 
 			if ev.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName() == api.ActivityCompleteChat {
 				lf.poke() // its live text is in its heartbeat, not in history
 			}
+			rw.poke() // its retries are in the pending activity, not in history
+			continue
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED, enumspb.EVENT_TYPE_ACTIVITY_TASK_FAILED,
+			enumspb.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT, enumspb.EVENT_TYPE_ACTIVITY_TASK_CANCELED:
+			rw.poke() // no longer retried: the next record says so
 			continue
 		default:
 			continue
@@ -643,9 +670,12 @@ func (c *Client) follow(ctx context.Context, id string, fn func(rec api.Record) 
 			return rec, err
 		}
 		rec = next
-		if lf.record(rec, fn) || rec.Status.Closed() {
+		if rw.deliver(&rec) {
 			return rec, nil
 		}
+	}
+	if last, done := rw.finished(); done {
+		return last, nil
 	}
 	if ctx.Err() != nil {
 		return rec, ctx.Err()

@@ -331,6 +331,7 @@ func (c *Client) getDescribed(ctx context.Context, id string, desc *workflowserv
 		}
 		rec, qerr := c.query(ctx, id)
 		if qerr == nil {
+			rec.Retrying = retryingOf(desc)
 			return rec, nil
 		}
 		if started, _ := c.hasCompletedTask(ctx, id); !started {

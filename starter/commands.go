@@ -151,7 +151,9 @@ func startRun(ctx context.Context, e *env, fs *pflag.FlagSet, req runs.StartRequ
 // again after event afterSeq; then prints the outcome and what to do next.
 func waitRun(ctx context.Context, e *env, rc *runs.Client, id string, afterSeq int64, asJSON bool) error {
 	last := afterSeq
+	var retries retryLines
 	rec, err := rc.Follow(ctx, id, func(rec api.Record) bool {
+		retries.print(e.stderr, rec)
 		suspendedAgain := false
 		for _, ev := range rec.Events {
 			if ev.Seq <= last {
@@ -185,6 +187,28 @@ func waitRun(ctx context.Context, e *env, rc *runs.Client, id string, afterSeq i
 		return fmt.Errorf("run %s failed: %s", id, deref(rec.Error))
 	}
 	return nil
+}
+
+// retryLines prints, once per attempt, what a followed run's retried activities wait on
+// ("model call retrying (attempt 5, next in 16 s): connection refused"): a retry writes
+// nothing to the run's events, and a run that only waits for its model endpoint to come
+// back must not look like one that hangs.
+type retryLines struct {
+	printed map[string]int32 // activity id → the attempt last printed
+}
+
+func (r *retryLines) print(w io.Writer, rec api.Record) {
+	now := time.Now()
+	for _, p := range rec.Retrying {
+		if r.printed[p.ActivityID] == p.Attempt {
+			continue
+		}
+		if r.printed == nil {
+			r.printed = map[string]int32{}
+		}
+		r.printed[p.ActivityID] = p.Attempt
+		fmt.Fprintf(w, "  %s\n", runs.RetryLine(p, now))
+	}
 }
 
 func deref(s *string) string {
@@ -271,6 +295,9 @@ func printRecord(w io.Writer, rec api.Record) {
 	row("Run", rec.ID)
 	row("Workflow", rec.Workflow)
 	row("Status", statusDetail(rec))
+	for _, p := range rec.Retrying {
+		row("Retrying", runs.RetryLine(p, time.Now()))
+	}
 	row("Created", rec.CreatedAt.Format(time.RFC3339))
 	row("Updated", rec.UpdatedAt.Format(time.RFC3339))
 	row("Payload", string(rec.Payload))
@@ -391,7 +418,9 @@ func logsCmd() *command {
 			asJSON, _ := fs.GetBool("json")
 			var last int64
 			warned := false
+			var retries retryLines
 			print := func(rec api.Record) {
+				retries.print(e.stderr, rec) // not an event: stdout stays one event a line
 				if rec.Warning != "" && !warned {
 					warned = true
 					fmt.Fprintln(e.stderr, "warning:", rec.Warning)

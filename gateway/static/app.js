@@ -272,11 +272,39 @@
       if (pending) pending.classList.add("decided");
     }
 
+    // What the run's retried activities wait on, as `starter show` says it (a retry writes
+    // nothing to the events): "model call retrying (attempt 5, next in 16 s): ...".
+    const retryList = document.getElementById("retrying");
+    function waitText(ms) {
+      const s = Math.ceil(ms / 1000);
+      if (s < 60) return s + " s";
+      if (s < 3600) return Math.floor(s / 60) + " min" + (s % 60 ? " " + (s % 60) + " s" : "");
+      return Math.floor(s / 3600) + " h " + Math.floor((s % 3600) / 60) + " min";
+    }
+    function retryLine(p) {
+      let when = "due now";
+      const next = p.next_attempt_at ? new Date(p.next_attempt_at) - new Date() : 0;
+      if (p.running) when = "running";
+      else if (next > 0) when = "next in " + waitText(next);
+      return p.name + " retrying (attempt " + p.attempt + ", " + when + ")" + (p.last_failure ? ": " + p.last_failure : "");
+    }
+    function onRetrying(r) {
+      if (!retryList) return;
+      retryList.replaceChildren();
+      (r.retrying || []).forEach(function (p) {
+        const li = document.createElement("li");
+        li.textContent = retryLine(p);
+        retryList.appendChild(li);
+      });
+      retryList.hidden = retryList.children.length === 0;
+    }
+
     const url = "/v1/runs/" + encodeURIComponent(run.dataset.id) + "/events?after=" + encodeURIComponent(run.dataset.lastSeq);
     const es = new EventSource(url);
     es.onopen = function () { live.textContent = "● live"; live.className = "live"; };
     es.onmessage = function (e) { addEvent(JSON.parse(e.data)); };
     es.addEventListener("status", function (e) { onStatus(JSON.parse(e.data)); });
+    es.addEventListener("retrying", function (e) { onRetrying(JSON.parse(e.data)); });
     es.addEventListener("end", function (e) { es.close(); onStatus(JSON.parse(e.data)); });
     es.addEventListener("problem", function (e) {
       es.close();
