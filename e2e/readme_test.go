@@ -380,6 +380,7 @@ var readmeCommandTests = []struct {
 	{marker: "bin/starter session fork scribe src --at 2 --id fork1", tests: []string{"TestSessionForkAtTurn"}},
 	{marker: "worker --sandbox-host --pool gpu      # on each machine of pool gpu", tests: []string{"TestSandboxPoolHostInItsOwnNetworkMovesWithItsFiles"}},
 	{marker: `bin/starter agent scribe "Say something." --wait`, tests: []string{"TestRetryingModelCallIsShown"}},
+	{marker: "$GW/v1/runs/$KEEPER_RUN", tests: []string{"TestGatewayLimitedTokens"}},
 }
 
 // TestEveryReadmeCommandIsExercised: every block of commands in the README is run by a

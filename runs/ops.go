@@ -454,10 +454,14 @@ func (c *Client) Rerun(ctx context.Context, id string, payload json.RawMessage) 
 			seed[k] = v
 		}
 	}
-	if len(payload) == 0 {
+	// The run's own type and input ran on this task queue already: they are not asked of
+	// the registry again, so a re-run needs no live worker to be accepted (it waits for one,
+	// as the run did). A new input is checked like any start's.
+	unchecked := len(payload) == 0
+	if unchecked {
 		payload = rec.Payload
 	}
-	return c.Start(ctx, StartRequest{Workflow: rec.Workflow, Payload: payload,
+	return c.Start(ctx, StartRequest{Workflow: rec.Workflow, Payload: payload, Unchecked: unchecked,
 		Options: &api.RunOptions{Seed: seed, RerunOf: id}})
 }
 
