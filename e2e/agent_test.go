@@ -132,6 +132,7 @@ func TestAgentSurvivesWorkerKilledMidModelCall(t *testing.T) {
 		fakellm.Reply{Content: "a slow answer", DelayMS: 60_000},
 	)
 	p := newPlatform(t)
+	p.extraEnv = append(p.extraEnv, fastFailover...) // the retry comes ~1 s after the kill
 	p.writeConfig(agentConfig(model.Start(t)))
 	p.start()
 	id := strings.TrimSpace(p.ok("agent", "scribe", "Think slowly."))
@@ -155,5 +156,9 @@ func TestAgentSurvivesWorkerKilledMidModelCall(t *testing.T) {
 	}
 	if countEvents(rec, "agent_usage") != 1 {
 		t.Errorf("agent_usage events = %d, want 1 (one model call paid for)", countEvents(rec, "agent_usage"))
+	}
+	// The worker's worker.activity_heartbeat_timeout reached the model call Temporal retried.
+	if got := heartbeatTimeouts(t, p, id, api.ActivityCompleteChat); len(got) == 0 || got[0] != time.Second {
+		t.Errorf("heartbeat timeouts of %s = %v, want 1s (NEXO_WORKER_ACTIVITY_HEARTBEAT_TIMEOUT)", api.ActivityCompleteChat, got)
 	}
 }

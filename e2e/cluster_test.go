@@ -16,6 +16,7 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/nexo-temporal/nexo/api"
@@ -161,6 +162,13 @@ func clusterClient(t *testing.T, c *cluster.Cluster) client.Client {
 // the worker that runs it.
 func holder(t *testing.T, c *cluster.Cluster, cl client.Client, id, actType string) *cluster.Worker {
 	t.Helper()
+	w, _ := holderOf(t, c, cl, id, actType)
+	return w
+}
+
+// holderOf is holder with the activity Temporal describes as started there.
+func holderOf(t *testing.T, c *cluster.Cluster, cl client.Client, id, actType string) (*cluster.Worker, *workflowpb.PendingActivityInfo) {
+	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		d, err := cl.DescribeWorkflowExecution(context.Background(), id, "")
@@ -170,7 +178,7 @@ func holder(t *testing.T, c *cluster.Cluster, cl client.Client, id, actType stri
 					name := c.WorkerOf(pa.GetLastWorkerIdentity())
 					for _, w := range c.Workers() {
 						if w.Name == name {
-							return w
+							return w, pa
 						}
 					}
 				}
@@ -179,7 +187,7 @@ func holder(t *testing.T, c *cluster.Cluster, cl client.Client, id, actType stri
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatalf("run %s: no started %s activity within 60s", id, actType)
-	return nil
+	return nil, nil
 }
 
 // effectLines counts the lines tag was appended to the effects log.
@@ -310,7 +318,9 @@ func TestClusterFaults(t *testing.T) {
 		// A snapshot after every write: a run moved off a killed host finds every file it
 		// wrote before the kill (sandbox.park_every; by default a lost host loses what it
 		// held since the last snapshot, up to 5 minutes).
-		Env:     []string{"NEXO_SANDBOX_PARK_EVERY=1ms"},
+		// The heartbeat and host timeouts at 1 s (fastFailover): every fault below waits
+		// for Temporal to give up on a silent worker, about a second instead of 10.
+		Env:     append([]string{"NEXO_SANDBOX_PARK_EVERY=1ms"}, fastFailover...),
 		Gateway: true,
 		UI:      true, // the Temporal Web UI as its own process (internal/cluster/cmd/ui), over mTLS
 	})
@@ -457,9 +467,22 @@ func TestClusterFaults(t *testing.T) {
 	t.Run("worker frozen past its heartbeat timeout and back", func(t *testing.T) {
 		p := clusterPlatform(t, c)
 		id := startAgent(t, p, "filer", "fault frozen")
-		w := holder(t, c, cl, id, api.ActivityCompleteChat)
+		w, call := holderOf(t, c, cl, id, api.ActivityCompleteChat)
 		w.Pause()
-		time.Sleep(15 * time.Second) // past the activity heartbeat timeout (10s): the server gives up on it
+		// Frozen until the server gives up on it (past the 1 s heartbeat timeout): the call
+		// is retried (a later attempt) or already done elsewhere.
+		pollUntil(t, time.Minute, "the frozen worker's model call retried elsewhere", func(ctx context.Context) error {
+			d, err := cl.DescribeWorkflowExecution(ctx, id, "")
+			if err != nil {
+				return err
+			}
+			for _, pa := range d.GetPendingActivities() {
+				if pa.GetActivityId() == call.GetActivityId() && pa.GetAttempt() == call.GetAttempt() {
+					return fmt.Errorf("attempt %d still pending (%s)", pa.GetAttempt(), pa.GetState())
+				}
+			}
+			return nil
+		})
 		w.Resume()
 		agentDone(t, p, c, id, "frozen done", map[string]string{"d.txt": "frozen"})
 		for _, tag := range []string{"frozen-1", "frozen-2"} {

@@ -184,6 +184,9 @@ func TestHostQueueKilledWorkerRunMovesAndIsReaped(t *testing.T) {
 	)
 	f := newFleet(t, hostqConfig(model.Start(t), "local"), 2)
 	a, b := f.workers[0], f.workers[1]
+	for _, w := range f.workers {
+		w.extraEnv = append(w.extraEnv, fastFailover...)
+	}
 	a.start() // alone, so the run claims a's host
 	id := strings.TrimSpace(f.server.ok("agent", "hopper", "Keep notes."))
 	rec := waitHostqEvent(t, f.server, id, "sandbox_snapshot") // taken as the wait starts
@@ -362,6 +365,9 @@ func TestHostQueueDockerKilledWorkerMoves(t *testing.T) {
 	)
 	f := newFleet(t, hostqConfig(model.Start(t), "docker"), 2)
 	a, b := f.workers[0], f.workers[1]
+	for _, w := range f.workers {
+		w.extraEnv = append(w.extraEnv, fastFailover...)
+	}
 	a.start()
 	id := strings.TrimSpace(f.server.ok("agent", "hopper", "Keep notes."))
 	waitHostqEvent(t, f.server, id, "sandbox_snapshot")

@@ -43,6 +43,7 @@ func TestShellDiesWithKilledWorkerAndRetryIsNoted(t *testing.T) {
 		fakellm.Reply{Content: "done"},
 	)
 	p := newPlatform(t)
+	p.extraEnv = append(p.extraEnv, fastFailover...) // the retry comes ~1 s after the kill
 	p.writeConfig(`llm:
   base_url: ` + model.Start(t) + `
   model: fake-model

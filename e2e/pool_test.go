@@ -68,6 +68,9 @@ func TestSandboxPoolHostInItsOwnNetworkMovesWithItsFiles(t *testing.T) {
 	)
 	f := newFleet(t, poolConfig(model.Start(t)), 3)
 	main, far, near := f.workers[0], f.workers[1], f.workers[2]
+	for _, w := range f.workers {
+		w.extraEnv = append(w.extraEnv, fastFailover...)
+	}
 	for _, h := range []*platform{far, near} {
 		h.args = []string{"--sandbox-host", "--pool", "gpu"}
 		h.writeConfig(sandboxHostConfig)
@@ -220,6 +223,9 @@ agents:
 `
 	f := newFleet(t, cfg, 3)
 	main, first, second := f.workers[0], f.workers[1], f.workers[2]
+	for _, w := range f.workers {
+		w.extraEnv = append(w.extraEnv, fastFailover...)
+	}
 	for _, h := range []*platform{first, second} {
 		h.args = []string{"--sandbox-host", "--pool", "dock"}
 		h.writeConfig(sandboxHostConfig)

@@ -77,6 +77,9 @@ func hostDiesBetweenWriteAndRead(t *testing.T, tier string) {
 	}
 	model := fakellm.New(script...)
 	f := newFleet(t, autoConfig(model.Start(t), tier), 3)
+	for _, w := range f.workers {
+		w.extraEnv = append(w.extraEnv, fastFailover...)
+	}
 	a := f.workers[0]
 	a.start() // alone, so every run claims a's host
 	ids := make([]string, runs)
