@@ -90,7 +90,9 @@ func (c *Client) Fork(ctx context.Context, st WorkspaceStore, req ForkRequest) (
 	if err != nil {
 		return "", fmt.Errorf("fork run %s: encode the input: %w", rec.ID, err)
 	}
-	return c.Start(ctx, StartRequest{Workflow: api.WorkflowAgentRun, Payload: payload, ID: req.ID})
+	// An AgentRun of the run's own agent, which ran on this task queue: not asked of the
+	// registry again (as a re-run is not), so a fork needs no live worker to be accepted.
+	return c.Start(ctx, StartRequest{Workflow: api.WorkflowAgentRun, Payload: payload, ID: req.ID, Unchecked: true})
 }
 
 func isNoSnapshots(err error) bool { return errors.Is(err, ErrNoSnapshots) }
