@@ -195,7 +195,7 @@ func benchPlatform(b *testing.B, deps activities.Deps, register func(worker.Work
 	workflows.RegisterAll(w)
 	demo.Register(w)
 	acts.Register(w)
-	w.RegisterActivity(demo.Activities{})
+	w.RegisterActivity(&demo.Activities{})
 	if register != nil {
 		register(w)
 	}
