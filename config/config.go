@@ -242,7 +242,7 @@ func (g Gateway) PageURL() string {
 	if err != nil {
 		return ""
 	}
-	if ip := net.ParseIP(host); (ip != nil && ip.IsLoopback()) || host == "localhost" {
+	if loopbackHost(host) {
 		return "http://" + g.Addr
 	}
 	return ""

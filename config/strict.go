@@ -114,6 +114,12 @@ func checkPaths(c Config) error {
 	return nil
 }
 
+// loopbackHost: host is localhost or a loopback IP.
+func loopbackHost(host string) bool {
+	ip := net.ParseIP(host)
+	return host == "localhost" || ip != nil && ip.IsLoopback()
+}
+
 // noteUnsetSecrets warns of each secret's variable the config names that env does not
 // set: the model endpoints' keys (not for a loopback endpoint, which usually needs none),
 // MCP servers' tokens, notification receivers' secrets and URLs. Each still starts:
@@ -122,12 +128,7 @@ func noteUnsetSecrets(c *Config, env map[string]string) {
 	unset := func(name string) bool { _, ok := env[name]; return name != "" && !ok }
 	loopback := func(raw string) bool {
 		u, err := url.Parse(raw)
-		if err != nil {
-			return false
-		}
-		h := u.Hostname()
-		ip := net.ParseIP(h)
-		return h == "localhost" || ip != nil && ip.IsLoopback()
+		return err == nil && loopbackHost(u.Hostname())
 	}
 	if c.LLM.BaseURL != "" && unset(c.LLM.APIKeyEnv) && !loopback(c.LLM.BaseURL) {
 		c.notes = append(c.notes, fmt.Sprintf("llm.api_key_env names %s, which is not set: calls to %s go without a key and will likely be refused", c.LLM.APIKeyEnv, c.LLM.BaseURL))
