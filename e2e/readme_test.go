@@ -381,6 +381,7 @@ var readmeCommandTests = []struct {
 	{marker: "worker --sandbox-host --pool gpu      # on each machine of pool gpu", tests: []string{"TestSandboxPoolHostInItsOwnNetworkMovesWithItsFiles"}},
 	{marker: `bin/starter agent scribe "Say something." --wait`, tests: []string{"TestRetryingModelCallIsShown"}},
 	{marker: "$GW/v1/runs/$KEEPER_RUN", tests: []string{"TestGatewayLimitedTokens"}},
+	{marker: "bin/starter schedule create pulse", tests: []string{"TestSchedulesAsWritten"}},
 }
 
 // TestEveryReadmeCommandIsExercised: every block of commands in the README is run by a
