@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nexo-temporal/nexo/api"
+	"github.com/nexo-temporal/nexo/fakellm"
 )
 
 // schedules is `starter schedule list --json`, by name.
@@ -45,12 +46,16 @@ func (p *platform) waitSchedule(name, what string, cond func(s api.Schedule, ok 
 }
 
 // TestSchedulesAsWritten runs the README's Schedules block as printed, then what it
-// promises: a schedule's runs are normal runs (listed, shown, done), a paused schedule has
-// no next run and starts none, a deleted one is gone, and bad input is refused naming what
-// is wrong, with the exit codes of `starter run`.
+// promises: a schedule's runs are normal runs (listed, shown, done, in the API and on the
+// page), a paused schedule has no next run and starts none, a start due while the last run
+// is open is skipped, a deleted schedule is gone and its runs stay, and bad input is
+// refused naming what is wrong, with the exit codes of `starter run`.
 func TestSchedulesAsWritten(t *testing.T) {
 	t.Parallel()
+	model := fakellm.New(fakellm.Reply{Match: "Say hi.", Content: "Hi from the schedule."})
 	p := newPlatform(t)
+	p.writeConfig(historyAgentConfig(model.Start(t)))
+	p.writeWorkspace(map[string]string{"brief.md": "# Brief\n"})
 	p.start()
 
 	cmds := readmeBlockCommands(t, "bin/starter schedule create pulse")
@@ -145,6 +150,28 @@ func TestSchedulesAsWritten(t *testing.T) {
 		t.Errorf("the run of the deleted schedule is %s, want it kept done", rec.Status)
 	}
 
+	// Overlap policy skip: while its first run waits for an approval, the starts due are
+	// skipped, not queued beside it; approved, the next due start runs.
+	p.ok("schedule", "create", "review", "--workflow", "DocumentApproval", "--input", `{"doc_id":"42"}`, "--every", "1s")
+	rv := p.waitSchedule("review", "skipping a start", func(s api.Schedule, ok bool) bool { return ok && s.Skipped >= 1 })
+	if rv.Runs != 1 || rv.LastRun == nil {
+		t.Fatalf("schedule review = %+v, want one run and the starts due since skipped", rv)
+	}
+	p.waitStatus(rv.LastRun.ID, api.StatusSuspended)
+	p.ok("approve", rv.LastRun.ID)
+	p.waitSchedule("review", "starting a second run", func(s api.Schedule, ok bool) bool { return ok && s.Runs >= 2 })
+	p.ok("schedule", "delete", "review")
+
+	// --agent: AgentRun runs of a configured agent, as `starter agent` starts them.
+	p.ok("schedule", "create", "hello", "--agent", "scribe", "--prompt", "Say hi.", "--every", "1s")
+	h := p.waitSchedule("hello", "with a first run done", func(s api.Schedule, ok bool) bool {
+		return ok && s.LastRun != nil && s.LastRun.Status == api.StatusDone
+	})
+	if rec := p.record(h.LastRun.ID); h.Workflow != api.WorkflowAgentRun || !strings.Contains(string(rec.Result), "Hi from the schedule.") {
+		t.Errorf("schedule hello: %s run %s, result %s; want an AgentRun of scribe with the model's reply", h.Workflow, h.LastRun.ID, rec.Result)
+	}
+	p.ok("schedule", "delete", "hello")
+
 	// Bad input, named; usage mistakes exit 2, what the platform refuses 1 (as run does).
 	for _, tc := range []struct {
 		args []string
@@ -160,6 +187,7 @@ func TestSchedulesAsWritten(t *testing.T) {
 		{[]string{"create", "x", "--workflow", "BuildDashbord", "--every", "1h"}, 1, `offers workflow type "BuildDashbord"`},
 		{[]string{"create", "x", "--workflow", "BuildDashboard", "--input", `{"titel":"x"}`, "--every", "1h"}, 2, `unknown field "titel" (did you mean "title"?)`},
 		{[]string{"create", "pulse", "--workflow", "BuildDashboard", "--every", "1h"}, 1, "schedule pulse already exists"},
+		{[]string{"create", "x", "--agent", "scrib", "--prompt", "hi", "--every", "1h"}, 1, `offers agent "scrib" (offered: scribe); did you mean "scribe"?`},
 		{[]string{"pause", "nope"}, 1, "no schedule nope"},
 		{[]string{"unpause", "nope"}, 1, "no schedule nope"},
 		{[]string{"delete", "nope"}, 1, "no schedule nope"},

@@ -32,6 +32,16 @@ func (e *ScheduleExistsError) Error() string {
 	return fmt.Sprintf("schedule %s already exists; choose another name, or delete it first (starter schedule delete %s)", e.Name, e.Name)
 }
 
+// ScheduleSpecError: the server refused a schedule's cron spec. It comes wrapped in a
+// BadRequestError.
+type ScheduleSpecError struct {
+	Name, Cron, Reason string
+}
+
+func (e *ScheduleSpecError) Error() string {
+	return fmt.Sprintf("schedule %s: cron spec %q: %s (want 5 fields: minute hour day-of-month month day-of-week, e.g. \"0 2 * * *\")", e.Name, e.Cron, e.Reason)
+}
+
 // ScheduleRequest creates a schedule: runs of Workflow with Payload, started on the
 // client's task queue every Every or at the times of Cron (exactly one of the two).
 type ScheduleRequest struct {
@@ -130,7 +140,8 @@ func (c *Client) CreateSchedule(ctx context.Context, req ScheduleRequest) (api.S
 	case errors.Is(err, temporal.ErrScheduleAlreadyRunning):
 		return api.Schedule{}, &ScheduleExistsError{Name: req.Name}
 	case errors.As(err, &ia) && memo.Cron != "":
-		return api.Schedule{}, &BadRequestError{Msg: fmt.Sprintf("schedule %s: cron spec %q: %s (want 5 fields: minute hour day-of-month month day-of-week, e.g. \"0 2 * * *\")", req.Name, memo.Cron, ia.Message)}
+		se := &ScheduleSpecError{Name: req.Name, Cron: memo.Cron, Reason: ia.Message}
+		return api.Schedule{}, &BadRequestError{Msg: se.Error(), Err: se}
 	case errors.As(err, &ia):
 		return api.Schedule{}, &BadRequestError{Msg: fmt.Sprintf("schedule %s: %s", req.Name, ia.Message)}
 	case err != nil:

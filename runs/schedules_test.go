@@ -176,8 +176,9 @@ func TestCreateScheduleErrors(t *testing.T) {
 	fake.createErr = serviceerror.NewInvalidArgument("invalid cron string: \"61 * * * *\"")
 	_, err = c.CreateSchedule(context.Background(), ScheduleRequest{Name: "nightly", Workflow: "X", Cron: "61 * * * *"})
 	var br *BadRequestError
-	if !errors.As(err, &br) || !strings.Contains(err.Error(), `cron spec "61 * * * *"`) {
-		t.Errorf("bad cron: %v, want a BadRequestError naming the cron spec", err)
+	var se *ScheduleSpecError
+	if !errors.As(err, &br) || !errors.As(err, &se) || !strings.Contains(err.Error(), `cron spec "61 * * * *"`) {
+		t.Errorf("bad cron: %v, want a BadRequestError with a ScheduleSpecError naming the cron spec", err)
 	}
 	var nf *ScheduleNotFoundError
 	if err := c.PauseSchedule(context.Background(), "nope", ""); !errors.As(err, &nf) || err.Error() != "no schedule nope (starter schedule list shows them)" {

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -14,15 +16,17 @@ import (
 )
 
 // scheduleCreateFlags are the flags only `schedule create` takes.
-var scheduleCreateFlags = []string{"workflow", "input", "every", "cron", "no-check"}
+var scheduleCreateFlags = []string{"workflow", "input", "agent", "prompt", "every", "cron", "no-check"}
 
 func scheduleCmd() *command {
 	return &command{
-		name: "schedule", args: "create <name> --workflow <type> [--input JSON] (--every DURATION | --cron SPEC) | list | pause <name> | unpause <name> | delete <name>",
+		name: "schedule", args: "create <name> (--workflow <type> [--input JSON] | --agent <name> --prompt TEXT) (--every DURATION | --cron SPEC) | list | pause <name> | unpause <name> | delete <name>",
 		summary: "Start runs of a workflow on a schedule (a Temporal Schedule): every interval or at cron times; a start due while the previous run is open is skipped.",
 		flags: func(fs *pflag.FlagSet) {
 			fs.String("workflow", "", "create: the workflow type its runs are of")
 			fs.String("input", "", "create: each run's payload as JSON, @file, or @- for standard input")
+			fs.String("agent", "", "create: runs of this configured agent (AgentRun runs, as `starter agent`), with --prompt; instead of --workflow and --input")
+			fs.String("prompt", "", "create: the prompt each run of --agent gets")
 			fs.Duration("every", 0, "create: start a run at this interval (e.g. 1h, 30s; at least 1s)")
 			fs.String("cron", "", `create: start a run at these times, a cron spec in UTC (e.g. "0 2 * * *": 02:00 every day)`)
 			fs.Bool("no-check", false, "create: do not ask the workers' registry whether the workflow type and the input's fields are known (as run --no-check)")
@@ -105,9 +109,17 @@ func scheduleCreate(ctx context.Context, e *env, fs *pflag.FlagSet, name string,
 	req.Every, _ = fs.GetDuration("every")
 	req.Cron, _ = fs.GetString("cron")
 	req.Unchecked, _ = fs.GetBool("no-check")
+	agent, _ := fs.GetString("agent")
+	prompt, _ := fs.GetString("prompt")
 	switch {
-	case req.Workflow == "":
-		return usagef("schedule create %s wants --workflow <type>: the workflow its runs are of", name)
+	case fs.Changed("agent") && (fs.Changed("workflow") || fs.Changed("input")):
+		return usagef("schedule create %s: --agent is instead of --workflow and --input (its runs are AgentRun runs of the agent)", name)
+	case fs.Changed("agent") != fs.Changed("prompt"):
+		return usagef("schedule create %s: --agent and --prompt go together", name)
+	case fs.Changed("agent") && (agent == "" || strings.TrimSpace(prompt) == ""):
+		return usagef("schedule create %s: --agent and --prompt must not be empty", name)
+	case req.Workflow == "" && !fs.Changed("agent"):
+		return usagef("schedule create %s wants --workflow <type> (the workflow its runs are of) or --agent <name> --prompt TEXT", name)
 	case fs.Changed("every") == fs.Changed("cron"):
 		return usagef("schedule create %s wants exactly one of --every DURATION or --cron SPEC", name)
 	case fs.Changed("every") && req.Every < api.MinScheduleEvery:
@@ -117,23 +129,31 @@ func scheduleCreate(ctx context.Context, e *env, fs *pflag.FlagSet, name string,
 	case fs.Changed("cron") && req.Cron == "":
 		return usagef(`--cron is empty: want a cron spec, e.g. "0 2 * * *"`)
 	}
-	in, _ := fs.GetString("input")
-	payload, err := readInput(in)
-	if err != nil {
-		return err
+	if fs.Changed("agent") {
+		payload, err := json.Marshal(api.AgentRunInput{Agent: agent, Prompt: prompt})
+		if err != nil {
+			return err
+		}
+		req.Workflow, req.Payload = api.WorkflowAgentRun, payload
+	} else {
+		in, _ := fs.GetString("input")
+		payload, err := readInput(in)
+		if err != nil {
+			return err
+		}
+		req.Payload = payload
 	}
-	req.Payload = payload
 	rc, err := e.runs(ctx)
 	if err != nil {
 		return err
 	}
 	s, err := rc.CreateSchedule(ctx, req)
-	var br *runs.BadRequestError
-	if errors.As(err, &br) {
-		return usagef("%v", err) // the command line's fault, as a bad --input is
+	var se *runs.ScheduleSpecError
+	if errors.As(err, &se) {
+		return usagef("%v", err) // --cron is wrong, as a bad --every is
 	}
 	if err != nil {
-		return err
+		return inputMistake(err) // the exit codes of run: an unknown field 2, an unknown type or agent 1
 	}
 	if asJSON {
 		return e.printJSON(s)
