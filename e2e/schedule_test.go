@@ -101,10 +101,13 @@ func TestSchedulesAsWritten(t *testing.T) {
 	}
 
 	// A schedule's run is a normal run: listed, shown, done with the schedule's input.
+	created := time.Now()
 	p.ok("schedule", "create", "tick", "--workflow", "BuildDashboard", "--input", `{"title":"Tick"}`, "--every", "1s")
 	s := p.waitSchedule("tick", "with a first run done", func(s api.Schedule, ok bool) bool {
 		return ok && s.LastRun != nil && s.LastRun.Status == api.StatusDone
 	})
+	t.Logf("schedule tick (every 1s): its first run started %v and was seen done %v after the create command began",
+		s.LastRun.At.Sub(created).Round(time.Millisecond), time.Since(created).Round(time.Millisecond))
 	var in bytes.Buffer
 	_ = json.Compact(&in, s.Input)
 	if s.Spec != "every 1s" || s.Workflow != "BuildDashboard" || in.String() != `{"title":"Tick"}` || !strings.HasPrefix(s.LastRun.ID, "nexo-schedule:tick-") {

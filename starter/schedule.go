@@ -126,7 +126,7 @@ func scheduleCreate(ctx context.Context, e *env, fs *pflag.FlagSet, name string,
 		return usagef("--every %v: want an interval of at least %v", req.Every, api.MinScheduleEvery)
 	case fs.Changed("every") && req.Every%time.Second != 0:
 		return usagef("--every %v: want a whole number of seconds", req.Every)
-	case fs.Changed("cron") && req.Cron == "":
+	case fs.Changed("cron") && strings.TrimSpace(req.Cron) == "":
 		return usagef(`--cron is empty: want a cron spec, e.g. "0 2 * * *"`)
 	}
 	if fs.Changed("agent") {

@@ -27,6 +27,7 @@ func TestScheduleUsageErrors(t *testing.T) {
 		{[]string{"schedule", "create", "nightly", "--workflow", "BuildDashboard", "--every", "-1h"}, "--every -1h0m0s: want an interval of at least 1s"},
 		{[]string{"schedule", "create", "nightly", "--workflow", "BuildDashboard", "--every", "1.5s"}, "--every 1.5s: want a whole number of seconds"},
 		{[]string{"schedule", "create", "nightly", "--workflow", "BuildDashboard", "--cron", ""}, `--cron is empty`},
+		{[]string{"schedule", "create", "nightly", "--workflow", "BuildDashboard", "--cron", "  "}, `--cron is empty`},
 		{[]string{"schedule", "create", "nightly", "--workflow", "BuildDashboard", "--every", "soon"}, `invalid argument "soon" for "--every"`},
 		{[]string{"schedule", "create", "my nightly", "--workflow", "BuildDashboard", "--every", "1h"}, `schedule name "my nightly"`},
 		{[]string{"schedule", "create", "--workflow", "BuildDashboard", "--every", "1h"}, "schedule create wants a schedule name, got 0 argument(s)"},
