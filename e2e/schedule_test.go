@@ -130,6 +130,18 @@ func TestSchedulesAsWritten(t *testing.T) {
 	if page := string(gw.must(http.StatusOK, "GET", "/schedules", nil)); !strings.Contains(page, "tick") || !strings.Contains(page, "every 1s") {
 		t.Errorf("the schedules page does not list tick:\n%s", page)
 	}
+	var made api.Schedule
+	if err := json.Unmarshal(gw.must(http.StatusCreated, "POST", "/v1/schedules",
+		map[string]any{"name": "api-made", "workflow": "BuildDashboard", "cron": "30 3 * * 1"}), &made); err != nil || made.Spec != "cron 30 3 * * 1" || made.NextRun == nil {
+		t.Errorf("POST /v1/schedules = %+v (%v), want cron 30 3 * * 1 with its next run", made, err)
+	}
+	if status, body := gw.call("POST", "/v1/schedules", map[string]any{"name": "api-bad", "workflow": "BuildDashboard", "cron": "61 * * * *"}); status != http.StatusBadRequest || !strings.Contains(string(body), `cron spec \"61 * * * *\"`) {
+		t.Errorf("POST /v1/schedules with a bad cron: %d %s, want 400 naming the cron spec", status, body)
+	}
+	gw.must(http.StatusNoContent, "DELETE", "/v1/schedules/api-made", nil)
+	if status, body := gw.call("POST", "/v1/schedules/api-made/pause", nil); status != http.StatusNotFound {
+		t.Errorf("pause of the deleted api-made: %d %s, want 404", status, body)
+	}
 
 	// Paused, it has no next run and starts none, past the time its next one was due.
 	before := p.schedules()["tick"]
