@@ -16,10 +16,11 @@ import (
 	"github.com/nexo-temporal/nexo/api"
 )
 
-// readmeBlockCommands returns the `bin/starter` commands of the README's first ```sh
-// block that contains marker, each split into arguments as a shell would (single and
-// double quotes, a trailing `# comment` dropped), without the leading bin/starter. A test
-// runs them as printed, so the README cannot drift from what works.
+// readmeBlockCommands returns the `bin/starter` commands of the first ```sh block that
+// contains marker, in the README or a guide under docs/ (see readmeBlock), each split into
+// arguments as a shell would (single and double quotes, a trailing `# comment` dropped),
+// without the leading bin/starter. A test runs them as printed, so the docs cannot drift
+// from what works.
 func readmeBlockCommands(t *testing.T, marker string) [][]string {
 	t.Helper()
 	var cmds [][]string
@@ -32,22 +33,97 @@ func readmeBlockCommands(t *testing.T, marker string) [][]string {
 	return cmds
 }
 
-// readmeBlock returns the first fenced block of language lang (```yaml, ```sh) in the
-// README that contains marker.
+// docFile is one page a user reads: the README or a guide under docs/, by its path from
+// the repository's root, with its text.
+type docFile struct {
+	name, text string
+}
+
+// docFiles are the README and every guide page (docs/*.md), README first, read at test
+// time: the blocks the tests run as written are found in any of them.
+func docFiles(t *testing.T) []docFile {
+	t.Helper()
+	names := []string{"README.md"}
+	guides, err := filepath.Glob(filepath.Join("..", "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(guides)
+	for _, g := range guides {
+		names = append(names, filepath.ToSlash(strings.TrimPrefix(g, ".."+string(filepath.Separator))))
+	}
+	var files []docFile
+	for _, name := range names {
+		b, err := os.ReadFile(filepath.Join("..", filepath.FromSlash(name)))
+		if err != nil {
+			t.Fatalf("read %s: %v", name, err)
+		}
+		files = append(files, docFile{name: name, text: string(b)})
+	}
+	return files
+}
+
+// docNames lists the files searched, for a failure message.
+func docNames(files []docFile) string {
+	names := make([]string, len(files))
+	for i, f := range files {
+		names[i] = f.name
+	}
+	return strings.Join(names, ", ")
+}
+
+// readmeBlock returns the first fenced block of language lang (```yaml, ```sh) that
+// contains marker, in the README or a guide under docs/. Within a file the first such block
+// counts; a marker found in blocks of two files is ambiguous and fails the test, naming
+// both, since which one a test runs must not depend on how the pages are ordered.
 func readmeBlock(t *testing.T, lang, marker string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "README.md"))
-	if err != nil {
-		t.Fatalf("read README: %v", err)
-	}
-	for _, block := range strings.Split(string(b), "```"+lang+"\n")[1:] {
-		block, _, _ = strings.Cut(block, "```")
-		if strings.Contains(block, marker) {
-			return block
+	_, block := readmeBlockIn(t, lang, marker)
+	return block
+}
+
+// readmeBlockIn is readmeBlock that also says which file the block is in.
+func readmeBlockIn(t *testing.T, lang, marker string) (file, block string) {
+	t.Helper()
+	files := docFiles(t)
+	for _, f := range files {
+		for _, b := range strings.Split(f.text, "```"+lang+"\n")[1:] {
+			b, _, _ = strings.Cut(b, "```")
+			if !strings.Contains(b, marker) {
+				continue
+			}
+			if file != "" {
+				t.Fatalf("```%s blocks of both %s and %s contain %q: use a marker only one of them has", lang, file, f.name, marker)
+			}
+			file, block = f.name, b
+			break
 		}
 	}
-	t.Fatalf("README has no ```%s block containing %q", lang, marker)
-	return ""
+	if file == "" {
+		t.Fatalf("no ```%s block containing %q in %s", lang, marker, docNames(files))
+	}
+	return file, block
+}
+
+// readmeText returns the file (README or guide) whose text contains marker, and that text
+// from marker on; a marker in two files fails the test, naming both.
+func readmeText(t *testing.T, marker string) (file, text string) {
+	t.Helper()
+	files := docFiles(t)
+	for _, f := range files {
+		i := strings.Index(f.text, marker)
+		if i < 0 {
+			continue
+		}
+		if file != "" {
+			t.Fatalf("both %s and %s contain %q: use a marker only one of them has", file, f.name, marker)
+		}
+		file, text = f.name, f.text[i:]
+	}
+	if file == "" {
+		t.Fatalf("none of %s contains %q", docNames(files), marker)
+	}
+	return file, text
 }
 
 // shellWords splits line into words with sh's quoting rules for ' and ", and drops a
@@ -112,22 +188,13 @@ func TestShellWords(t *testing.T) {
 }
 
 // readmeFence returns the first fenced block of any language after the heading (or other
-// text) after, with its fence line: ("```sh", body).
+// text) after, in the README or the guide that has it, with its fence line: ("```sh", body).
 func readmeFence(t *testing.T, after string) (fence, body string) {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "README.md"))
-	if err != nil {
-		t.Fatalf("read README: %v", err)
-	}
-	s := string(b)
-	i := strings.Index(s, after)
-	if i < 0 {
-		t.Fatalf("README has no %q", after)
-	}
-	s = s[i:]
+	file, s := readmeText(t, after)
 	j := strings.Index(s, "\n```")
 	if j < 0 {
-		t.Fatalf("README has no fenced block after %q", after)
+		t.Fatalf("%s has no fenced block after %q", file, after)
 	}
 	s = s[j+1:]
 	fence, s, _ = strings.Cut(s, "\n")
@@ -298,42 +365,41 @@ func TestApproveWithTheTemporalCLIAsWritten(t *testing.T) {
 	}
 }
 
-// readmeCommandBlocks are the README's blocks that show commands to type: every ```sh
-// block and every transcript (a plain block with `$ ` lines), indented ones included.
-func readmeCommandBlocks(t *testing.T) []string {
+// readmeCommandBlocks are the blocks that show commands to type, in the README and every
+// guide under docs/: every ```sh block and every transcript (a plain block with `$ `
+// lines), indented ones included.
+func readmeCommandBlocks(t *testing.T) []docFile {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "README.md"))
-	if err != nil {
-		t.Fatalf("read README: %v", err)
-	}
-	var blocks []string
-	var cur []string
-	lang, open := "", false
-	for _, line := range strings.Split(string(b), "\n") {
-		trimmed := strings.TrimSpace(line)
-		if rest, ok := strings.CutPrefix(trimmed, "```"); ok {
-			if !open {
-				lang, open, cur = rest, true, nil
+	var blocks []docFile
+	for _, f := range docFiles(t) {
+		var cur []string
+		lang, open := "", false
+		for _, line := range strings.Split(f.text, "\n") {
+			trimmed := strings.TrimSpace(line)
+			if rest, ok := strings.CutPrefix(trimmed, "```"); ok {
+				if !open {
+					lang, open, cur = rest, true, nil
+					continue
+				}
+				open = false
+				body := strings.Join(cur, "\n")
+				transcript := lang == "" && slices.ContainsFunc(cur, func(l string) bool { return strings.HasPrefix(l, "$ ") })
+				if lang == "sh" || transcript {
+					blocks = append(blocks, docFile{name: f.name, text: body})
+				}
 				continue
 			}
-			open = false
-			body := strings.Join(cur, "\n")
-			transcript := lang == "" && slices.ContainsFunc(cur, func(l string) bool { return strings.HasPrefix(l, "$ ") })
-			if lang == "sh" || transcript {
-				blocks = append(blocks, body)
+			if open {
+				cur = append(cur, trimmed)
 			}
-			continue
-		}
-		if open {
-			cur = append(cur, trimmed)
 		}
 	}
 	return blocks
 }
 
-// readmeCommandTests names, for each README block of commands (found by a line of it),
-// the tests that run its commands, or why they cannot run here; such a block says so
-// itself ("not run by the tests: ...").
+// readmeCommandTests names, for each block of commands of the README or a guide under
+// docs/ (found by a line of it), the tests (or benchmarks) that run its commands, or why
+// they cannot run here; such a block says so itself ("not run by the tests: ...").
 var readmeCommandTests = []struct {
 	marker string
 	tests  []string // in this repository's *_test.go files
@@ -381,11 +447,13 @@ var readmeCommandTests = []struct {
 	{marker: "worker --sandbox-host --pool gpu      # on each machine of pool gpu", tests: []string{"TestSandboxPoolHostInItsOwnNetworkMovesWithItsFiles"}},
 	{marker: `bin/starter agent scribe "Say something." --wait`, tests: []string{"TestRetryingModelCallIsShown"}},
 	{marker: "$GW/v1/runs/$KEEPER_RUN", tests: []string{"TestGatewayLimitedTokens"}},
+	{marker: "go test ./e2e -run '^$' -bench WallCase", tests: []string{"BenchmarkWallCase", "BenchmarkCompactedRun", "BenchmarkLongSession", "BenchmarkAgentTurns"}}, // docs/performance.md; .ci/run runs every benchmark once
 }
 
-// TestEveryReadmeCommandIsExercised: every block of commands in the README is run by a
-// named test that exists, or says in the README why it is not; a block added without
-// either fails here, so the README cannot grow a command nobody runs.
+// TestEveryReadmeCommandIsExercised: every block of commands in the README and in every
+// guide under docs/ is run by a named test (or benchmark) that exists, or says in the block
+// why it is not; a block added without either fails here, so no page can grow a command
+// nobody runs.
 func TestEveryReadmeCommandIsExercised(t *testing.T) {
 	t.Parallel()
 	tests := map[string]bool{}
@@ -398,9 +466,11 @@ func TestEveryReadmeCommandIsExercised(t *testing.T) {
 			return err
 		}
 		for _, line := range strings.Split(string(b), "\n") {
-			if rest, ok := strings.CutPrefix(line, "func Test"); ok {
-				name, _, _ := strings.Cut(rest, "(")
-				tests["Test"+name] = true
+			for _, kind := range []string{"Test", "Benchmark"} {
+				if rest, ok := strings.CutPrefix(line, "func "+kind); ok {
+					name, _, _ := strings.Cut(rest, "(")
+					tests[kind+name] = true
+				}
 			}
 		}
 		return nil
@@ -412,29 +482,29 @@ func TestEveryReadmeCommandIsExercised(t *testing.T) {
 	for _, block := range readmeCommandBlocks(t) {
 		matched := -1
 		for i, e := range readmeCommandTests {
-			if strings.Contains(block, e.marker) {
+			if strings.Contains(block.text, e.marker) {
 				if matched >= 0 {
-					t.Errorf("README block matches %q and %q; make the markers distinct:\n%s", readmeCommandTests[matched].marker, e.marker, block)
+					t.Errorf("%s: block matches %q and %q; make the markers distinct:\n%s", block.name, readmeCommandTests[matched].marker, e.marker, block.text)
 				}
 				matched = i
 			}
 		}
 		if matched < 0 {
-			t.Errorf("README block of commands is exercised by no test; add one (and an entry in readmeCommandTests), or say in the block why it cannot run here (\"not run by the tests: ...\"):\n%s", block)
+			t.Errorf("%s: block of commands is exercised by no test; add one (and an entry in readmeCommandTests), or say in the block why it cannot run here (\"not run by the tests: ...\"):\n%s", block.name, block.text)
 			continue
 		}
 		used[matched] = true
-		if e := readmeCommandTests[matched]; e.notRun != "" && !strings.Contains(block, "not run by the tests:") {
-			t.Errorf("README block needs %s and is not run; it must say so (\"not run by the tests: ...\"):\n%s", e.notRun, block)
+		if e := readmeCommandTests[matched]; e.notRun != "" && !strings.Contains(block.text, "not run by the tests:") {
+			t.Errorf("%s: block needs %s and is not run; it must say so (\"not run by the tests: ...\"):\n%s", block.name, e.notRun, block.text)
 		}
 	}
 	for i, e := range readmeCommandTests {
 		if !used[i] {
-			t.Errorf("no README block contains %q any more; remove or update its entry", e.marker)
+			t.Errorf("no block of the README or docs/ contains %q any more; remove or update its entry", e.marker)
 		}
 		for _, name := range e.tests {
 			if !tests[name] {
-				t.Errorf("README block %q names test %s, which does not exist", e.marker, name)
+				t.Errorf("block %q names test %s, which does not exist", e.marker, name)
 			}
 		}
 	}
