@@ -509,3 +509,253 @@ func TestEveryReadmeCommandIsExercised(t *testing.T) {
 		}
 	}
 }
+
+// readmeMaxLines is how long the README may grow: it is the front door (what Nexo is, the
+// set-up, the Quickstart, the offline demos, where to go next); everything else is a guide
+// under docs/.
+const readmeMaxLines = 400
+
+// TestReadmeIsAFrontDoor: the README stays at most readmeMaxLines lines and links every
+// guide under docs/, and each guide opens as a page should: its title, a one-line purpose
+// (one paragraph), then a list of its contents.
+func TestReadmeIsAFrontDoor(t *testing.T) {
+	t.Parallel()
+	files := docFiles(t)
+	readme := files[0]
+	if n := strings.Count(strings.TrimSuffix(readme.text, "\n"), "\n") + 1; n > readmeMaxLines {
+		t.Errorf("README.md has %d lines, more than %d: move the new text to the guide under docs/ it belongs to", n, readmeMaxLines)
+	}
+	if len(files) < 2 {
+		t.Fatal("docs/ has no guide pages")
+	}
+	for _, f := range files[1:] {
+		if !strings.Contains(readme.text, "]("+f.name+")") {
+			t.Errorf("README.md does not link %s (want a link \"](%s)\" under Where to go next)", f.name, f.name)
+		}
+		paras := strings.Split(strings.TrimSpace(f.text), "\n\n")
+		if len(paras) < 3 || !strings.HasPrefix(paras[0], "# ") || strings.Contains(paras[0], "\n") ||
+			strings.HasPrefix(paras[1], "#") || strings.HasPrefix(paras[1], "- ") || !strings.HasPrefix(paras[2], "- [") {
+			t.Errorf("%s does not open with a title, a one-paragraph purpose and a contents list:\n%s", f.name, strings.Join(paras[:min(3, len(paras))], "\n\n"))
+		}
+	}
+}
+
+// TestDocsLinksResolve: every relative link of the README and of the guides under docs/
+// (outside code) names a file or folder of the repository, and its #anchor, if any, a
+// heading of that page as GitHub makes anchors of headings, so a section moved to another
+// page cannot leave a link pointing at nothing.
+func TestDocsLinksResolve(t *testing.T) {
+	t.Parallel()
+	files := docFiles(t)
+	anchors := map[string]map[string]bool{}
+	for _, f := range files {
+		anchors[f.name] = headingAnchors(f.text)
+	}
+	links := 0
+	for _, f := range files {
+		for _, l := range markdownLinks(f.text) {
+			if strings.Contains(l.target, "://") || strings.HasPrefix(l.target, "mailto:") {
+				continue
+			}
+			links++
+			path, frag, _ := strings.Cut(l.target, "#")
+			target := f.name
+			if path != "" {
+				target = filepath.ToSlash(filepath.Clean(filepath.Join(filepath.Dir(f.name), path)))
+				if _, err := os.Stat(filepath.Join("..", filepath.FromSlash(target))); err != nil {
+					t.Errorf("%s:%d: link %q: %s does not exist", f.name, l.line, l.target, target)
+					continue
+				}
+			}
+			if frag == "" {
+				continue
+			}
+			a, ok := anchors[target]
+			if !ok {
+				if !strings.HasSuffix(target, ".md") {
+					t.Errorf("%s:%d: link %q has an anchor into %s, which is no page", f.name, l.line, l.target, target)
+					continue
+				}
+				b, err := os.ReadFile(filepath.Join("..", filepath.FromSlash(target)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				a = headingAnchors(string(b))
+				anchors[target] = a
+			}
+			if !a[frag] {
+				t.Errorf("%s:%d: link %q: %s has no heading with the anchor #%s", f.name, l.line, l.target, target, frag)
+			}
+		}
+	}
+	if links == 0 {
+		t.Fatal("found no relative link at all: the link reader is broken")
+	}
+}
+
+// mdLink is a link of a Markdown page: its target and the line it is on.
+type mdLink struct {
+	target string
+	line   int
+}
+
+// markdownLinks returns the `](target)` links of text outside fenced blocks and inline
+// code (a code span may run over lines within a paragraph).
+func markdownLinks(text string) []mdLink {
+	var links []mdLink
+	fence := false
+	var para []string
+	start := 0
+	flush := func() {
+		s := stripCodeSpans(strings.Join(para, "\n"))
+		for k := 0; ; {
+			i := strings.Index(s[k:], "](")
+			if i < 0 {
+				break
+			}
+			i += k + 2
+			j := strings.IndexAny(s[i:], ") \n\t")
+			if j < 0 {
+				break
+			}
+			if s[i+j] == ')' && j > 0 {
+				links = append(links, mdLink{target: s[i : i+j], line: start + strings.Count(s[:i], "\n")})
+			}
+			k = i
+		}
+		para = nil
+	}
+	for n, line := range strings.Split(text, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "```") {
+			flush()
+			fence = !fence
+			continue
+		}
+		if fence {
+			continue
+		}
+		if strings.TrimSpace(line) == "" {
+			flush()
+			continue
+		}
+		if len(para) == 0 {
+			start = n + 1
+		}
+		para = append(para, line)
+	}
+	flush()
+	return links
+}
+
+// stripCodeSpans blanks out inline code (a run of N backticks up to the next run of N) so
+// that code such as Checkpoint[T](ctx, ...) is not read as a link; newlines are kept for
+// line numbers.
+func stripCodeSpans(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		if s[i] != '`' {
+			b.WriteByte(s[i])
+			i++
+			continue
+		}
+		n := 0
+		for i+n < len(s) && s[i+n] == '`' {
+			n++
+		}
+		ticks := strings.Repeat("`", n)
+		end := -1
+		for k := i + n; k < len(s); {
+			j := strings.Index(s[k:], ticks)
+			if j < 0 {
+				break
+			}
+			j += k
+			m := 0
+			for j+m < len(s) && s[j+m] == '`' {
+				m++
+			}
+			if m == n {
+				end = j
+				break
+			}
+			k = j + m
+		}
+		if end < 0 { // an unclosed run is plain text
+			b.WriteString(ticks)
+			i += n
+			continue
+		}
+		b.WriteString(strings.Map(func(r rune) rune {
+			if r == '\n' {
+				return r
+			}
+			return ' '
+		}, s[i:end+n]))
+		i = end + n
+	}
+	return b.String()
+}
+
+// headingAnchors returns the anchors GitHub gives the headings of a Markdown page (outside
+// fenced blocks): lower case, punctuation but - and _ dropped, spaces as -, and -1, -2 ...
+// after a repeated one.
+func headingAnchors(text string) map[string]bool {
+	anchors := map[string]bool{}
+	seen := map[string]int{}
+	fence := false
+	for _, line := range strings.Split(text, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "```") {
+			fence = !fence
+			continue
+		}
+		hashes := len(line) - len(strings.TrimLeft(line, "#"))
+		if fence || hashes == 0 || hashes > 6 || !strings.HasPrefix(line[hashes:], " ") {
+			continue
+		}
+		slug := headingSlug(line[hashes+1:])
+		if n, ok := seen[slug]; ok {
+			seen[slug] = n + 1
+			slug = fmt.Sprintf("%s-%d", slug, n+1)
+		} else {
+			seen[slug] = 0
+		}
+		anchors[slug] = true
+	}
+	return anchors
+}
+
+// headingSlug is GitHub's anchor of one heading's text.
+func headingSlug(heading string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(strings.TrimSpace(heading)) {
+		switch {
+		case r == ' ':
+			b.WriteRune('-')
+		case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+func TestHeadingSlug(t *testing.T) {
+	t.Parallel()
+	for heading, want := range map[string]string{
+		"A changed or corrupt store: `store corrupt` and `store verify`": "a-changed-or-corrupt-store-store-corrupt-and-store-verify",
+		"Every sandbox belongs to its run's host, on any fleet":          "every-sandbox-belongs-to-its-runs-host-on-any-fleet",
+		"Example workflows (registered by the shipped worker)":           "example-workflows-registered-by-the-shipped-worker",
+		"Set-up: two commands": "set-up-two-commands",
+	} {
+		if got := headingSlug(heading); got != want {
+			t.Errorf("headingSlug(%q) = %q, want %q", heading, got, want)
+		}
+	}
+	links := markdownLinks("see [a](docs/a.md#x) and `Checkpoint[T](ctx, \"n\")`,\n`x\n[b](c.md)` [d](e.md)\n```sh\n[f](g.md)\n```\n")
+	var got []string
+	for _, l := range links {
+		got = append(got, fmt.Sprintf("%s@%d", l.target, l.line))
+	}
+	if want := "docs/a.md#x@1 e.md@3"; strings.Join(got, " ") != want {
+		t.Errorf("markdownLinks = %q, want %q", strings.Join(got, " "), want)
+	}
+}
