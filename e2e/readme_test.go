@@ -515,15 +515,36 @@ func TestEveryReadmeCommandIsExercised(t *testing.T) {
 // under docs/.
 const readmeMaxLines = 400
 
-// TestReadmeIsAFrontDoor: the README stays at most readmeMaxLines lines and links every
-// guide under docs/, and each guide opens as a page should: its title, a one-line purpose
-// (one paragraph), then a list of its contents.
+// TestReadmeIsAFrontDoor: the README stays at most readmeMaxLines lines, keeps the two
+// set-up commands (the test command exactly as .ci/run runs it) and links every guide under
+// docs/, and each guide opens as a page should: its title, a one-line purpose (one
+// paragraph), then a list of its contents.
 func TestReadmeIsAFrontDoor(t *testing.T) {
 	t.Parallel()
 	files := docFiles(t)
 	readme := files[0]
 	if n := strings.Count(strings.TrimSuffix(readme.text, "\n"), "\n") + 1; n > readmeMaxLines {
 		t.Errorf("README.md has %d lines, more than %d: move the new text to the guide under docs/ it belongs to", n, readmeMaxLines)
+	}
+	// The two set-up commands stay in the README, the test command as .ci/run runs it.
+	setup := strings.Split(strings.TrimSpace(readmeBlock(t, "sh", "GOTOOLCHAIN=go1.27.3 go run ./worker --dev")), "\n")
+	ci, err := os.ReadFile(filepath.Join("..", ".ci", "run"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cmds []string
+	for _, line := range setup {
+		if l := strings.TrimSpace(line); l != "" && !strings.HasPrefix(l, "#") {
+			cmds = append(cmds, l)
+		}
+	}
+	if len(cmds) != 2 || !strings.HasSuffix(cmds[0], " go run ./worker --dev") {
+		t.Fatalf("README.md's set-up block has %q, want the two commands: go run ./worker --dev, then go test", cmds)
+	}
+	toolchain, test, _ := strings.Cut(cmds[1], " ")
+	if !strings.HasPrefix(toolchain, "GOTOOLCHAIN=") || !strings.HasPrefix(test, "go test ") ||
+		!strings.Contains(string(ci), "\nexport "+toolchain+"\n") || !strings.Contains(string(ci), "\n"+test+"\n") {
+		t.Errorf("README.md's test command %q is not what .ci/run runs (export %s, then %s on a line of its own)", cmds[1], toolchain, test)
 	}
 	if len(files) < 2 {
 		t.Fatal("docs/ has no guide pages")
