@@ -45,7 +45,7 @@ func (p *platform) waitSchedule(name, what string, cond func(s api.Schedule, ok 
 	}
 }
 
-// TestSchedulesAsWritten runs the README's Schedules block as printed, then what it
+// TestSchedulesAsWritten runs the Schedules block (docs/cli.md) as printed, then what it
 // promises: a schedule's runs are normal runs (listed, shown, done, in the API and on the
 // page), a paused schedule has no next run and starts none, a start due while the last run
 // is open is skipped, a deleted schedule is gone and its runs stay, and bad input is
