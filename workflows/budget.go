@@ -220,7 +220,7 @@ func raiseText(r api.BudgetRaise) string {
 		parts = append(parts, fmt.Sprintf("+%d tokens", r.Tokens))
 	}
 	if r.Cost > 0 {
-		parts = append(parts, "+"+api.FormatCost(r.Cost))
+		parts = append(parts, "+"+api.FormatCostRecorded(r.Cost))
 	}
 	return strings.Join(parts, " and ")
 }
