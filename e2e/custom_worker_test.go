@@ -133,7 +133,7 @@ func TestCustomWorkerExampleAsWritten(t *testing.T) {
 
 	// Approved: the reply is there before the decision; the refund is paid after it.
 	r := run(1)
-	if !strings.Contains(r.stdout, "is suspended: approve refund of 42.50 for order A-1001 (arrived broken)") {
+	if !strings.Contains(r.stderr, "is suspended: approve refund of 42.50 for order A-1001 (arrived broken)") {
 		t.Fatalf("run --wait did not stop at the human's decision:\n%s\n%s", r.stdout, r.stderr)
 	}
 	approved := id
@@ -166,7 +166,7 @@ func TestCustomWorkerExampleAsWritten(t *testing.T) {
 	}
 
 	// Denied: nothing is paid, the reason is in the result and an event.
-	if r := run(4); !strings.Contains(r.stdout, "is suspended: approve refund") || id == approved {
+	if r := run(4); !strings.Contains(r.stderr, "is suspended: approve refund") || id == approved {
 		t.Fatalf("second run (%s) did not stop at the decision:\n%s\n%s", id, r.stdout, r.stderr)
 	}
 	if out := run(5).stdout; !strings.Contains(out, `"refunded":false`) {

@@ -603,7 +603,9 @@ func noticeApprovals(ctx context.Context, e *env, rc *runs.Client, agent, inst s
 
 // waitTurn follows a session after a decision on tool call decided, printing its updates
 // to stderr, until the turn ends (its turn_end after afterSeq) or waits on another tool
-// call; then prints the outcome to stdout. A turn that failed is an error.
+// call; then prints the outcome to stderr as well, and the turn's reply alone to stdout
+// (as `session prompt` prints it), as waitRun does with a run's result. A turn that
+// failed is an error.
 func waitTurn(ctx context.Context, e *env, rc *runs.Client, agent, inst, decided string, afterSeq int64) error {
 	id := api.SessionID(agent, inst)
 	last := afterSeq
@@ -643,15 +645,15 @@ func waitTurn(ctx context.Context, e *env, rc *runs.Client, agent, inst, decided
 	}
 	switch {
 	case again.ID != "":
-		fmt.Fprintf(e.stdout, "session %s is %s\n", id, statusDetail(again))
-		fmt.Fprintln(e.stdout, nextSteps(again))
+		fmt.Fprintf(e.stderr, "session %s is %s\n", id, statusDetail(again))
+		fmt.Fprintln(e.stderr, nextSteps(again))
 		return nil
 	case end == nil:
 		rec, err := rc.Get(ctx, id)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(e.stdout, "session %s is %s\n", id, statusDetail(rec))
+		fmt.Fprintf(e.stderr, "session %s is %s\n", id, statusDetail(rec))
 		return nil
 	}
 	var d struct {
@@ -674,10 +676,10 @@ func waitTurn(ctx context.Context, e *env, rc *runs.Client, agent, inst, decided
 	if d.Error != "" {
 		return fmt.Errorf("turn %d of session %s failed: %s", d.Turn, id, d.Error)
 	}
-	fmt.Fprintf(e.stdout, "turn %d of session %s ended\n", d.Turn, id)
+	fmt.Fprintf(e.stderr, "turn %d of session %s ended\n", d.Turn, id)
 	if turn == nil {
 		return verr
 	}
-	fmt.Fprintf(e.stdout, "%s: %s\n", agent, turn.Reply)
+	fmt.Fprintln(e.stdout, turn.Reply)
 	return nil
 }
