@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/nexo-temporal/nexo/api"
+	"github.com/nexo-temporal/nexo/replay"
 )
 
 // customWorker is the binary of examples/custom-worker, a user's own worker built on
@@ -215,10 +216,16 @@ func TestCustomWorkerExampleAsWritten(t *testing.T) {
 		t.Errorf("custom-worker %s: exit %d:\n%s\n%s", strings.Join(gate[1], " "), out.code, out.stdout, out.stderr)
 	}
 	// A workflow set without RefundRequest (the shipped starter's) cannot replay them: the
-	// gate is the binary's own.
+	// gate is the binary's own, and the starter says so, skipping them without failing
+	// (issue 29 item 8), on files and on the server's runs alike.
 	out = p.starter("check-replay", "--histories", "examples/custom-worker/testdata")
-	if out.code != 1 || !strings.Contains(out.stdout, "FAIL") {
-		t.Errorf("starter check-replay of RefundRequest histories: exit %d, want 1 with FAIL:\n%s\n%s", out.code, out.stdout, out.stderr)
+	if out.code != 0 || strings.Contains(out.stdout, "FAIL") || strings.Count(out.stdout, ": "+replay.NotThisBinaryHint) != 2 ||
+		!strings.Contains(out.stdout, "0 replayed: 0 ok, 0 failed; 2 skipped: not workflows of this binary") {
+		t.Errorf("starter check-replay of RefundRequest histories: exit %d, want 0 and both skipped naming the worker's own check-replay:\n%s\n%s", out.code, out.stdout, out.stderr)
+	}
+	out = p.starter("check-replay", "--closed")
+	if out.code != 0 || strings.Contains(out.stdout, "FAIL") || !strings.Contains(out.stdout, "skip "+approved+" ") || !strings.Contains(out.stdout, " RefundRequest: "+replay.NotThisBinaryHint) {
+		t.Errorf("starter check-replay --closed beside a custom worker's runs: exit %d, want 0 and its RefundRequest runs skipped:\n%s\n%s", out.code, out.stdout, out.stderr)
 	}
 }
 
