@@ -58,14 +58,14 @@ func TestSessionBudgetRaiseReturnsThePrompt(t *testing.T) {
 
 	// prompt starts `session prompt` in the background, waits for its turn's budget
 	// pause, lets raise decide it and returns what the prompt printed once it exited.
-	prompt := func(turn int, text string, raise func(call string)) (string, string) {
+	prompt := func(turn int, text string, raise func(call string, bg *bgStarter)) (string, string) {
 		t.Helper()
 		bg := p.startStarter(ctx, "session", "prompt", "counter", "desk", text, "--continue-after-turns", "1")
 		call := p.waitBudgetPause(id)
 		if want := "budget-" + itoa(turn) + ".2"; call != want {
 			t.Errorf("turn %d paused on %s, want %s", turn, call, want)
 		}
-		raise(call)
+		raise(call, bg)
 		done := make(chan error, 1)
 		go func() { done <- bg.Wait() }()
 		select {
@@ -81,29 +81,55 @@ func TestSessionBudgetRaiseReturnsThePrompt(t *testing.T) {
 		return bg.Stdout(), bg.Stderr()
 	}
 
-	// 1. Raised with the starter while the prompt's update waits.
-	out, errOut := prompt(1, "Count the files.", func(call string) {
-		if got := p.ok("approve", id, "--budget", "+50000"); !strings.Contains(got, "raised the budget of run "+id+" by +50000 tokens ("+call+")") {
+	// 1. Raised with the starter while the prompt's update waits: first by too little, which
+	// the starter says (the turn pauses again at once and the prompt goes on waiting, naming
+	// the new pause), then enough.
+	out, errOut := prompt(1, "Count the files.", func(call string, bg *bgStarter) {
+		if got := p.ok("approve", id, "--budget", "+1"); !strings.Contains(got, "raised the budget of run "+id+" by +1 tokens ("+call+"), which is not enough: agent counter used ") ||
+			!strings.Contains(got, " of 2 tokens in this turn, so it pauses again") {
+			t.Errorf("approve --budget +1 on a turn that used more: %s", got)
+		}
+		for deadline := time.Now().Add(30 * time.Second); ; {
+			if again := p.waitBudgetPause(id); again != call {
+				if again != call+"-2" {
+					t.Errorf("the turn paused again on %s, want %s-2", again, call)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the turn did not pause again after a raise that was not enough")
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		// As a user would: raise once the prompt said what it waits for.
+		for deadline := time.Now().Add(30 * time.Second); !strings.Contains(bg.Stderr(), "(call "+call+"-2)"); time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the prompt did not name the second pause:\n%s", bg.Stderr())
+			}
+		}
+		if got := p.ok("approve", id, "--budget", "+50000"); !strings.Contains(got, "raised the budget of run "+id+" by +50000 tokens ("+call+"-2); the agent goes on") {
 			t.Errorf("approve --budget: %s", got)
 		}
 	})
 	if strings.TrimSpace(out) != "There are no files." {
 		t.Errorf("turn 1: prompt printed %q (stderr %q), want the turn's answer", out, errOut)
 	}
-	if !strings.Contains(errOut, "starter approve "+id+" --budget +N") {
-		t.Errorf("turn 1: the prompt's stderr does not say how to raise the pause:\n%s", errOut)
+	// The notice of a pause reads as one (its figures, not its JSON) with the command it takes.
+	if !strings.Contains(errOut, "waiting for your raise of its budget (call budget-1.2-2): agent counter used ") ||
+		!strings.Contains(errOut, "starter approve "+id+" --budget +N") || strings.Contains(errOut, `{"agent"`) {
+		t.Errorf("turn 1: the prompt's stderr does not name the pause and how to raise it:\n%s", errOut)
 	}
 
 	// 2. The session continued as new after turn 1 (--continue-after-turns 1): the new
 	// run's turn pauses and is raised there.
-	out, _ = prompt(2, "Count them again.", func(string) { p.ok("approve", id, "--budget", "+50k") })
+	out, _ = prompt(2, "Count them again.", func(string, *bgStarter) { p.ok("approve", id, "--budget", "+50k") })
 	if strings.TrimSpace(out) != "Still no files." {
 		t.Errorf("turn 2 (after continue-as-new): prompt printed %q, want the turn's answer", out)
 	}
 
 	// 3. Raised through the HTTP API.
 	g := gateway(t, p)
-	out, _ = prompt(3, "Count them once more.", func(call string) {
+	out, _ = prompt(3, "Count them once more.", func(call string, _ *bgStarter) {
 		if status, b := g.call("POST", "/v1/runs/"+id+"/approvals/"+call, map[string]any{"action": "approve", "budget": map[string]any{"tokens": 1000}}); status != 202 {
 			t.Errorf("API raise of %s: %d %s", call, status, b)
 		}
@@ -115,7 +141,7 @@ func TestSessionBudgetRaiseReturnsThePrompt(t *testing.T) {
 	// 4. Raised with approve --wait, which follows the turn to its end and prints the
 	// turn's reply alone on stdout, like the prompt (issue 29 item 9).
 	var waited result
-	out, _ = prompt(4, "Count them a fourth time.", func(string) { waited = p.starter("approve", id, "--budget", "+50000", "--wait") })
+	out, _ = prompt(4, "Count them a fourth time.", func(string, *bgStarter) { waited = p.starter("approve", id, "--budget", "+50000", "--wait") })
 	if strings.TrimSpace(out) != "None, a fourth time." {
 		t.Errorf("turn 4 (raised with approve --wait): prompt printed %q, want the turn's answer", out)
 	}

@@ -583,7 +583,13 @@ func noticeApprovals(ctx context.Context, e *env, rc *runs.Client, agent, inst s
 					return false
 				}
 				shown = a.CallID
-				fmt.Fprintf(e.stderr, "session %s is waiting for your approval of %s (call %s) %s\n", r.ID, a.Tool, a.CallID, argsText(a.Args))
+				var bp api.BudgetPause
+				if a.Capability == api.CapabilityBudget && json.Unmarshal(a.Args, &bp) == nil && bp.Agent != "" {
+					// A budget pause: what it spent, not its JSON.
+					fmt.Fprintf(e.stderr, "session %s is waiting for your raise of its budget (call %s): %s (%s)\n", r.ID, a.CallID, bp.Detail(), bp.Figures())
+				} else {
+					fmt.Fprintf(e.stderr, "session %s is waiting for your approval of %s (call %s) %s\n", r.ID, a.Tool, a.CallID, argsText(a.Args))
+				}
 				fmt.Fprintln(e.stderr, nextSteps(r))
 				return false
 			})
