@@ -57,7 +57,7 @@ func TestBudgetEndToEnd(t *testing.T) {
 		t.Fatalf("pending = %+v, want the budget pause budget-2", a)
 	}
 	show := p.ok("show", id)
-	for _, want := range []string{"suspended: budget: agent counter used", "of 1 tokens in this run", "budget pause budget-2",
+	for _, want := range []string{"suspended: budget: agent counter used", "of 1 tokens in this run", "budget pause budget-2: agent counter used ", " of 1 (reached), cost $",
 		"Usage", "1 call,", "next: starter approve " + id + " --budget +N"} {
 		if !strings.Contains(show, want) {
 			t.Errorf("show while paused lacks %q:\n%s", want, show)

@@ -321,7 +321,11 @@ func printRecord(w io.Writer, rec api.Record) {
 	}
 	printRunUsage(row, rec.Usage)
 	if a, ok := rec.Approval(); ok && a.Capability == api.CapabilityBudget {
-		row("Pending", fmt.Sprintf("budget pause %s: %s", a.CallID, string(a.Args)))
+		text, readable := budgetPauseText(a)
+		if !readable {
+			text = string(a.Args)
+		}
+		row("Pending", fmt.Sprintf("budget pause %s: %s", a.CallID, text))
 	} else if ok {
 		row("Pending", fmt.Sprintf("tool call %s: %s (%s)", a.CallID, a.Tool, a.Capability))
 		if len(a.Args) > 0 && string(a.Args) != "null" {

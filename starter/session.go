@@ -554,8 +554,23 @@ func printTurnInFlight(w io.Writer, rec api.Record) {
 	if !ok || rec.Status != api.StatusSuspended {
 		return
 	}
-	fmt.Fprintf(w, "\nPending: tool call %s: %s (%s) %s\n", a.CallID, a.Tool, a.Capability, argsText(a.Args))
+	if text, ok := budgetPauseText(a); ok {
+		fmt.Fprintf(w, "\nPending: budget pause %s: %s\n", a.CallID, text)
+	} else {
+		fmt.Fprintf(w, "\nPending: tool call %s: %s (%s) %s\n", a.CallID, a.Tool, a.Capability, argsText(a.Args))
+	}
 	fmt.Fprintln(w, nextSteps(rec))
+}
+
+// budgetPauseText is a budget pause for people, "agent counter used 36 of 1 tokens in this
+// turn (tokens 36 of 1 (reached), cost $0.000506)", and false for a tool call (or a pause
+// whose figures cannot be read).
+func budgetPauseText(a api.ApprovalInfo) (string, bool) {
+	var bp api.BudgetPause
+	if a.Capability != api.CapabilityBudget || json.Unmarshal(a.Args, &bp) != nil || bp.Agent == "" {
+		return "", false
+	}
+	return bp.Detail() + " (" + bp.Figures() + ")", true
 }
 
 func argsText(args json.RawMessage) string {
@@ -583,10 +598,9 @@ func noticeApprovals(ctx context.Context, e *env, rc *runs.Client, agent, inst s
 					return false
 				}
 				shown = a.CallID
-				var bp api.BudgetPause
-				if a.Capability == api.CapabilityBudget && json.Unmarshal(a.Args, &bp) == nil && bp.Agent != "" {
+				if text, ok := budgetPauseText(a); ok {
 					// A budget pause: what it spent, not its JSON.
-					fmt.Fprintf(e.stderr, "session %s is waiting for your raise of its budget (call %s): %s (%s)\n", r.ID, a.CallID, bp.Detail(), bp.Figures())
+					fmt.Fprintf(e.stderr, "session %s is waiting for your raise of its budget (call %s): %s\n", r.ID, a.CallID, text)
 				} else {
 					fmt.Fprintf(e.stderr, "session %s is waiting for your approval of %s (call %s) %s\n", r.ID, a.Tool, a.CallID, argsText(a.Args))
 				}
