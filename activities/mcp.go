@@ -136,7 +136,12 @@ func (a *MCP) CallMCPTool(ctx context.Context, req api.CallMCPToolRequest) (api.
 	res.Content = c.redact(res.Content)
 	// As for the built-in tools: an earlier attempt may have reached the server (a worker
 	// killed mid-call), and the model should check before it builds on the call.
-	return a.out.offload(ctx, noteRetry(ctx, res), req.StoreOver)
+	res = noteRetry(ctx, res)
+	if req.Note != "" {
+		// Before the result is stored, so a result by reference carries it too.
+		res.Content, res.Noted = req.Note+res.Content, true
+	}
+	return a.out.offload(ctx, res, req.StoreOver)
 }
 
 // Register registers the MCP activities.

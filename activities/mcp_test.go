@@ -492,3 +492,29 @@ func TestMCPBadDeclaration(t *testing.T) {
 		t.Errorf("err = %v, want a non-retryable bad-input error", err)
 	}
 }
+
+// TestMCPEditNoteIsStoredWithALargeResult (hardening round two, item 13): the note of an
+// edited MCP call starts the result before it is stored, so the model reads it also when
+// the result travels by reference; the result says so (Noted), so the workflow does not
+// add it twice.
+func TestMCPEditNoteIsStoredWithALargeResult(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, activities.Deps{})
+	t.Cleanup(func() { _ = e.a.Close() })
+	srv := stdioServer(t, "srv")
+	note := "A human edited this call's arguments to {\"bytes\":100000}\n"
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := e.a.MCP.CallMCPTool(ctx, api.CallMCPToolRequest{RunID: mcpRun, CallID: "1.1", Server: srv, Tool: mcptest.ToolBig,
+		Args: json.RawMessage(`{"bytes":100000}`), StoreOver: api.DefaultStoreOver, Note: note})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ContentRef == "" || !res.Noted || !strings.HasPrefix(res.Content, note) {
+		t.Fatalf("result: ref %q, noted %v, preview starts %.80q; want a reference, noted, and the note first", res.ContentRef, res.Noted, res.Content)
+	}
+	whole, err := e.store.GetBlob(ctx, res.ContentRef)
+	if err != nil || !strings.HasPrefix(string(whole), note) || len(whole) < 100000 {
+		t.Fatalf("stored result starts %.80q (%d bytes), %v; want the note, then the whole result", whole, len(whole), err)
+	}
+}

@@ -273,6 +273,10 @@ type RunToolResult struct {
 	// Rebuilt is set when the host made the sandbox anew from Base for this call: what
 	// that restore could not bring back.
 	Rebuilt *RestoreManifestResult `json:"rebuilt,omitempty"`
+	// Noted says the activity put the request's Note at the start of Content (and of the
+	// stored result), so the workflow does not add it again (CallMCPTool; results
+	// recorded before it never say so, and the workflow adds the note to those).
+	Noted bool `json:"noted,omitempty"`
 }
 
 // CompactThreadRequest asks the CompactThread activity to shorten a thread: Messages are

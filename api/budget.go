@@ -120,16 +120,49 @@ type BudgetPause struct {
 // Spent says what a pause's scope spent of its bounds: "used 1200 of 1000 tokens in this
 // run" (and the cost, when a cost bound was reached). Workflows put it in the pause's
 // reason, so its wording is part of recorded histories: change it only with a version.
-func (p BudgetPause) Spent() string {
+func (p BudgetPause) Spent() string { return p.spent(FormatCostRecorded) }
+
+func (p BudgetPause) spent(cost func(float64) string) string {
 	var parts []string
 	if p.Tokens || !p.Cost {
 		parts = append(parts, fmt.Sprintf("used %d of %d tokens", p.UsedTokens, p.MaxTokens))
 	}
 	if p.Cost {
-		parts = append(parts, fmt.Sprintf("spent %s of %s", FormatCost(p.UsedCost), FormatCost(p.MaxCost)))
+		parts = append(parts, fmt.Sprintf("spent %s of %s", cost(p.UsedCost), cost(p.MaxCost)))
 	}
 	where := map[string]string{BudgetScopeRun: "this run", BudgetScopeTurn: "this turn", BudgetScopeSession: "this session"}[p.Scope]
 	return strings.Join(parts, " and ") + " in " + where
+}
+
+// Detail is the pause for people, as the approvals inbox lists it: "agent counter used 36
+// of 1 tokens in this turn" (costs as FormatCost prints them).
+func (p BudgetPause) Detail() string { return "agent " + p.Agent + " " + p.spent(FormatCost) }
+
+// Figures are the pause's spend against its bounds on one line, the reached bound marked:
+// "tokens 36 of 1 (reached), cost $0.000506".
+func (p BudgetPause) Figures() string {
+	mark := func(reached bool) string {
+		if reached {
+			return " (reached)"
+		}
+		return ""
+	}
+	var parts []string
+	if p.MaxTokens > 0 || p.UsedTokens > 0 {
+		s := fmt.Sprintf("tokens %d", p.UsedTokens)
+		if p.MaxTokens > 0 {
+			s += fmt.Sprintf(" of %d", p.MaxTokens)
+		}
+		parts = append(parts, s+mark(p.Tokens))
+	}
+	if p.MaxCost > 0 || p.UsedCost > 0 {
+		s := "cost " + FormatCost(p.UsedCost)
+		if p.MaxCost > 0 {
+			s += " of " + FormatCost(p.MaxCost)
+		}
+		parts = append(parts, s+mark(p.Cost))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // UsageSum adds up model calls: their count, tokens and cost (USD). UnpricedCalls counts
@@ -178,8 +211,32 @@ func (s UsageSum) CostText() string {
 	return FormatCost(s.Cost)
 }
 
-// FormatCost renders USD with four decimals, enough for per-call costs: "$0.0123".
-func FormatCost(c float64) string { return fmt.Sprintf("$%.4f", c) }
+// FormatCost renders USD for people, the same way wherever a cost is printed (show, usage,
+// the inbox, the web page): four decimals from $0.001 up ("$0.0123", "$2.5000"), and
+// three significant digits below, where four decimals would round a per-call cost away
+// ("$0.000506", not "$0.0005" nor 0.0005059999999999999).
+func FormatCost(c float64) string {
+	c = RoundCost(c)
+	if c == 0 || math.Abs(c) >= 0.001 || math.IsNaN(c) || math.IsInf(c, 0) {
+		return fmt.Sprintf("$%.4f", c)
+	}
+	decimals := 2 - int(math.Floor(math.Log10(math.Abs(c))))
+	return fmt.Sprintf("$%.*f", decimals, c)
+}
+
+// FormatCostRecorded is the four-decimal form ("$0.0005") that workflows write into the
+// texts they record (a budget pause's reason, a raise): recorded histories hold it, so it
+// does not change with FormatCost.
+func FormatCostRecorded(c float64) string { return fmt.Sprintf("$%.4f", c) }
+
+// RoundCost drops the float noise of summing prices (0.0005059999999999999 is $0.000506):
+// a cost is kept to the nano-dollar.
+func RoundCost(c float64) float64 {
+	if math.IsNaN(c) || math.IsInf(c, 0) {
+		return c
+	}
+	return math.Round(c*1e9) / 1e9
+}
 
 // RunUsage is the record's `usage`: every model call of the run (of the whole session,
 // across turns and continue-as-new, for a session), in total and by agent and model.

@@ -96,6 +96,10 @@ type CallMCPToolRequest struct {
 	// StoreOver: a result over this many bytes is stored as a blob (RunToolResult.ContentRef)
 	// and only a preview returned; 0 keeps every result inline (runs recorded before).
 	StoreOver int `json:"store_over,omitempty"`
+	// Note, when set, starts the result before it is stored (as RunToolRequest.Note), so
+	// the model reads it even when the result travels by reference: "A human edited this
+	// call's arguments...". The result says it did so (RunToolResult.Noted).
+	Note string `json:"note,omitempty"`
 }
 
 // CloseMCPRequest closes the run's MCP clients (stdio servers are stopped and reaped).

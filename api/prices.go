@@ -9,7 +9,8 @@ type ModelPrice struct {
 	OutputPerMTok float64 `mapstructure:"output_per_mtok" json:"output_per_mtok" yaml:"output_per_mtok"`
 }
 
-// Cost is the price of a call that used prompt and completion tokens.
+// Cost is the price of a call that used prompt and completion tokens, to the nano-dollar
+// (RoundCost), so a call's cost reads $0.000506 in its events, not 0.0005059999999999999.
 func (p ModelPrice) Cost(prompt, completion int) float64 {
-	return float64(prompt)*p.InputPerMTok/1e6 + float64(completion)*p.OutputPerMTok/1e6
+	return RoundCost(float64(prompt)*p.InputPerMTok/1e6 + float64(completion)*p.OutputPerMTok/1e6)
 }

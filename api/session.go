@@ -109,6 +109,10 @@ type SessionCarry struct {
 	// continued or reopened session keeps both.
 	Approvals json.RawMessage      `json:"approvals,omitempty"`
 	Stamps    map[string]FileStamp `json:"stamps,omitempty"`
+	// Decided are the newest decided calls (at most MaxCarriedDecisions, oldest first),
+	// so a decision on one of them after a continue-as-new is refused as "already decided
+	// (how)", not as an unknown call.
+	Decided []DecidedCall `json:"decided,omitempty"`
 	// StreamOffset is the seq of the last activity-stream event so far; the next run
 	// numbers on from it.
 	StreamOffset int64 `json:"stream_offset"`
@@ -124,6 +128,17 @@ type SessionCarry struct {
 	// (nil in the carry nexo.close returns).
 	Host *SandboxHost `json:"host,omitempty"`
 }
+
+// DecidedCall is a call a human (or a deadline) decided, and how: "approved by ada",
+// "raised by +50000 tokens".
+type DecidedCall struct {
+	CallID string `json:"call_id"`
+	How    string `json:"how"`
+}
+
+// MaxCarriedDecisions bounds SessionCarry.Decided: the memory of decided calls a session
+// keeps across continue-as-new, newest kept.
+const MaxCarriedDecisions = 256
 
 // TurnCount is the number of turns the session has had.
 func (c SessionCarry) TurnCount() int {

@@ -111,8 +111,8 @@ func TestOfflineAgentDemoAsWritten(t *testing.T) {
 	if out := run(1).stdout; !strings.Contains(out, "tool call 2.1: write_file (write)") {
 		t.Errorf("show does not list the pending write:\n%s", out)
 	}
-	if out := run(2).stdout; !strings.Contains(out, "is done") || !strings.Contains(out, "I wrote a haiku to notes.md.") {
-		t.Errorf("approve --wait:\n%s", out)
+	if r := run(2); !strings.Contains(r.stderr, "is done") || !strings.Contains(r.stdout, "I wrote a haiku to notes.md.") {
+		t.Errorf("approve --wait: the status on stderr, the result on stdout:\n%s\n%s", r.stdout, r.stderr)
 	}
 	if b, err := os.ReadFile(notes); err != nil || string(b) != haiku {
 		t.Fatalf("notes.md = %q, %v", b, err)

@@ -53,10 +53,13 @@ func TestAgentApprovalLetsTheWriteHappen(t *testing.T) {
 	p.start()
 
 	r := p.starter("agent", "scribe", "Write a note.", "--wait")
-	if r.code != 0 || !strings.Contains(r.stdout, "suspended: approval of write_file (call 1.1)") {
+	if r.code != 0 || !strings.Contains(r.stderr, "suspended: approval of write_file (call 1.1)") {
 		t.Fatalf("agent --wait: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 	id := strings.Fields(r.stderr[strings.Index(r.stderr, "run ")+4:])[0]
+	if strings.TrimSpace(r.stdout) != id {
+		t.Errorf("agent --wait stdout = %q, want the run id alone (the rest on stderr)", r.stdout)
+	}
 	show := p.ok("show", id)
 	if !strings.Contains(show, "tool call 1.1: write_file (write)") || !strings.Contains(show, "hello from the agent") {
 		t.Errorf("show does not list the pending call with its arguments:\n%s", show)
@@ -65,9 +68,10 @@ func TestAgentApprovalLetsTheWriteHappen(t *testing.T) {
 		t.Fatal("the file was written before the approval")
 	}
 
-	out := p.ok("approve", id, "--wait")
-	if !strings.Contains(out, "approved tool call 1.1 (write_file)") || !strings.Contains(out, "is done") {
-		t.Errorf("approve --wait:\n%s", out)
+	ar := p.starter("approve", id, "--wait")
+	if ar.code != 0 || !strings.Contains(ar.stderr, "approved tool call 1.1 (write_file)") || !strings.Contains(ar.stderr, "is done") ||
+		!strings.HasPrefix(ar.stdout, "{") || strings.Count(ar.stdout, "\n") != 1 {
+		t.Errorf("approve --wait: exit %d, want the result alone on stdout\nstdout: %s\nstderr: %s", ar.code, ar.stdout, ar.stderr)
 	}
 	b, err := os.ReadFile(filepath.Join(p.dir, "workspace", "notes.md"))
 	if err != nil || string(b) != "hello from the agent" {

@@ -57,7 +57,7 @@ func TestBudgetEndToEnd(t *testing.T) {
 		t.Fatalf("pending = %+v, want the budget pause budget-2", a)
 	}
 	show := p.ok("show", id)
-	for _, want := range []string{"suspended: budget: agent counter used", "of 1 tokens in this run", "budget pause budget-2",
+	for _, want := range []string{"suspended: budget: agent counter used", "of 1 tokens in this run", "budget pause budget-2: agent counter used ", " of 1 (reached), cost $",
 		"Usage", "1 call,", "next: starter approve " + id + " --budget +N"} {
 		if !strings.Contains(show, want) {
 			t.Errorf("show while paused lacks %q:\n%s", want, show)
@@ -65,6 +65,20 @@ func TestBudgetEndToEnd(t *testing.T) {
 	}
 	if inbox := p.ok("approvals"); !strings.Contains(inbox, "budget-2") || !strings.Contains(inbox, "counter") {
 		t.Errorf("approvals does not list the budget pause:\n%s", inbox)
+	} else {
+		// Issue 29 item 7: the row reads as a pause (no ": " lead, figures instead of
+		// JSON) and the footer gives the command a budget pause takes.
+		for _, want := range []string{"agent counter used ", " of 1 tokens in this run", "of 1 (reached)",
+			"budget pauses: starter approve <run> --budget +N (tokens) or --budget +$X (USD)  or  starter deny <run> --reason TEXT"} {
+			if !strings.Contains(inbox, want) {
+				t.Errorf("approvals lacks %q:\n%s", want, inbox)
+			}
+		}
+		for _, bad := range []string{"  : agent", `{"agent"`, "--call <call>"} {
+			if strings.Contains(inbox, bad) {
+				t.Errorf("approvals shows %q for a budget pause:\n%s", bad, inbox)
+			}
+		}
 	}
 	if r := p.starter("approve", id); r.code != 1 || !strings.Contains(r.stderr, "approve it with a raise") {
 		t.Errorf("approve without --budget: exit %d\n%s", r.code, r.stderr)
@@ -154,6 +168,17 @@ func TestBudgetEndToEnd(t *testing.T) {
 	if rep.By != "model" || rep.Runs != 3 || rep.Total.Calls != 5 || len(rep.Rows) != 1 || rep.Rows[0].Name != "fake-model" ||
 		rep.Rows[0].Runs != 3 || rep.Rows[0].Calls != 5 || rep.Total.Cost <= rec.Usage.Cost {
 		t.Errorf("usage --by model --json = %+v", rep)
+	}
+	// A run that calls no model is counted in the total and in no row: usage says so, so
+	// the RUNS column adding up to less than the total is explained (issue 29 item 7).
+	doc := strings.TrimSpace(p.ok("run", "DocumentApproval", "--input", `{"doc_id":"1","approved":true}`))
+	p.waitStatus(doc, api.StatusDone)
+	if out := p.ok("usage"); !strings.Contains(out, "4 runs (all time)") || !strings.Contains(out, "1 of them made no model call and are in no row") {
+		t.Errorf("usage with a run that calls no model:\n%s", out)
+	}
+	js := p.ok("usage", "--json")
+	if !strings.Contains(js, `"runs_without_usage": 1`) || strings.Contains(js, "99999") || strings.Contains(js, "00000001") {
+		t.Errorf("usage --json: want runs_without_usage and costs without float noise:\n%s", js)
 	}
 	if r := p.starter("usage", "--until", "2000-01-01", "--json"); r.code != 0 || !strings.Contains(r.stdout, `"runs": 0`) {
 		t.Errorf("usage before any run: exit %d\n%s%s", r.code, r.stdout, r.stderr)

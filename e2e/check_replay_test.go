@@ -187,6 +187,19 @@ func TestCheckReplayRecordedHistories(t *testing.T) {
 	if r := p.starter("check-replay", "--histories", truncated); r.code != 1 || !strings.Contains(r.stdout, "FAIL") || !strings.Contains(r.stdout, "incomplete") {
 		t.Errorf("check-replay of a history cut after 3 events: exit %d, want 1 and a FAIL line saying it is incomplete\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
+	// Issue 29 item 8: runs of a workflow this binary does not register (a custom worker's
+	// RefundRequest) are skipped with the command that can check them, not FAILed, and do
+	// not fail the gate.
+	refunds, err := filepath.Abs(filepath.Join("..", "examples", "custom-worker", "testdata"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = p.starter("check-replay", "--histories", refunds, filepath.Join(testdata, "document_approval_approved.json"))
+	if r.code != 0 || strings.Contains(r.stdout, "FAIL") || strings.Count(r.stdout, "skip ") != 2 ||
+		!strings.Contains(r.stdout, "RefundRequest (") || !strings.Contains(r.stdout, ": "+replay.NotThisBinaryHint+"\n") ||
+		!strings.Contains(r.stdout, "1 replayed: 1 ok, 0 failed; 2 skipped: not workflows of this binary") {
+		t.Errorf("check-replay of a custom worker's histories: exit %d, want 0, two skip lines naming the worker's own check-replay and the DocumentApproval ok\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
 	if r := p.starter("check-replay", "--histories", ".", "--closed"); r.code != 2 || !strings.Contains(r.stderr, "--histories replays files") {
 		t.Errorf("check-replay --histories with --closed: exit %d\n%s", r.code, r.stderr)
 	}

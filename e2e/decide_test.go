@@ -146,7 +146,8 @@ func TestDecideThroughStarterAPIAndPage(t *testing.T) {
 			t.Errorf("after the refusal: status %s, %d signal_ignored", rec.Status, countEvents(rec, "signal_ignored"))
 		}
 
-		out := p.ok("approve", id, "--call", "1.1", "--args", `{"path":"drafts/notes.md","content":"edited by ada"}`, "--by", "ada", "--wait")
+		w := p.starter("approve", id, "--call", "1.1", "--args", `{"path":"drafts/notes.md","content":"edited by ada"}`, "--by", "ada", "--wait")
+		out := w.stdout + w.stderr
 		if !strings.Contains(out, `approved tool call 1.1 (write_file) of run `+id+` with edited arguments {"path":"drafts/notes.md","content":"edited by ada"}`) || !strings.Contains(out, "is done") {
 			t.Errorf("approve --args --wait:\n%s", out)
 		}
@@ -169,7 +170,8 @@ func TestDecideThroughStarterAPIAndPage(t *testing.T) {
 
 	t.Run("starter answer", func(t *testing.T) {
 		id, _ := start(t, "Write notes, starter answer.")
-		out := p.ok("answer", id, "--call", "1.1", "--result", "No need: the notes exist in the wiki.", "--wait")
+		w := p.starter("answer", id, "--call", "1.1", "--result", "No need: the notes exist in the wiki.", "--wait")
+		out := w.stdout + w.stderr
 		if !strings.Contains(out, "answered tool call 1.1 (write_file) of run "+id) || !strings.Contains(out, "is done") {
 			t.Errorf("answer --wait:\n%s", out)
 		}

@@ -93,8 +93,8 @@ func TestRunInputFieldsAreChecked(t *testing.T) {
 	if r.code != 2 || !strings.Contains(r.stderr, `input of Invoice: unknown field "currency" (it takes amount, invoice_id); unknown field "invoiceid" (did you mean "invoice_id"?)`) {
 		t.Errorf("run Invoice with a mistyped field: exit %d, stderr %q", r.code, r.stderr)
 	}
-	out := p.ok("run", "Invoice", "--task-queue", queue, "--input", `{"invoice_id":"7","amount":12.5}`, "--wait")
-	if !strings.Contains(out, `"invoice 7: 12.50"`) {
+	r = p.starter("run", "Invoice", "--task-queue", queue, "--input", `{"invoice_id":"7","amount":12.5}`, "--wait")
+	if out := r.stderr; r.code != 0 || !strings.Contains(out, `"invoice 7: 12.50"`) {
 		t.Errorf("run Invoice with its fields --wait:\n%s", out)
 	}
 }

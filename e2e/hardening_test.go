@@ -113,7 +113,7 @@ func TestRunsAndInputsHardening(t *testing.T) {
 			t.Fatal(err)
 		}
 		r := p.starter("run", "BuildDashboard", "--id", "big", "--input", "@"+in, "--wait")
-		if r.code != 0 || !strings.Contains(r.stdout, "is done") {
+		if r.code != 0 || !strings.Contains(r.stderr, "is done") {
 			t.Fatalf("BuildDashboard with a 1 MB title: exit %d\nstdout %s\nstderr %.2000s\nworker %.3000s", r.code, r.stdout, r.stderr, p.output())
 		}
 		rec := p.record("big")

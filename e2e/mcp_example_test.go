@@ -63,8 +63,8 @@ func TestMCPExampleAsWritten(t *testing.T) {
 	if show := p.ok(shellArgs(strings.ReplaceAll(cmds[1], "<id>", id))...); !strings.Contains(show, "tool call 2.1: notes__read (mcp)") || !strings.Contains(show, `{"note":"backups.md"}`) {
 		t.Errorf("show does not list the pending notes__read:\n%s", show)
 	}
-	if out := p.ok(shellArgs(strings.ReplaceAll(cmds[2], "<id>", id))...); !strings.Contains(out, "is done") || !strings.Contains(out, "Backups run nightly at 02:00") {
-		t.Errorf("approve --wait:\n%s", out)
+	if r := p.starter(shellArgs(strings.ReplaceAll(cmds[2], "<id>", id))...); r.code != 0 || !strings.Contains(r.stderr, "is done") || !strings.Contains(r.stdout, "Backups run nightly at 02:00") {
+		t.Errorf("approve --wait: want the status on stderr, the result on stdout:\n%s\n%s", r.stdout, r.stderr)
 	}
 	if res := toolResults(t, p.record(id))["notes__read"]; !strings.Contains(res, "it took 41 minutes") {
 		t.Errorf("notes__read result = %q, want the note", res)

@@ -285,8 +285,8 @@ func runWithReceiverDown(t *testing.T) (*platform, string) {
 		}
 	}
 	wantPending(t, p, id, "1.1")
-	out := p.ok("approve", id, "--by", "ada", "--wait")
-	if !strings.Contains(out, "is done") {
+	r := p.starter("approve", id, "--by", "ada", "--wait")
+	if out := r.stdout + r.stderr; r.code != 0 || !strings.Contains(out, "is done") {
 		t.Fatalf("approve --wait with a receiver down:\n%s", out)
 	}
 	return p, id

@@ -63,7 +63,7 @@ func TestPayloadOverTemporalsLimit(t *testing.T) {
 
 	const id = "big-document"
 	r := p.starter("run", "DocumentApproval", "--id", id, "--input", "@"+input, "--wait")
-	if r.code != 0 || !strings.Contains(r.stdout, "is done") {
+	if r.code != 0 || !strings.Contains(r.stderr, "is done") {
 		t.Fatalf("run --wait: exit %d\nstdout: %.500s\nstderr: %.500s\nworker:\n%s", r.code, r.stdout, r.stderr, p.output())
 	}
 	rec := p.record(id)

@@ -313,13 +313,16 @@ func TestQuickstartAsWritten(t *testing.T) {
 		t.Errorf("found %d event lines in the README's Quickstart comments, want 3", events)
 	}
 	for _, want := range []string{"run " + id + " is suspended: awaiting approval", "next: starter approve " + id} {
-		if !strings.Contains(r.stdout, want) {
-			t.Errorf("run --wait does not say %q:\n%s", want, r.stdout)
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("run --wait does not say %q:\n%s", want, r.stderr)
 		}
+	}
+	if strings.TrimSpace(r.stdout) != id {
+		t.Errorf("run --wait stdout = %q, want the run id alone (events and status on stderr)", r.stdout)
 	}
 	checks := []struct{ cmd, want string }{
 		{"list --status suspended", id},
-		{"approve " + id + " --wait", "run " + id + " is done"},
+		{"approve " + id + " --wait", `"done":true`}, // stdout: the result alone
 		{"show " + id, "done"},
 		{"logs " + id, "#1"},
 	}

@@ -55,8 +55,8 @@ func TestArgumentRulesDecideShellCalls(t *testing.T) {
 	if !strings.Contains(show, "tool call 1.1: shell (shell)") || !strings.Contains(show, "echo present") {
 		t.Errorf("show does not list the pending chained command:\n%s", show)
 	}
-	out := p.ok("approve", id, "--wait")
-	if !strings.Contains(out, "is done") {
+	r := p.starter("approve", id, "--wait")
+	if out := r.stdout + r.stderr; r.code != 0 || !strings.Contains(out, "is done") {
 		t.Fatalf("approve --wait:\n%s", out)
 	}
 	rec = p.record(id)

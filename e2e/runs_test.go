@@ -25,8 +25,12 @@ func TestQuickstart(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("run --wait: exit %d: %s %s", r.code, r.stdout, r.stderr)
 	}
-	if !strings.Contains(r.stdout, "is suspended: awaiting approval") || !strings.Contains(r.stdout, "starter approve") {
-		t.Fatalf("run --wait output does not say it is suspended and how to continue:\n%s", r.stdout)
+	if !strings.Contains(r.stderr, "is suspended: awaiting approval") || !strings.Contains(r.stderr, "starter approve") {
+		t.Fatalf("run --wait output does not say it is suspended and how to continue:\n%s", r.stderr)
+	}
+	// Issue 29 item 9: stdout is the run id alone, so ID=$(starter run ... --wait) works.
+	if lines := strings.Split(strings.TrimSpace(r.stdout), "\n"); len(lines) != 1 || !strings.Contains(r.stderr, "run "+lines[0]+" is suspended") {
+		t.Fatalf("run --wait stdout = %q, want the run id alone", r.stdout)
 	}
 	if !strings.Contains(r.stderr, "fetching") {
 		t.Errorf("run --wait showed no progress (events) on stderr:\n%s", r.stderr)
@@ -46,9 +50,13 @@ func TestQuickstart(t *testing.T) {
 		t.Fatalf("record while waiting: status %s, __suspend__ %+v", rec.Status, si)
 	}
 
-	out := p.ok("approve", id, "--wait", "--by", "ada")
-	if !strings.Contains(out, "approved run "+id) || !strings.Contains(out, "is done") {
-		t.Errorf("approve --wait output:\n%s", out)
+	ar := p.starter("approve", id, "--wait", "--by", "ada")
+	if ar.code != 0 || !strings.Contains(ar.stderr, "approved run "+id) || !strings.Contains(ar.stderr, "is done") {
+		t.Errorf("approve --wait: exit %d\nstdout: %s\nstderr: %s", ar.code, ar.stdout, ar.stderr)
+	}
+	var printed map[string]any // stdout: the result alone
+	if err := json.Unmarshal([]byte(ar.stdout), &printed); err != nil || printed["done"] != true {
+		t.Errorf("approve --wait stdout = %q (%v), want the run's result alone", ar.stdout, err)
 	}
 	rec = p.record(id)
 	if rec.Status != api.StatusDone {
@@ -151,7 +159,7 @@ func TestDashboardArtifactAndRerun(t *testing.T) {
 	p := newPlatform(t)
 	p.start()
 	r := p.starter("run", "BuildDashboard", "--input", `{"title":"Q4"}`, "--wait")
-	if r.code != 0 || !strings.Contains(r.stdout, "is done") {
+	if r.code != 0 || !strings.Contains(r.stderr, "is done") {
 		t.Fatalf("run --wait: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 	ids := strings.Fields(p.ok("list", "--workflow", "BuildDashboard", "--status", "done"))
@@ -209,10 +217,15 @@ func TestDashboardArtifactAndRerun(t *testing.T) {
 	}
 	vars := map[string]string{"<id>": strings.Fields(r.stderr[i+len(started):])[0]}
 	r = p.starter(substitute(cmds[1], vars)...)
-	if r.code != 0 || !strings.Contains(r.stdout, "is done") {
+	if r.code != 0 || !strings.Contains(r.stderr, "is done") {
 		t.Fatalf("README %q: exit %d\n%s\n%s", cmds[1], r.code, r.stdout, r.stderr)
 	}
-	vars["<new-id>"] = strings.Fields(r.stdout)[0]
+	// Issue 29 item 9: NEW=$(starter rerun <id> --input … --wait) captures the new id
+	// alone; the status lines are stderr's.
+	if lines := strings.Split(strings.TrimRight(r.stdout, "\n"), "\n"); len(lines) != 1 || strings.Contains(lines[0], " ") {
+		t.Fatalf("README %q: stdout %q, want the new run's id alone", cmds[1], r.stdout)
+	}
+	vars["<new-id>"] = strings.TrimSpace(r.stdout)
 	rec3 := p.record(vars["<new-id>"])
 	var payload bytes.Buffer
 	if err := json.Compact(&payload, rec3.Payload); err != nil || countEvents(rec3, "rerun") != 1 || countEvents(rec3, "checkpoint") != 1 || payload.String() != `{"metrics":["sales","traffic"]}` {

@@ -293,7 +293,7 @@ agents:
 	if r.code != 0 {
 		t.Fatalf("approve --wait: exit %d\nstdout: %s\nstderr: %s\nworker:\n%s", r.code, r.stdout, r.stderr, p.output())
 	}
-	if !strings.Contains(r.stdout, "turn 2 of session session:scribe:u42 ended") || !strings.Contains(r.stdout, "scribe: Written to notes.md.") {
+	if !strings.Contains(r.stderr, "turn 2 of session session:scribe:u42 ended") || strings.TrimSpace(r.stdout) != "Written to notes.md." {
 		t.Errorf("approve --wait stdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
 	}
 	if !strings.Contains(r.stderr, "turn end") {

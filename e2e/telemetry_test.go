@@ -249,14 +249,15 @@ func tracedPlatformOver(t *testing.T, capture bool, protocol string) (*platform,
 func approvedRun(t *testing.T, p *platform, prompt string, whileWaiting func(id string)) string {
 	t.Helper()
 	r := p.starter("agent", "scribe", prompt, "--wait")
-	if r.code != 0 || !strings.Contains(r.stdout, "suspended: approval of write_file (call 1.1)") {
+	if r.code != 0 || !strings.Contains(r.stderr, "suspended: approval of write_file (call 1.1)") {
 		t.Fatalf("agent --wait: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 	id := strings.Fields(r.stderr[strings.Index(r.stderr, "run ")+4:])[0]
 	if whileWaiting != nil {
 		whileWaiting(id)
 	}
-	if out := p.ok("approve", id, "--wait"); !strings.Contains(out, "is done") {
+	if r := p.starter("approve", id, "--wait"); r.code != 0 || !strings.Contains(r.stderr, "is done") {
+		out := r.stdout + r.stderr
 		t.Fatalf("approve --wait:\n%s", out)
 	}
 	return id

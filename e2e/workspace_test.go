@@ -222,9 +222,11 @@ func TestWorkspaceFilesAtEveryCall(t *testing.T) {
 		t.Errorf("the source changed: a.txt %q, %d events (was %d)", got, len(p.record(id).Events), sourceEvents)
 	}
 	// Fork with the call re-issued, edited: no model call for it, the edited command runs.
-	eid := strings.TrimSpace(p.ok("fork", id, "--at", calls[2], "--id", "edited-fork", "--args", `{"command":"echo edited >> a.txt"}`))
-	if eid != "edited-fork" {
-		t.Errorf("fork --id edited-fork printed %q", eid)
+	// With --wait, stdout is the new id alone and the rest stderr (issue 29 item 9).
+	fw := p.starter("fork", id, "--at", calls[2], "--id", "edited-fork", "--args", `{"command":"echo edited >> a.txt"}`, "--wait")
+	eid := strings.TrimSpace(fw.stdout)
+	if fw.code != 0 || fw.stdout != "edited-fork\n" || !strings.Contains(fw.stderr, "run edited-fork is done") {
+		t.Errorf("fork --id edited-fork --wait: exit %d, stdout %q (want the id alone), stderr %s", fw.code, fw.stdout, fw.stderr)
 	}
 	p.waitStatus(eid, api.StatusDone)
 	if got := p.ok("sandbox", "cat", eid, "a.txt"); got != "v2\nedited\n" {

@@ -23,7 +23,7 @@ func BindFlags(fs *pflag.FlagSet) {
 	fs.Int("limit", DefaultLimit, "replay at most this many runs, newest first")
 	fs.Bool("closed", false, "also replay recently closed runs (newest first, up to --limit)")
 	fs.StringSlice("histories", nil, "replay these recorded JSON histories (files or directories of *.json) instead of runs on the server; no server needed")
-	fs.Bool("json", false, `print {"query", "results": [{"workflow_id", "run_id", "workflow_type", "file", "ok", "error"}], "truncated"} instead of lines`)
+	fs.Bool("json", false, `print {"query", "results": [{"workflow_id", "run_id", "workflow_type", "file", "ok", "error", "not_this_binary"}], "truncated"} instead of lines`)
 }
 
 // Report is what check-replay prints with --json.

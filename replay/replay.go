@@ -21,7 +21,9 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -82,7 +84,14 @@ type Result struct {
 	// Unreadable: the file is no history that can be checked (not a regular file, too
 	// large, not JSON, incomplete), so nothing was replayed; Error says why.
 	Unreadable bool `json:"unreadable,omitempty"`
+	// NotThisBinary: the run's workflow type is none this binary registers (a custom
+	// worker's own workflow, met by the starter's check-replay), so nothing was replayed
+	// and it is no divergence: Error says which binary can check it.
+	NotThisBinary bool `json:"not_this_binary,omitempty"`
 }
+
+// NotThisBinaryHint is the Error of a NotThisBinary result.
+const NotThisBinaryHint = "not a workflow of this binary: run your worker's own check-replay (bin/<your worker> check-replay)"
 
 // String is the line RunCommand prints: `ok <id> <run> <type>` or
 // `FAIL <id> <run> <type>: <first divergence>`, with the file in parentheses for Files.
@@ -94,8 +103,11 @@ func (r Result) String() string {
 	if r.File != "" {
 		s += " (" + r.File + ")"
 	}
-	if r.OK {
+	switch {
+	case r.OK:
 		return "ok " + s
+	case r.NotThisBinary:
+		return "skip " + s + ": " + r.Error
 	}
 	return "FAIL " + s + ": " + r.Error
 }
@@ -148,6 +160,7 @@ func check(ctx context.Context, c client.Client, register func(workflows.Registr
 		return nil, false, ErrNoClient
 	}
 	q := opts.query()
+	types := registeredTypes(register)
 	var out []Result
 	var token []byte
 	for {
@@ -160,6 +173,10 @@ func check(ctx context.Context, c client.Client, register func(workflows.Registr
 				return out, true, nil
 			}
 			r := Result{WorkflowID: info.GetExecution().GetWorkflowId(), RunID: info.GetExecution().GetRunId(), WorkflowType: info.GetType().GetName()}
+			if types.foreign(r.WorkflowType) {
+				out = append(out, r.notThisBinary())
+				continue
+			}
 			h, err := history(ctx, c, r.WorkflowID, r.RunID)
 			if err != nil {
 				if ctx.Err() != nil {
@@ -170,7 +187,7 @@ func check(ctx context.Context, c client.Client, register func(workflows.Registr
 				r.Error = replayOne(register, opts.Storage, h, r.WorkflowID, r.RunID)
 			}
 			r.OK = r.Error == ""
-			out = append(out, r)
+			out = append(out, r.classify())
 		}
 		token = resp.GetNextPageToken()
 		if len(token) == 0 {
@@ -237,6 +254,7 @@ func Files(paths []string, register func(workflows.Registry), opts Options) ([]R
 			storage = payloads.ExternalStorage(blobs, 0)
 		}
 	}
+	types := registeredTypes(register)
 	out := make([]Result, 0, len(files))
 	for _, f := range files {
 		r := Result{File: f}
@@ -254,9 +272,13 @@ func Files(paths []string, register func(workflows.Registry), opts Options) ([]R
 		if r.RunID == "" {
 			r.RunID = "-"
 		}
+		if types.foreign(r.WorkflowType) {
+			out = append(out, r.notThisBinary())
+			continue
+		}
 		r.Error = replayOne(register, storage, h, attr.GetWorkflowId(), attr.GetOriginalExecutionRunId())
 		r.OK = r.Error == ""
-		out = append(out, r)
+		out = append(out, r.classify())
 	}
 	return out, nil
 }
@@ -417,7 +439,7 @@ func replayOne(register func(workflows.Registry), storage converter.ExternalStor
 		// Not the workflows: a blob the history needs (an offloaded payload) changed.
 		return storeCorrupt(err.Error()[i:])
 	}
-	return divergence(err)
+	return divergence(err, h)
 }
 
 // storeCorrupt is the line of a run whose replay failed on a changed blob: the text from
@@ -440,17 +462,56 @@ var failureMessage = regexp.MustCompile(`message:"((?:[^"\\]|\\.)*)"`)
 // divergence is what the replayer reports, on one line: the nondeterminism message
 // (history event vs replayed command), without the proto dump and stack trace around it,
 // and each event's or command's attributes cut to the ids and names that tell them apart.
-func divergence(err error) string {
+func divergence(err error, h *historypb.History) string {
 	s := err.Error()
 	if m := failureMessage.FindStringSubmatch(s); m != nil {
 		s = strings.NewReplacer(`\"`, `"`, `\\`, `\`, `\n`, " ").Replace(m[1])
 	}
+	s = readableLookup(s, h)
 	s = strings.Join(strings.Fields(compactAttributes(s)), " ")
 	const max = 600
 	if len(s) > max {
 		s = s[:max] + "…"
 	}
 	return s
+}
+
+// activityLookup is the SDK's divergence when history scheduled an activity (event N)
+// that the replayed code did not schedule there: it issued another command before it, or
+// none. The SDK names the event by number only.
+var activityLookup = regexp.MustCompile(`\[TMPRL1100\] (?:lookup failed for scheduledEventID to activityID: scheduleEventID: (\d+), activityID: \S+|unable to find activityID for the scheduledEventID: (\d+))`)
+
+// readableLookup rewrites the SDK's activity lookup failure into the form of its other
+// divergences, with the history event it names read from h: "nondeterministic workflow:
+// history event 6 is ActivityTaskScheduled: (ActivityId:6, Name:FetchDocument, Name:nexo),
+// and the replayed code did not schedule it there".
+func readableLookup(s string, h *historypb.History) string {
+	m := activityLookup.FindStringSubmatchIndex(s)
+	if m == nil || h == nil {
+		return s
+	}
+	num := s[m[2]:m[3]]
+	if m[2] < 0 {
+		num = s[m[4]:m[5]]
+	}
+	id, err := strconv.ParseInt(num, 10, 64)
+	if err != nil {
+		return s
+	}
+	event := fmt.Sprintf("history event %d", id)
+	for _, ev := range h.GetEvents() {
+		if ev.GetEventId() != id {
+			continue
+		}
+		event += " is " + ev.GetEventType().String()
+		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
+			event += fmt.Sprintf(": (ActivityId:%s, Name:%s, Name:%s)", a.GetActivityId(), a.GetActivityType().GetName(), a.GetTaskQueue().GetName())
+		}
+		break
+	}
+	readable := "[TMPRL1100] nondeterministic workflow: " + event +
+		", and the replayed code did not schedule it there: it issued another command before it, or none"
+	return s[:m[0]] + readable + s[m[1]:]
 }
 
 // telling are the attributes of an event or command that say which one it is.
@@ -488,21 +549,82 @@ func compactAttributes(s string) string {
 	return b.String()
 }
 
+// typeSet is the workflow types a register function registers, by name. A workflow
+// registered without a name (its function's name would be its type) makes the set
+// unsure, and then only the replayer's own refusal tells (Result.classify).
+type typeSet struct {
+	names   map[string]bool
+	unnamed bool
+}
+
+func (s *typeSet) RegisterWorkflowWithOptions(_ any, o workflow.RegisterOptions) {
+	if o.Name == "" {
+		s.unnamed = true
+		return
+	}
+	s.names[o.Name] = true
+}
+
+// registeredTypes runs register against a typeSet.
+func registeredTypes(register func(workflows.Registry)) *typeSet {
+	s := &typeSet{names: map[string]bool{}}
+	register(s)
+	return s
+}
+
+// foreign reports whether typ is certainly none of the registered types.
+func (s *typeSet) foreign(typ string) bool { return !s.unnamed && typ != "" && !s.names[typ] }
+
+// notThisBinary marks r as a run of a workflow type this binary does not register.
+func (r Result) notThisBinary() Result {
+	r.OK, r.NotThisBinary, r.Error = false, true, NotThisBinaryHint
+	return r
+}
+
+// classify turns the replayer's refusal of an unregistered type (which registeredTypes
+// could not foresee) into a NotThisBinary result.
+func (r Result) classify() Result {
+	if !r.OK && strings.Contains(r.Error, "unable to find workflow type") {
+		return r.notThisBinary()
+	}
+	return r
+}
+
 // Print prints one line per result and a summary, and returns an error wrapping
-// ErrDiverged when any failed.
+// ErrDiverged when any failed. Runs of workflows this binary does not register are listed
+// as skipped and fail nothing: another binary (the custom worker that runs them) checks
+// them.
 func Print(w io.Writer, results []Result) error {
 	for _, r := range results {
 		fmt.Fprintln(w, r)
 	}
 	err := failures(results)
-	fmt.Fprintf(w, "%d replayed: %d ok, %d failed\n", len(results), len(results)-countFailed(results), countFailed(results))
+	skipped := countSkipped(results)
+	replayed := len(results) - skipped
+	fmt.Fprintf(w, "%d replayed: %d ok, %d failed", replayed, replayed-countFailed(results), countFailed(results))
+	if skipped > 0 {
+		fmt.Fprintf(w, "; %d skipped: not workflows of this binary (run your worker's own check-replay for them)", skipped)
+	}
+	fmt.Fprintln(w)
 	return err
 }
 
+// countFailed counts the results that did not replay, runs of other binaries' workflows
+// left out.
 func countFailed(results []Result) int {
 	n := 0
 	for _, r := range results {
-		if !r.OK {
+		if !r.OK && !r.NotThisBinary {
+			n++
+		}
+	}
+	return n
+}
+
+func countSkipped(results []Result) int {
+	n := 0
+	for _, r := range results {
+		if r.NotThisBinary {
 			n++
 		}
 	}
@@ -516,6 +638,7 @@ func failures(results []Result) error {
 		return nil
 	}
 	corrupt, unreadable := 0, 0
+	results = slices.DeleteFunc(slices.Clone(results), func(r Result) bool { return r.NotThisBinary })
 	for _, r := range results {
 		if !r.OK && strings.HasSuffix(r.Error, storeCorruptNote) {
 			corrupt++

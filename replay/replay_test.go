@@ -144,3 +144,55 @@ func TestRunCommandUsage(t *testing.T) {
 		})
 	}
 }
+
+// waitsForever is a DocumentApproval that issues no command at all, so the history's first
+// activity is one the replayed code never scheduled: the SDK reports that by event number
+// only ("lookup failed for scheduledEventID to activityID").
+func waitsForever(ctx workflow.Context, _ demo.DocumentApprovalInput) (demo.DocumentApprovalResult, error) {
+	return demo.DocumentApprovalResult{}, workflow.Await(ctx, func() bool { return false })
+}
+
+// TestFilesTranslateTheActivityLookupFailure (issue 29 item 8): check-replay prints the
+// SDK's activity lookup failure in the readable form of its other divergences, naming the
+// history event and the activity it scheduled.
+func TestFilesTranslateTheActivityLookupFailure(t *testing.T) {
+	results, err := replay.Files([]string{filepath.Join(testdata, "document_approval_approved.json")}, func(r workflows.Registry) {
+		shipped(except{r, demo.DocumentApprovalName})
+		workflows.Register(r, demo.DocumentApprovalName, waitsForever, workflows.Options{})
+	}, replay.Options{})
+	if err != nil || len(results) != 1 {
+		t.Fatalf("Files = %+v, %v", results, err)
+	}
+	got := results[0].Error
+	want := "[TMPRL1100] nondeterministic workflow: history event 6 is ActivityTaskScheduled: (ActivityId:6, Name:" + api.ActivityFetchDocument +
+		", Name:nexo), and the replayed code did not schedule it there: it issued another command before it, or none"
+	if results[0].OK || got != want {
+		t.Errorf("divergence\n got %q\nwant %q", got, want)
+	}
+}
+
+// TestRunsOfAnotherBinaryAreSkipped (issue 29 item 8): a history of a workflow type this
+// binary does not register is no divergence: its line says which check-replay can check
+// it, and the gate passes on the rest.
+func TestRunsOfAnotherBinaryAreSkipped(t *testing.T) {
+	withoutDocs := func(r workflows.Registry) { shipped(except{r, demo.DocumentApprovalName}) }
+	var out strings.Builder
+	err := replay.RunCommand(context.Background(), []string{"--histories",
+		filepath.Join(testdata, "document_approval_denied.json"), filepath.Join(testdata, "agent_always.json")}, nil, withoutDocs, &out)
+	if err != nil {
+		t.Fatalf("RunCommand = %v, want nil (a run of another binary's workflow fails nothing)\n%s", err, out.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], "skip ") || !strings.HasSuffix(lines[0], " DocumentApproval ("+filepath.Join(testdata, "document_approval_denied.json")+"): "+replay.NotThisBinaryHint) ||
+		!strings.HasPrefix(lines[1], "ok ") || lines[2] != "1 replayed: 1 ok, 0 failed; 1 skipped: not workflows of this binary (run your worker's own check-replay for them)" {
+		t.Errorf("output:\n%s", out.String())
+	}
+	var js strings.Builder
+	if err := replay.RunCommand(context.Background(), []string{"--histories", filepath.Join(testdata, "document_approval_denied.json"), "--json"}, nil, withoutDocs, &js); err != nil {
+		t.Fatalf("RunCommand --json = %v", err)
+	}
+	var rep replay.Report
+	if err := json.Unmarshal([]byte(js.String()), &rep); err != nil || len(rep.Results) != 1 || !rep.Results[0].NotThisBinary || rep.Results[0].OK {
+		t.Errorf("--json report = %s (%v), want one result with not_this_binary", js.String(), err)
+	}
+}

@@ -151,6 +151,16 @@ func (c *Client) readPending(ctx context.Context, p *Pending) bool {
 	p.CallID, p.Tool, p.Capability, p.Args, p.Since = a.CallID, a.Tool, a.Capability, a.Args, a.At
 	p.ExpiresAt, p.OnTimeout, p.Escalated, p.ArgsSHA256 = a.ExpiresAt, a.OnTimeout, a.Escalated, a.ArgsSHA256
 	p.Detail = a.Detail
+	if a.Capability == api.CapabilityBudget {
+		// A budget pause has no tool detail: its suspend reason ("budget: agent ...")
+		// would leave ": agent ..." once the tool name is cut off.
+		var bp api.BudgetPause
+		if err := json.Unmarshal(a.Args, &bp); err == nil && bp.Agent != "" {
+			p.Detail = bp.Detail()
+		} else if s, ok := rec.Suspend(); ok {
+			p.Detail = strings.TrimPrefix(s.Reason, "budget: ")
+		}
+	}
 	if s, ok := rec.Suspend(); ok && p.Detail == "" {
 		// A run recorded before __approval__ had a detail: its suspend reason reads
 		// "approval: <tool> <detail>" (see the agent's gate).

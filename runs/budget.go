@@ -30,7 +30,10 @@ func budgetMisfit(rec api.Record, d Decision) error {
 }
 
 // budgetDecided describes a recorded decision on a budget pause, or "" for a tool call's.
-func budgetDecided(id string, res api.DecideResult) string {
+// pause is the pause as the decider read it (nil when unknown): a raise that leaves its
+// reached bound still reached is said to be not enough, since the run then pauses again
+// at once and a waiting prompt keeps waiting for the next decision.
+func budgetDecided(id string, res api.DecideResult, pause *api.BudgetPause) string {
 	if res.Tool != api.CapabilityBudget {
 		return ""
 	}
@@ -44,6 +47,17 @@ func budgetDecided(id string, res api.DecideResult) string {
 		}
 		if r.Cost > 0 {
 			parts = append(parts, "+"+api.FormatCost(r.Cost))
+		}
+	}
+	if p, r := pause, res.Budget; p != nil && r != nil {
+		tokensShort := p.Tokens && p.MaxTokens > 0 && p.UsedTokens >= p.MaxTokens+r.Tokens
+		costShort := p.Cost && p.MaxCost > 0 && p.UsedCost >= p.MaxCost+r.Cost
+		if tokensShort || costShort {
+			after := *p
+			after.MaxTokens += r.Tokens
+			after.MaxCost += r.Cost
+			return fmt.Sprintf("raised the budget of run %s by %s (%s), which is not enough: agent %s %s, so it pauses again for another raise or a denial",
+				id, strings.Join(parts, " and "), res.CallID, p.Agent, strings.TrimPrefix(after.Detail(), "agent "+p.Agent+" "))
 		}
 	}
 	return fmt.Sprintf("raised the budget of run %s by %s (%s); the agent goes on", id, strings.Join(parts, " and "), res.CallID)

@@ -38,7 +38,17 @@ func TestBudgetMisfit(t *testing.T) {
 		t.Errorf("a decision without a raise is not budgetMisfit's: %v", err)
 	}
 	if got := budgetDecided("r1", api.DecideResult{CallID: "budget-3", Tool: api.CapabilityBudget, Action: api.DecideApprove,
-		Budget: &api.BudgetRaise{Tokens: 50000, Cost: 2.5}}); got != "raised the budget of run r1 by +50000 tokens and +$2.5000 (budget-3); the agent goes on" {
+		Budget: &api.BudgetRaise{Tokens: 50000, Cost: 2.5}}, nil); got != "raised the budget of run r1 by +50000 tokens and +$2.5000 (budget-3); the agent goes on" {
 		t.Errorf("budgetDecided = %q", got)
+	}
+	// A raise that leaves the reached bound reached says so: the run pauses again at once.
+	pause := &api.BudgetPause{Agent: "counter", Scope: api.BudgetScopeTurn, UsedTokens: 36, MaxTokens: 1, Tokens: true}
+	short := api.DecideResult{CallID: "budget-1.2", Tool: api.CapabilityBudget, Action: api.DecideApprove, Budget: &api.BudgetRaise{Tokens: 5}}
+	if got, want := budgetDecided("s", short, pause), "raised the budget of run s by +5 tokens (budget-1.2), which is not enough: agent counter used 36 of 6 tokens in this turn, so it pauses again for another raise or a denial"; got != want {
+		t.Errorf("budgetDecided of a short raise\n got %q\nwant %q", got, want)
+	}
+	short.Budget.Tokens = 36
+	if got := budgetDecided("s", short, pause); !strings.HasSuffix(got, "; the agent goes on") {
+		t.Errorf("a raise to a bound of 37 over 36 used: %q, want it to go on", got)
 	}
 }

@@ -245,7 +245,14 @@ func (c *Client) decideCall(ctx context.Context, rec api.Record, a api.ApprovalI
 		}
 		return "", fmt.Errorf("decide tool call %s of run %s: %w", req.CallID, id, err)
 	}
-	if what := budgetDecided(id, res); what != "" {
+	var pause *api.BudgetPause
+	if a.Capability == api.CapabilityBudget && a.CallID == res.CallID {
+		var p api.BudgetPause
+		if json.Unmarshal(a.Args, &p) == nil {
+			pause = &p
+		}
+	}
+	if what := budgetDecided(id, res, pause); what != "" {
 		return what, nil
 	}
 	switch {

@@ -49,8 +49,12 @@ type UsageReport struct {
 	Since *time.Time `json:"since,omitempty"`
 	Until *time.Time `json:"until,omitempty"`
 	By    string     `json:"by"`
-	// Runs counts the runs (sessions once each) read.
+	// Runs counts the runs (sessions once each) read; NoUsage those of them that made no
+	// model call (a workflow without agents, a run that failed first), which are in no row,
+	// so the rows' runs add up to Runs - NoUsage (more when a run's calls went to several
+	// agents or models: it counts in each of their rows).
 	Runs    int          `json:"runs"`
+	NoUsage int          `json:"runs_without_usage"`
 	Total   api.UsageSum `json:"total"`
 	Rows    []UsageRow   `json:"rows"`
 	Skipped []UsageSkip  `json:"skipped,omitempty"`
@@ -126,7 +130,8 @@ func (c *Client) Usage(ctx context.Context, req UsageRequest) (UsageReport, erro
 			continue
 		}
 		rep.Runs++
-		if rec.Usage == nil {
+		if rec.Usage == nil || rec.Usage.Calls == 0 {
+			rep.NoUsage++
 			continue
 		}
 		rep.Total.Merge(rec.Usage.UsageSum)
@@ -144,7 +149,10 @@ func (c *Client) Usage(ctx context.Context, req UsageRequest) (UsageReport, erro
 			r.Merge(sum)
 		}
 	}
+	// Sums of float prices carry noise (0.0005059999999999999): report nano-dollars.
+	rep.Total.Cost = api.RoundCost(rep.Total.Cost)
 	for _, r := range rows {
+		r.Cost = api.RoundCost(r.Cost)
 		rep.Rows = append(rep.Rows, *r)
 	}
 	sort.Slice(rep.Rows, func(i, j int) bool { return rep.Rows[i].Name < rep.Rows[j].Name })

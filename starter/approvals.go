@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/nexo-temporal/nexo/api"
 	"github.com/nexo-temporal/nexo/runs"
 )
 
@@ -58,13 +60,25 @@ func approvalsCmd() *command {
 				head += "\tEXPIRES"
 			}
 			fmt.Fprintln(tw, head)
+			calls, budgets := false, false
 			for _, p := range rows {
 				if p.Error != "" {
 					fmt.Fprintf(tw, "%s\t%s\t?\t?\t?\t%s\t\t\n", p.Agent, p.Run, p.Error)
 					continue
 				}
+				args := string(p.Args)
+				if p.Capability == api.CapabilityBudget {
+					// A budget pause's args are its figures, not a call's arguments.
+					budgets = true
+					var bp api.BudgetPause
+					if err := json.Unmarshal(p.Args, &bp); err == nil {
+						args = bp.Figures()
+					}
+				} else {
+					calls = true
+				}
 				line := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", p.Agent, p.Run, p.CallID, p.Tool, p.Capability,
-					cell(p.Detail, 40), cell(string(p.Args), 60), p.Since.Format(time.RFC3339))
+					cell(p.Detail, 60), cell(args, 60), p.Since.Format(time.RFC3339))
 				if expires {
 					line += "\t" + expiryCell(p.ExpiresAt, p.OnTimeout, p.Escalated)
 				}
@@ -73,7 +87,13 @@ func approvalsCmd() *command {
 			if err := tw.Flush(); err != nil {
 				return err
 			}
-			fmt.Fprintln(e.stdout, "decide with: starter approve <run> --call <call>  or  starter deny <run> --call <call> --reason TEXT")
+			if calls || !budgets {
+				fmt.Fprintln(e.stdout, "decide with: starter approve <run> --call <call>  or  starter deny <run> --call <call> --reason TEXT")
+			}
+			if budgets {
+				// A budget pause is approved with a raise only (approve --call alone is refused).
+				fmt.Fprintln(e.stdout, "budget pauses: starter approve <run> --budget +N (tokens) or --budget +$X (USD)  or  starter deny <run> --reason TEXT")
+			}
 			return nil
 		},
 	}

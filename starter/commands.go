@@ -137,8 +137,13 @@ func startRun(ctx context.Context, e *env, fs *pflag.FlagSet, req runs.StartRequ
 	}
 	asJSON, _ := fs.GetBool("json")
 	if wait, _ := fs.GetBool("wait"); wait {
+		// stdout gets the id as without --wait (the record with --json), so
+		// ID=$(starter run ... --wait) captures the id; the rest goes to stderr.
+		if !asJSON {
+			fmt.Fprintln(e.stdout, id)
+		}
 		fmt.Fprintf(e.stderr, "started %s run %s\n", what, id)
-		return waitRun(ctx, e, rc, id, 0, asJSON)
+		return waitRun(ctx, e, rc, id, 0, asJSON, false)
 	}
 	if asJSON {
 		return e.printJSON(map[string]string{"id": id})
@@ -148,8 +153,12 @@ func startRun(ctx context.Context, e *env, fs *pflag.FlagSet, req runs.StartRequ
 }
 
 // waitRun follows a run, printing each new event to stderr, until it closes or suspends
-// again after event afterSeq; then prints the outcome and what to do next.
-func waitRun(ctx context.Context, e *env, rc *runs.Client, id string, afterSeq int64, asJSON bool) error {
+// again after event afterSeq; then prints the outcome and what to do next, to stderr too,
+// so stdout holds one answer a script can capture: a command that starts a run has
+// printed its id (run, agent, rerun, fork), and one that decides or resumes a run
+// (result true) prints the run's result there when it ended done, nothing otherwise.
+// With asJSON the final record goes to stdout instead.
+func waitRun(ctx context.Context, e *env, rc *runs.Client, id string, afterSeq int64, asJSON, result bool) error {
 	last := afterSeq
 	var retries retryLines
 	rec, err := rc.Follow(ctx, id, func(rec api.Record) bool {
@@ -175,12 +184,15 @@ func waitRun(ctx context.Context, e *env, rc *runs.Client, id string, afterSeq i
 			return err
 		}
 	} else {
-		fmt.Fprintf(e.stdout, "run %s is %s\n", id, statusDetail(rec))
-		if rec.Status == api.StatusDone {
-			fmt.Fprintf(e.stdout, "result: %s\n", rec.Result)
+		fmt.Fprintf(e.stderr, "run %s is %s\n", id, statusDetail(rec))
+		switch {
+		case rec.Status == api.StatusDone && result:
+			fmt.Fprintf(e.stdout, "%s\n", rec.Result)
+		case rec.Status == api.StatusDone:
+			fmt.Fprintf(e.stderr, "result: %s\n", rec.Result)
 		}
 		if next := nextSteps(rec); next != "" {
-			fmt.Fprintln(e.stdout, next)
+			fmt.Fprintln(e.stderr, next)
 		}
 	}
 	if rec.Status == api.StatusFailed {
@@ -309,7 +321,11 @@ func printRecord(w io.Writer, rec api.Record) {
 	}
 	printRunUsage(row, rec.Usage)
 	if a, ok := rec.Approval(); ok && a.Capability == api.CapabilityBudget {
-		row("Pending", fmt.Sprintf("budget pause %s: %s", a.CallID, string(a.Args)))
+		text, readable := budgetPauseText(a)
+		if !readable {
+			text = string(a.Args)
+		}
+		row("Pending", fmt.Sprintf("budget pause %s: %s", a.CallID, text))
 	} else if ok {
 		row("Pending", fmt.Sprintf("tool call %s: %s (%s)", a.CallID, a.Tool, a.Capability))
 		if len(a.Args) > 0 && string(a.Args) != "null" {
@@ -510,10 +526,12 @@ func resumeCmd() *command {
 				fmt.Fprintf(e.stdout, "run %s resumes at %s\n", args[0], req.At.UTC().Format(time.RFC3339))
 				return nil
 			}
-			fmt.Fprintf(e.stdout, "resumed run %s\n", args[0])
 			if wait {
-				return waitRun(ctx, e, rc, args[0], lastSeq(before), false)
+				// stdout gets the run's result, once it is done (waitRun).
+				fmt.Fprintf(e.stderr, "resumed run %s\n", args[0])
+				return waitRun(ctx, e, rc, args[0], lastSeq(before), false, true)
 			}
+			fmt.Fprintf(e.stdout, "resumed run %s\n", args[0])
 			return nil
 		},
 	}
@@ -601,15 +619,19 @@ func decide(action string) func(ctx context.Context, e *env, fs *pflag.FlagSet, 
 		if err != nil {
 			return err
 		}
-		fmt.Fprintln(e.stdout, what)
-		if wait, _ := fs.GetBool("wait"); wait {
-			if agent, inst, ok := api.ParseSessionID(before.ID); ok {
-				a, _ := before.Approval()
-				return waitTurn(ctx, e, rc, agent, inst, a.CallID, lastSeq(before))
-			}
-			return waitRun(ctx, e, rc, args[0], lastSeq(before), false)
+		wait, _ := fs.GetBool("wait")
+		if !wait {
+			fmt.Fprintln(e.stdout, what)
+			return nil
 		}
-		return nil
+		// With --wait stdout gets the answer only (the run's result, a session turn's
+		// reply), so RESULT=$(starter approve <run> --wait) captures it; the rest is stderr.
+		fmt.Fprintln(e.stderr, what)
+		if agent, inst, ok := api.ParseSessionID(before.ID); ok {
+			a, _ := before.Approval()
+			return waitTurn(ctx, e, rc, agent, inst, a.CallID, lastSeq(before))
+		}
+		return waitRun(ctx, e, rc, args[0], lastSeq(before), false, true)
 	}
 }
 
@@ -777,7 +799,7 @@ func rerunCmd() *command {
 			}
 			fmt.Fprintln(e.stdout, id)
 			if wait, _ := fs.GetBool("wait"); wait {
-				return waitRun(ctx, e, rc, id, 0, false)
+				return waitRun(ctx, e, rc, id, 0, false, false)
 			}
 			return nil
 		},

@@ -53,7 +53,7 @@ func forkCmd() *command {
 			}
 			fmt.Fprintln(e.stdout, id)
 			if wait, _ := fs.GetBool("wait"); wait {
-				return waitRun(ctx, e, rc, id, 0, false)
+				return waitRun(ctx, e, rc, id, 0, false, false)
 			}
 			return nil
 		},

@@ -554,8 +554,23 @@ func printTurnInFlight(w io.Writer, rec api.Record) {
 	if !ok || rec.Status != api.StatusSuspended {
 		return
 	}
-	fmt.Fprintf(w, "\nPending: tool call %s: %s (%s) %s\n", a.CallID, a.Tool, a.Capability, argsText(a.Args))
+	if text, ok := budgetPauseText(a); ok {
+		fmt.Fprintf(w, "\nPending: budget pause %s: %s\n", a.CallID, text)
+	} else {
+		fmt.Fprintf(w, "\nPending: tool call %s: %s (%s) %s\n", a.CallID, a.Tool, a.Capability, argsText(a.Args))
+	}
 	fmt.Fprintln(w, nextSteps(rec))
+}
+
+// budgetPauseText is a budget pause for people, "agent counter used 36 of 1 tokens in this
+// turn (tokens 36 of 1 (reached), cost $0.000506)", and false for a tool call (or a pause
+// whose figures cannot be read).
+func budgetPauseText(a api.ApprovalInfo) (string, bool) {
+	var bp api.BudgetPause
+	if a.Capability != api.CapabilityBudget || json.Unmarshal(a.Args, &bp) != nil || bp.Agent == "" {
+		return "", false
+	}
+	return bp.Detail() + " (" + bp.Figures() + ")", true
 }
 
 func argsText(args json.RawMessage) string {
@@ -583,7 +598,12 @@ func noticeApprovals(ctx context.Context, e *env, rc *runs.Client, agent, inst s
 					return false
 				}
 				shown = a.CallID
-				fmt.Fprintf(e.stderr, "session %s is waiting for your approval of %s (call %s) %s\n", r.ID, a.Tool, a.CallID, argsText(a.Args))
+				if text, ok := budgetPauseText(a); ok {
+					// A budget pause: what it spent, not its JSON.
+					fmt.Fprintf(e.stderr, "session %s is waiting for your raise of its budget (call %s): %s\n", r.ID, a.CallID, text)
+				} else {
+					fmt.Fprintf(e.stderr, "session %s is waiting for your approval of %s (call %s) %s\n", r.ID, a.Tool, a.CallID, argsText(a.Args))
+				}
 				fmt.Fprintln(e.stderr, nextSteps(r))
 				return false
 			})
@@ -603,7 +623,9 @@ func noticeApprovals(ctx context.Context, e *env, rc *runs.Client, agent, inst s
 
 // waitTurn follows a session after a decision on tool call decided, printing its updates
 // to stderr, until the turn ends (its turn_end after afterSeq) or waits on another tool
-// call; then prints the outcome to stdout. A turn that failed is an error.
+// call; then prints the outcome to stderr as well, and the turn's reply alone to stdout
+// (as `session prompt` prints it), as waitRun does with a run's result. A turn that
+// failed is an error.
 func waitTurn(ctx context.Context, e *env, rc *runs.Client, agent, inst, decided string, afterSeq int64) error {
 	id := api.SessionID(agent, inst)
 	last := afterSeq
@@ -643,15 +665,15 @@ func waitTurn(ctx context.Context, e *env, rc *runs.Client, agent, inst, decided
 	}
 	switch {
 	case again.ID != "":
-		fmt.Fprintf(e.stdout, "session %s is %s\n", id, statusDetail(again))
-		fmt.Fprintln(e.stdout, nextSteps(again))
+		fmt.Fprintf(e.stderr, "session %s is %s\n", id, statusDetail(again))
+		fmt.Fprintln(e.stderr, nextSteps(again))
 		return nil
 	case end == nil:
 		rec, err := rc.Get(ctx, id)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(e.stdout, "session %s is %s\n", id, statusDetail(rec))
+		fmt.Fprintf(e.stderr, "session %s is %s\n", id, statusDetail(rec))
 		return nil
 	}
 	var d struct {
@@ -674,10 +696,10 @@ func waitTurn(ctx context.Context, e *env, rc *runs.Client, agent, inst, decided
 	if d.Error != "" {
 		return fmt.Errorf("turn %d of session %s failed: %s", d.Turn, id, d.Error)
 	}
-	fmt.Fprintf(e.stdout, "turn %d of session %s ended\n", d.Turn, id)
+	fmt.Fprintf(e.stderr, "turn %d of session %s ended\n", d.Turn, id)
 	if turn == nil {
 		return verr
 	}
-	fmt.Fprintf(e.stdout, "%s: %s\n", agent, turn.Reply)
+	fmt.Fprintln(e.stdout, turn.Reply)
 	return nil
 }

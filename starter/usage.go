@@ -85,6 +85,17 @@ func printUsageReport(e *env, rep runs.UsageReport) {
 		span = "started before " + rep.Until.Format(time.RFC3339)
 	}
 	fmt.Fprintf(e.stdout, "%d runs (%s)\n", rep.Runs, span)
+	// Say why the RUNS column does not add up to the total, when it does not.
+	inRows := 0
+	for _, r := range rep.Rows {
+		inRows += r.Runs
+	}
+	if rep.NoUsage > 0 {
+		fmt.Fprintf(e.stdout, "%d of them made no model call and are in no row\n", rep.NoUsage)
+	}
+	if inRows > rep.Runs-rep.NoUsage {
+		fmt.Fprintf(e.stdout, "a run whose calls went to several %ss counts in each of their rows\n", rep.By)
+	}
 	if rep.Truncated {
 		fmt.Fprintf(e.stdout, "only the newest %d runs are counted; narrow the range\n", runs.MaxUsageRuns)
 	}

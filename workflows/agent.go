@@ -504,9 +504,10 @@ func (rt *runtime) decideAndRun(ctx workflow.Context, spec agents.Spec, tools to
 		return errorResult("permission denied: %s", v.Reason), nil
 	}
 	res, err := rt.runAllowed(ctx, spec, tools, tool, mcpTool, call, pc, storeOver, note)
-	if err == nil && note != "" && mcpTool != nil {
-		// An MCP result is stored by reference only past api.DefaultStoreOver; then the
-		// model reads the stored result, without this line (RunTool writes it first).
+	if err == nil && note != "" && mcpTool != nil && !res.Noted {
+		// CallMCPTool writes the note before it stores a result (Noted), so a result by
+		// reference tells the model of the edit too. A result recorded before that, an
+		// error result, or one from a worker without it, gets the note here, as always.
 		res.Content = note + res.Content
 	}
 	return res, err
@@ -545,7 +546,7 @@ func (rt *runtime) runAllowed(ctx workflow.Context, spec agents.Spec, tools tool
 	}
 	defer release()
 	if mcpTool != nil {
-		return rt.callMCP(ctx, tools.servers[mcpTool.Server], *mcpTool, call, storeOver), nil
+		return rt.callMCP(ctx, tools.servers[mcpTool.Server], *mcpTool, call, storeOver, note), nil
 	}
 
 	req := api.RunToolRequest{RunID: rt.rec.ID, Sandbox: spec.Sandbox, CallID: call.ID, Tool: tool.Name,
@@ -675,9 +676,6 @@ func (rt *runtime) awaitApproval(ctx workflow.Context, call api.ToolCall, pc per
 	rt.pending = nil
 	delete(rt.rec.State, api.StateApproval)
 	delete(rt.rec.State, api.StateSuspend)
-	if rt.decided == nil {
-		rt.decided = map[string]string{}
-	}
 	how := d.Action + "d"
 	if d.Action == api.DecideAnswer {
 		how = "answered"
@@ -685,7 +683,7 @@ func (rt *runtime) awaitApproval(ctx workflow.Context, call api.ToolCall, pc per
 	if d.By != "" {
 		how += " by " + d.By
 	}
-	rt.decided[call.ID] = how
+	rt.rememberDecided(call.ID, how)
 	data := map[string]any{"call_id": call.ID, "tool": pc.Tool, "action": d.Action, "approved": d.Action == api.DecideApprove,
 		"reason": d.Reason, "by": d.By, "always": d.Always}
 	switch {
@@ -729,9 +727,9 @@ func (rt *runtime) collectOutputs(ctx workflow.Context, patterns []string) {
 
 // callMCP runs an allowed MCP call. A server that keeps failing after the bounded retries
 // gives the model an error result naming the server; the run goes on.
-func (rt *runtime) callMCP(ctx workflow.Context, server api.MCPServerSpec, tool api.MCPTool, call api.ToolCall, storeOver int) api.RunToolResult {
+func (rt *runtime) callMCP(ctx workflow.Context, server api.MCPServerSpec, tool api.MCPTool, call api.ToolCall, storeOver int, note string) api.RunToolResult {
 	req := api.CallMCPToolRequest{RunID: rt.rec.ID, CallID: call.ID, Server: server, Tool: tool.Name,
-		Args: json.RawMessage(orEmptyObject(call.Arguments)), StoreOver: storeOver}
+		Args: json.RawMessage(orEmptyObject(call.Arguments)), StoreOver: storeOver, Note: note}
 	var res api.RunToolResult
 	mctx := workflow.WithActivityOptions(ctx, mcpCallOptions())
 	if err := workflow.ExecuteActivity(mctx, api.ActivityCallMCPTool, req).Get(ctx, &res); err != nil {

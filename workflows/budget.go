@@ -201,9 +201,6 @@ func (rt *runtime) awaitBudget(ctx workflow.Context, p api.BudgetPause, callTag 
 	rt.pending = nil
 	delete(rt.rec.State, api.StateApproval)
 	delete(rt.rec.State, api.StateSuspend)
-	if rt.decided == nil {
-		rt.decided = map[string]string{}
-	}
 	how := "denied"
 	if d.Action == api.DecideApprove {
 		how = "raised by " + raiseText(*d.Budget)
@@ -211,7 +208,7 @@ func (rt *runtime) awaitBudget(ctx workflow.Context, p api.BudgetPause, callTag 
 	if d.By != "" {
 		how += " by " + d.By
 	}
-	rt.decided[callID] = how
+	rt.rememberDecided(callID, how)
 	rt.setStatus(ctx, api.StatusRunning)
 	return d, nil
 }
@@ -223,7 +220,7 @@ func raiseText(r api.BudgetRaise) string {
 		parts = append(parts, fmt.Sprintf("+%d tokens", r.Tokens))
 	}
 	if r.Cost > 0 {
-		parts = append(parts, "+"+api.FormatCost(r.Cost))
+		parts = append(parts, "+"+api.FormatCostRecorded(r.Cost))
 	}
 	return strings.Join(parts, " and ")
 }

@@ -99,6 +99,7 @@ type runtime struct {
 	resumeReady  bool
 	pending      *approvalWaiter
 	decided      map[string]string // tool call id → how it was decided (nexo.decide refuses a second decision)
+	decidedOrder []string          // the keys of decided, oldest first (a session carries the newest)
 
 	// agent state: human decisions remembered for the run, and the file versions the
 	// agent has read (for the read-before-write guard).

@@ -93,6 +93,7 @@ func runSession(ctx workflow.Context, in api.SessionInput, segmentBytes int) (ap
 			}
 		}
 		rt.stamps = s.carry.Stamps
+		rt.restoreDecided(s.carry.Decided) // "already decided", across continue-as-new
 		rt.restoreBudget(s.carry)
 		rt.carryHost(s.carry.Host) // the sandbox's host, across continue-as-new (hostq.go)
 		s.carry.Host = nil         // only a continue-as-new hands it on
@@ -302,6 +303,7 @@ func (s *session) snapshot(rt *runtime) api.SessionCarry {
 	} else {
 		c.Thread = s.conv.thread
 	}
+	c.Decided = rt.carryDecided()
 	rt.carryBudget(&c)
 	c.Segments = nil
 	for _, a := range rt.rec.Artifacts {

@@ -511,3 +511,69 @@ func TestPromptDuringHandoverIsTypedRefusal(t *testing.T) {
 		t.Errorf("detail = %+v (%v), want the session id and the refusing run", detail, err)
 	}
 }
+
+// TestSessionRemembersDecidedCallsAcrossContinueAsNew (hardening round two, item 13): a
+// decision on a call decided before the session continued as new is refused as "already
+// decided (how)", as it is within one run, not as an unknown call; the memory is carried,
+// bounded to the newest api.MaxCarriedDecisions calls.
+func TestSessionRemembersDecidedCallsAcrossContinueAsNew(t *testing.T) {
+	t.Parallel()
+	env := newEnv(t)
+	f := &agentFakes{spec: approveSpec(), script: []api.ChatMessage{
+		toolReply(call("write_file", `{"path":"notes.md","content":"hi"}`)), text("written")}}
+	f.register(env)
+	var out []promptResult
+	prompt(env, time.Minute, "write it", &out)
+	decideOnce(t, env, api.DecideRequest{Action: api.DecideApprove, By: "ada"})
+	env.ExecuteWorkflow(api.WorkflowSession, sessionInput(t, api.SessionInput{Agent: "scribe", Instance: "decided", ContinueAfterTurns: 1}))
+	var can *workflow.ContinueAsNewError
+	if err := env.GetWorkflowError(); !errors.As(err, &can) {
+		t.Fatalf("err = %v, want continue-as-new after one turn", err)
+	}
+	var next json.RawMessage
+	if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &next); err != nil {
+		t.Fatal(err)
+	}
+	var in api.SessionInput
+	if err := json.Unmarshal(next, &in); err != nil || in.Carry == nil {
+		t.Fatalf("continued input = %s (%v)", next, err)
+	}
+	if len(in.Carry.Decided) != 1 || in.Carry.Decided[0].How != "approved by ada" {
+		t.Fatalf("carried decisions = %+v, want the approved call", in.Carry.Decided)
+	}
+	decidedID := in.Carry.Decided[0].CallID
+
+	env2 := newEnv(t)
+	f2 := &agentFakes{spec: approveSpec()}
+	f2.register(env2)
+	var stale *decideOutcome
+	env2.RegisterDelayedCallback(func() {
+		stale = update(env2, api.DecideRequest{CallID: decidedID, Action: api.DecideApprove, ArgsSHA256: strings.Repeat("0", 64)})
+	}, time.Minute)
+	closeSession(env2, time.Hour)
+	in.ContinueAfterTurns = 0
+	env2.ExecuteWorkflow(api.WorkflowSession, sessionInput(t, in))
+	if err := env2.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if stale == nil || stale.err == nil || !strings.Contains(stale.err.Error(), "tool call "+decidedID+" was already decided (approved by ada)") {
+		t.Errorf("a decision on %s after continue-as-new = %+v, want it refused as already decided (approved by ada)", decidedID, stale)
+	}
+	var carry api.SessionCarry
+	if err := env2.GetWorkflowResult(&carry); err != nil || len(carry.Decided) != 1 || carry.Decided[0].CallID != decidedID {
+		t.Errorf("the closed session's carry keeps decisions %+v (%v), want %s still", carry.Decided, err, decidedID)
+	}
+
+	// Bounded: the newest MaxCarriedDecisions, oldest first.
+	var rt runtime
+	var many []api.DecidedCall
+	for i := range api.MaxCarriedDecisions + 44 {
+		many = append(many, api.DecidedCall{CallID: fmt.Sprintf("%d.1", i+1), How: "denied"})
+	}
+	rt.restoreDecided(many)
+	rt.rememberDecided("budget-301.2", "raised by +5 tokens")
+	got := rt.carryDecided()
+	if len(got) != api.MaxCarriedDecisions || got[0].CallID != "46.1" || got[len(got)-1].CallID != "budget-301.2" {
+		t.Errorf("carried %d decisions, first %+v last %+v; want the newest %d", len(got), got[0], got[len(got)-1], api.MaxCarriedDecisions)
+	}
+}

@@ -164,6 +164,41 @@ func (rt *runtime) compact(ctx workflow.Context, spec agents.Spec, c *conversati
 	return nil
 }
 
+// rememberDecided records that callID was decided, and how, so nexo.decide refuses a
+// second decision on it.
+func (rt *runtime) rememberDecided(callID, how string) {
+	if rt.decided == nil {
+		rt.decided = map[string]string{}
+	}
+	if _, ok := rt.decided[callID]; !ok {
+		rt.decidedOrder = append(rt.decidedOrder, callID)
+	}
+	rt.decided[callID] = how
+}
+
+// carryDecided is the newest api.MaxCarriedDecisions decided calls, oldest first, for a
+// session's continuation (and the carry a reopened session starts from).
+func (rt *runtime) carryDecided() []api.DecidedCall {
+	ids := rt.decidedOrder[max(0, len(rt.decidedOrder)-api.MaxCarriedDecisions):]
+	if len(ids) == 0 {
+		return nil
+	}
+	out := make([]api.DecidedCall, len(ids))
+	for i, id := range ids {
+		out[i] = api.DecidedCall{CallID: id, How: rt.decided[id]}
+	}
+	return out
+}
+
+// restoreDecided takes the decided calls a session's carry remembers.
+func (rt *runtime) restoreDecided(calls []api.DecidedCall) {
+	for _, d := range calls[max(0, len(calls)-api.MaxCarriedDecisions):] {
+		if d.CallID != "" {
+			rt.rememberDecided(d.CallID, d.How)
+		}
+	}
+}
+
 // carryApprovals encodes the run's remembered decisions for a continuation.
 func (rt *runtime) carryApprovals() json.RawMessage {
 	if len(rt.approvals.Always) == 0 && len(rt.approvals.Never) == 0 {
