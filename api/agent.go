@@ -273,6 +273,10 @@ type RunToolResult struct {
 	// Rebuilt is set when the host made the sandbox anew from Base for this call: what
 	// that restore could not bring back.
 	Rebuilt *RestoreManifestResult `json:"rebuilt,omitempty"`
+	// Egress is what the call's commands asked of the egress proxy (at most
+	// MaxEgressRecords; EgressDropped counts the rest): one `egress` event each.
+	Egress        []EgressRecord `json:"egress,omitempty"`
+	EgressDropped int            `json:"egress_dropped,omitempty"`
 }
 
 // CompactThreadRequest asks the CompactThread activity to shorten a thread: Messages are
