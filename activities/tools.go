@@ -159,7 +159,13 @@ func (a *Tools) RunTool(ctx context.Context, req api.RunToolRequest) (res api.Ru
 			timeout = time.Duration(min(n, 86400)) * time.Second // clamped first: a huge n would overflow past the cap
 		}
 		timeout = min(timeout, a.shellTimeout)
-		return a.shell(ctx, sb, cmd, timeout)
+		res, err := a.shell(ctx, sb, cmd, timeout)
+		if err == nil {
+			// What the command asked of the egress proxy: the workflow records an egress
+			// event for each (workflows/hostq.go).
+			res.Egress, res.EgressDropped = a.sandboxes.DrainEgress(req.RunID, req.Sandbox)
+		}
+		return res, err
 	case agents.ToolFetch:
 		u, ok := str("url")
 		if !ok || u == "" {

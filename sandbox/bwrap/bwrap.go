@@ -107,6 +107,8 @@ type Egress struct {
 	Port int
 	// Allow is the agent's allow list, for the model's instructions.
 	Allow []string
+	// Close, when set, is called when the sandbox closes: the session ends with it.
+	Close func() error
 }
 
 // Paths of the egress proxy's parts inside a sandbox.
@@ -311,6 +313,15 @@ func (s *Sandbox) wrap(argv []string) ([]string, []*os.File, error) {
 // dies with it).
 func (s *Sandbox) Shell(ctx context.Context, command string, timeout time.Duration) (sandbox.ShellResult, error) {
 	return s.Local.Shell(ctx, command, timeout)
+}
+
+// Close closes the workspace and ends the sandbox's egress session.
+func (s *Sandbox) Close(ctx context.Context) error {
+	err := s.Local.Close(ctx)
+	if s.egress != nil && s.egress.Close != nil {
+		err = errors.Join(err, s.egress.Close())
+	}
+	return err
 }
 
 // Instructions describes the sealed workspace to the model.

@@ -179,16 +179,15 @@ func (p *Proxy) Open(key string, spec api.EgressSpec) (*Session, error) {
 	return s, nil
 }
 
-// Close ends the session of key, if open.
-func (p *Proxy) CloseSession(key string) error {
+// forget drops s from the open sessions, if it is still the one of its key.
+func (p *Proxy) forget(s *Session) {
 	p.mu.Lock()
-	s := p.session[key]
-	delete(p.session, key)
-	p.mu.Unlock()
-	if s == nil {
-		return nil
+	defer p.mu.Unlock()
+	for k, o := range p.session {
+		if o == s {
+			delete(p.session, k)
+		}
 	}
-	return s.Close()
 }
 
 // Session returns the open session of key, or nil.

@@ -89,7 +89,8 @@ func newSession(p *Proxy, pol *policy, sock string, ln net.Listener) *Session {
 
 func (s *Session) serve() { _ = s.srv.Serve(s.ln) }
 
-// Close stops the session: no new connection, open ones cut.
+// Close stops the session: no new connection, open ones cut. The proxy forgets it, so
+// opening its key again makes a fresh one.
 func (s *Session) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -98,6 +99,7 @@ func (s *Session) Close() error {
 	}
 	s.closed = true
 	s.mu.Unlock()
+	s.p.forget(s)
 	err := s.srv.Close()
 	s.transport.CloseIdleConnections()
 	if errors.Is(err, http.ErrServerClosed) {
