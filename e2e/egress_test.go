@@ -171,3 +171,16 @@ func TestBubblewrapEgressInjectsCredential(t *testing.T) {
 		return nil
 	})
 }
+
+// TestEgressUnsetSecretRefusesStart: a worker whose agent injects a variable it does not
+// have refuses to start, naming the agent, the field and the variable.
+func TestEgressUnsetSecretRefusesStart(t *testing.T) {
+	requireBubblewrap(t)
+	t.Parallel()
+	p := newPlatform(t)
+	p.writeConfig(egressConfig("http://127.0.0.1:1/v1", "127.0.0.1:8080"))
+	r := p.runBin(bins.worker, "--dev")
+	if want := "agents[scribe].sandbox.egress.inject[0].value_env: NEXO_E2E_GIT_TOKEN: egress secret is not set on this worker"; r.code == 0 || !strings.Contains(r.stderr, want) {
+		t.Errorf("worker without the secret: exit %d, stderr %q; want a refusal saying %q", r.code, r.stderr, want)
+	}
+}
