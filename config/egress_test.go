@@ -75,3 +75,34 @@ func TestLoadAgentEgress(t *testing.T) {
 		})
 	}
 }
+
+// TestReadmeEgressAgent: the README's agent with egress loads as it shows it.
+func TestReadmeEgressAgent(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var blk string
+	for _, c := range strings.Split(string(b), "```yaml\n")[1:] {
+		c, _, _ = strings.Cut(c, "```")
+		if strings.Contains(c, "egress:") {
+			blk = c
+			break
+		}
+	}
+	if blk == "" {
+		t.Fatal("README has no ```yaml block with egress:")
+	}
+	dir := t.TempDir()
+	t.Chdir(dir)
+	if err := os.WriteFile(filepath.Join(dir, DefaultFile), []byte("llm: {base_url: http://x:1/v1}\n"+blk), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Load(LoadOptions{})
+	if err != nil {
+		t.Fatalf("the README's egress block: %v", err)
+	}
+	if e := cfg.Agents[0].Sandbox.Egress; e == nil || len(e.Allow) != 3 || len(e.Inject) != 1 || e.Inject[0].Host != "api.github.com" {
+		t.Errorf("the README's egress block loads as %+v", e)
+	}
+}
