@@ -263,7 +263,7 @@ func (s *Sandboxes) create(ctx context.Context, runID string, spec api.SandboxSp
 			if eerr != nil {
 				return nil, fmt.Errorf("sandbox of run %s: %w: %w", runID, ErrSandboxUnavailable, eerr)
 			}
-			opts.Egress = &bwrap.Egress{Forwarder: s.forwarder, Socket: sess.Socket, Bundle: s.egress.CABundle(),
+			opts.Egress = &bwrap.Egress{Forwarder: s.forwarder, Socket: sess.Socket, Token: sess.Token, Bundle: s.egress.CABundle(),
 				Allow: spec.Egress.Allow, Close: sess.Close}
 		}
 		sb, err = bwrap.New(dir, opts)

@@ -51,7 +51,7 @@ func BenchmarkShellStart(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	withEgress, err := New(filepath.Join(b.TempDir(), "ws"), Options{Egress: &Egress{Forwarder: fwd, Socket: sess.Socket, Bundle: proxy.CABundle()}})
+	withEgress, err := New(filepath.Join(b.TempDir(), "ws"), Options{Egress: &Egress{Forwarder: fwd, Socket: sess.Socket, Token: sess.Token, Bundle: proxy.CABundle()}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -101,6 +101,9 @@ type Egress struct {
 	Forwarder string
 	// Socket is the session's unix socket.
 	Socket string
+	// Token is the session's token, handed to the forwarder through a pipe (descriptor 4)
+	// for each command; never an argument, a variable or a file.
+	Token string
 	// Bundle is the CA bundle commands trust (the system's roots and the worker's CA).
 	Bundle string
 	// Port is where the forwarder listens inside the sandbox (egress.ForwardPort).
@@ -163,8 +166,8 @@ func New(dir string, opts Options) (*Sandbox, error) {
 	env := map[string]string{"PATH": shellPath, "HOME": s.dir, "LANG": "C.UTF-8", "TMPDIR": "/tmp"}
 	eg := opts.Egress
 	if eg != nil {
-		if eg.Forwarder == "" || eg.Socket == "" || eg.Bundle == "" {
-			return nil, fmt.Errorf("new bubblewrap sandbox: egress needs the forwarder, the socket and the CA bundle")
+		if eg.Forwarder == "" || eg.Socket == "" || eg.Bundle == "" || eg.Token == "" {
+			return nil, fmt.Errorf("new bubblewrap sandbox: egress needs the forwarder, the socket, its token and the CA bundle")
 		}
 		if eg.Port == 0 {
 			eg.Port = egress.ForwardPort
@@ -195,7 +198,7 @@ func New(dir string, opts Options) (*Sandbox, error) {
 		at := len(s.prefix) - 3 // before --chdir DIR --
 		binds := []string{"--ro-bind", eg.Forwarder, egressForwarder, "--ro-bind", eg.Bundle, egressBundle, "--bind", eg.Socket, egressSocket}
 		s.prefix = append(s.prefix[:at:at], append(binds, s.prefix[at:]...)...)
-		s.prefix = append(s.prefix, egressForwarder, strconv.Itoa(eg.Port), egressSocket, "--")
+		s.prefix = append(s.prefix, egressForwarder, strconv.Itoa(eg.Port), egressSocket, strconv.Itoa(tokenFD), "--")
 		s.egress = eg
 	}
 	if lim := limits(opts); len(lim) > 0 {
@@ -298,14 +301,35 @@ func limits(opts Options) []string {
 	return out
 }
 
-// wrap runs argv (sh -c CMD) under bwrap, with the seccomp filter as descriptor 3.
+// tokenFD is the descriptor the egress forwarder reads its session's token from: the
+// second of the command's extra files, after the seccomp filter.
+const tokenFD = 4
+
+// wrap runs argv (sh -c CMD) under bwrap, with the seccomp filter as descriptor 3 and,
+// with egress, a pipe holding the session's token as descriptor 4.
 func (s *Sandbox) wrap(argv []string) ([]string, []*os.File, error) {
 	filter, err := filterFile()
 	if err != nil {
 		return nil, nil, err
 	}
+	files := []*os.File{filter}
+	if s.egress != nil {
+		r, w, err := os.Pipe()
+		if err != nil {
+			filter.Close()
+			return nil, nil, fmt.Errorf("egress token pipe: %w", err)
+		}
+		_, err = w.WriteString(s.egress.Token) // well under a pipe's buffer
+		w.Close()
+		if err != nil {
+			r.Close()
+			filter.Close()
+			return nil, nil, fmt.Errorf("egress token pipe: %w", err)
+		}
+		files = append(files, r)
+	}
 	out := make([]string, 0, len(s.prefix)+len(argv))
-	return append(append(out, s.prefix...), argv...), []*os.File{filter}, nil
+	return append(append(out, s.prefix...), argv...), files, nil
 }
 
 // Shell runs command sealed in the workspace (see sandbox.Local.Shell for timeouts,

@@ -42,7 +42,7 @@ func TestEgressThroughProxy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := newWorld(t, Options{Egress: &Egress{Forwarder: fwd, Socket: sess.Socket, Bundle: p.CABundle(), Allow: spec.Allow}})
+	w := newWorld(t, Options{Egress: &Egress{Forwarder: fwd, Socket: sess.Socket, Token: sess.Token, Bundle: p.CABundle(), Allow: spec.Allow}})
 
 	res := run(t, w.sb, "curl -sS "+srv.URL+"/x")
 	if want := "auth=Bearer " + secret; res.ExitCode != 0 || res.Stdout != want {
@@ -52,6 +52,11 @@ func TestEgressThroughProxy(t *testing.T) {
 	res = run(t, w.sb, "env; cat /proc/self/environ /proc/1/environ; grep -r . "+w.dir+" 2>/dev/null; echo done")
 	if strings.Contains(res.Stdout+res.Stderr, secret) || !strings.Contains(res.Stdout, "HTTPS_PROXY=http://127.0.0.1:3128") {
 		t.Errorf("the sandbox sees the secret, or no proxy: %q", res.Stdout)
+	}
+	// Nor its session's token: not an argument, an environment or a descriptor left open.
+	res = run(t, w.sb, "cat /proc/[0-9]*/cmdline /proc/[0-9]*/environ 2>/dev/null; cat <&4 2>/dev/null; ls -l /proc/self/fd; echo done")
+	if strings.Contains(res.Stdout, sess.Token) || !strings.Contains(res.Stdout, "done") {
+		t.Errorf("the sandbox can read the session's token: %q", res.Stdout)
 	}
 	res = run(t, w.sb, "curl -sS -o /dev/null -w '%{http_code}' http://127.0.0.2:"+u.Port()+"/; echo; curl -sS http://127.0.0.2:"+u.Port()+"/")
 	if want := "403\negress to 127.0.0.2:" + u.Port() + " is not allowed for agent box\n"; res.Stdout != want {

@@ -40,7 +40,7 @@ func BenchmarkEgress(b *testing.B) {
 		{"direct", &http.Transport{DisableKeepAlives: true}},
 		{"proxy", &http.Transport{DisableKeepAlives: true, Proxy: http.ProxyURL(proxy),
 			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-				return (&net.Dialer{}).DialContext(ctx, "unix", s.Socket)
+				return dialSession(ctx, s)
 			}}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {

@@ -19,6 +19,8 @@ package egress
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -173,7 +175,13 @@ func (p *Proxy) Open(key string, spec api.EgressSpec) (*Session, error) {
 		ln.Close()
 		return nil, fmt.Errorf("open egress session: %w", err)
 	}
+	tok := make([]byte, 32)
+	if _, err := rand.Read(tok); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("open egress session: %w", err)
+	}
 	s := newSession(p, pol, sock, ln)
+	s.Token = hex.EncodeToString(tok)
 	p.session[key] = s
 	go s.serve()
 	return s, nil

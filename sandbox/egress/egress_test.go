@@ -130,6 +130,19 @@ func TestDialTargetMatrix(t *testing.T) {
 	}
 }
 
+// dialSession connects to the session's socket as the forwarder does: the token line first.
+func dialSession(ctx context.Context, s *Session) (net.Conn, error) {
+	c, err := (&net.Dialer{}).DialContext(ctx, "unix", s.Socket)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := io.WriteString(c, s.Token+"\n"); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
 // client is an HTTP client whose proxy is the session's socket, as the sandbox's
 // forwarder makes it; roots verifies the TLS servers it talks to.
 func client(s *Session, roots *x509.CertPool) *http.Client {
@@ -137,7 +150,7 @@ func client(s *Session, roots *x509.CertPool) *http.Client {
 	return &http.Client{Transport: &http.Transport{
 		Proxy: http.ProxyURL(proxy),
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, "unix", s.Socket)
+			return dialSession(ctx, s)
 		},
 		TLSClientConfig:   &tls.Config{RootCAs: roots},
 		DisableKeepAlives: true,
@@ -226,7 +239,7 @@ func TestDeniedHostGets403(t *testing.T) {
 		t.Errorf("CONNECT to an unlisted host: %v, want a 403 Forbidden", err)
 	}
 	// Origin-form: the proxy has no pages of its own.
-	conn, err := net.Dial("unix", s.Socket)
+	conn, err := dialSession(context.Background(), s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -370,4 +383,32 @@ func TestCABundle(t *testing.T) {
 func readFile(p string) (string, error) {
 	b, err := os.ReadFile(p)
 	return string(b), err
+}
+
+// TestSocketNeedsToken: a process of the worker's user that opens a session's socket
+// without the session's token (a local-tier command that found it) gets nothing: the
+// connection is closed unanswered and nothing is recorded.
+func TestSocketNeedsToken(t *testing.T) {
+	t.Parallel()
+	srv := headerServer(false)
+	defer srv.Close()
+	u, _ := url.Parse(srv.URL)
+	p := newProxy(t, Options{})
+	s := openSession(t, p, api.EgressSpec{Allow: []string{u.Host},
+		Inject: []api.EgressInject{{Host: "127.0.0.1", Header: "Authorization", ValueEnv: "TOKEN"}}})
+	for _, first := range []string{"", "wrong-token\n", strings.Repeat("a", 64) + "\n"} {
+		c, err := net.Dial("unix", s.Socket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(c, "%sGET %s/ HTTP/1.1\r\nHost: %s\r\n\r\n", first, srv.URL, u.Host)
+		b, _ := io.ReadAll(c)
+		c.Close()
+		if len(b) != 0 {
+			t.Errorf("a connection starting %q got an answer: %q", first, b)
+		}
+	}
+	if recs, _ := s.Drain(time.Second); len(recs) != 0 {
+		t.Errorf("records = %+v, want none", recs)
+	}
 }

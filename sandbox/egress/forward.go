@@ -16,11 +16,15 @@ import (
 // ForwarderName is the name the worker's executable answers to as the forwarder inside a
 // sandbox: run under that name (argv[0]), any binary that links this package becomes
 //
-//	nexo-egress-forward PORT SOCKET -- COMMAND [ARG...]
+//	nexo-egress-forward PORT SOCKET TOKENFD -- COMMAND [ARG...]
 //
-// which listens on 127.0.0.1:PORT, relays every connection made there to the unix
-// socket SOCKET (the session's, bound into the sandbox), runs COMMAND, and exits with its
-// status. The sandbox has no network of its own: this is its only way out.
+// which reads the session's token from descriptor TOKENFD (a pipe the worker wrote it
+// to), makes itself non-dumpable, listens on 127.0.0.1:PORT, relays every connection
+// made there to the unix socket SOCKET (the session's, bound into the sandbox) after the
+// token line, runs COMMAND, and exits with its status. The sandbox has no network of its
+// own: this is its only way out. The token keeps other processes of the worker's user
+// (a local-tier command) from using a session's socket, and its credentials, as their
+// own: it never is in an argument, an environment or a file.
 const ForwarderName = "nexo-egress-forward"
 
 // ForwardPort is the port the forwarder listens on inside a sandbox (its own network
@@ -41,20 +45,31 @@ func forwardMain(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, ForwarderName+": "+format+"\n", a...)
 		return 127
 	}
-	if len(args) < 4 || args[2] != "--" {
-		return fail("usage: %s PORT SOCKET -- COMMAND [ARG...]", ForwarderName)
+	if len(args) < 5 || args[3] != "--" {
+		return fail("usage: %s PORT SOCKET TOKENFD -- COMMAND [ARG...]", ForwarderName)
 	}
 	port, err := strconv.Atoi(args[0])
 	if err != nil || port < 1 || port > 65535 {
 		return fail("port %q is not between 1 and 65535", args[0])
 	}
-	sock, argv := args[1], args[3:]
+	fd, err := strconv.Atoi(args[2])
+	if err != nil || fd < 3 {
+		return fail("token descriptor %q is not a descriptor above 2", args[2])
+	}
+	nonDumpable()
+	tf := os.NewFile(uintptr(fd), "token")
+	tok, err := io.ReadAll(io.LimitReader(tf, tokenMax+1))
+	tf.Close() // the command must not inherit it
+	if err != nil || len(tok) == 0 || len(tok) > tokenMax {
+		return fail("read the session token from descriptor %d: %v", fd, err)
+	}
+	sock, argv := args[1], args[4:]
 	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 	if err != nil {
 		return fail("listen for the sandbox's proxy: %v", err)
 	}
 	defer ln.Close()
-	go relay(ln, sock)
+	go relay(ln, sock, append(tok, '\n'))
 
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
@@ -86,7 +101,7 @@ func forwardMain(args []string, stderr io.Writer) int {
 
 // relay accepts the sandbox's connections and splices each to a fresh connection to the
 // proxy's socket.
-func relay(ln net.Listener, sock string) {
+func relay(ln net.Listener, sock string, token []byte) {
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -99,6 +114,9 @@ func relay(ln net.Listener, sock string) {
 				return
 			}
 			defer u.Close()
+			if _, err := u.Write(token); err != nil {
+				return
+			}
 			done := make(chan struct{})
 			go func() {
 				_, _ = io.Copy(u, c)

@@ -3,6 +3,7 @@ package egress
 import (
 	"bufio"
 	"context"
+	"crypto/subtle"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -23,6 +24,9 @@ import (
 type Session struct {
 	// Socket is the unix socket the sandbox's forwarder connects to.
 	Socket string
+	// Token is what the forwarder sends first on each connection: a connection without
+	// it is closed unanswered. The sandbox's forwarder gets it through a pipe.
+	Token string
 
 	p   *Proxy
 	pol *policy
@@ -87,7 +91,80 @@ func newSession(p *Proxy, pol *policy, sock string, ln net.Listener) *Session {
 	return s
 }
 
-func (s *Session) serve() { _ = s.srv.Serve(s.ln) }
+func (s *Session) serve() { _ = s.srv.Serve(newTokenListener(s.ln, []byte(s.Token))) }
+
+// tokenMax bounds the token line.
+const tokenMax = 128
+
+// tokenListener passes on only the connections that start with the session's token line;
+// each is checked on its own goroutine, so a connection that sends nothing holds up no
+// other.
+type tokenListener struct {
+	net.Listener
+	ok   chan net.Conn
+	err  chan error
+	done chan struct{}
+	once sync.Once
+}
+
+func newTokenListener(ln net.Listener, token []byte) *tokenListener {
+	l := &tokenListener{Listener: ln, ok: make(chan net.Conn), err: make(chan error, 1), done: make(chan struct{})}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				l.err <- err
+				return
+			}
+			go func() {
+				if !checkToken(c, token) {
+					c.Close()
+					return
+				}
+				select {
+				case l.ok <- c:
+				case <-l.done:
+					c.Close()
+				}
+			}()
+		}
+	}()
+	return l
+}
+
+func (l *tokenListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.ok:
+		return c, nil
+	case err := <-l.err:
+		l.err <- err // every later Accept fails too
+		return nil, err
+	}
+}
+
+func (l *tokenListener) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return l.Listener.Close()
+}
+
+// checkToken reads the first line of c, byte by byte (nothing after it is consumed), and
+// compares it with token in constant time.
+func checkToken(c net.Conn, token []byte) bool {
+	_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	defer c.SetReadDeadline(time.Time{})
+	line := make([]byte, 0, len(token))
+	b := make([]byte, 1)
+	for len(line) <= tokenMax {
+		if _, err := c.Read(b); err != nil {
+			return false
+		}
+		if b[0] == '\n' {
+			return subtle.ConstantTimeCompare(line, token) == 1
+		}
+		line = append(line, b[0])
+	}
+	return false
+}
 
 // Close stops the session: no new connection, open ones cut. The proxy forgets it, so
 // opening its key again makes a fresh one.
