@@ -20,8 +20,8 @@ package egress
 import (
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"crypto/x509"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
