@@ -1,6 +1,7 @@
 package bwrap
 
 import (
+	"crypto/x509"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -76,5 +77,49 @@ func TestEgressThroughProxy(t *testing.T) {
 	}
 	if w.sb.Instructions() == InstructionsFor(w.dir) || !strings.Contains(w.sb.Instructions(), u.Host) {
 		t.Errorf("instructions do not tell the model of its hosts: %s", w.sb.Instructions())
+	}
+}
+
+// TestEgressHTTPSThroughProxy: a sealed curl to an https inject host trusts the proxy's
+// CA through the bundle in its environment (no -k), and the server, reached over TLS the
+// proxy verified, gets the header.
+func TestEgressHTTPSThroughProxy(t *testing.T) {
+	requireBwrap(t)
+	if _, err := os.Stat("/usr/bin/curl"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("curl is missing under CI (.ci/run installs it): %v", err)
+		}
+		t.Skip("no /usr/bin/curl on this host")
+	}
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "auth=%s", r.Header.Get("Authorization"))
+	}))
+	defer srv.Close()
+	u, _ := url.Parse(srv.URL)
+	roots := x509.NewCertPool()
+	roots.AddCert(srv.Certificate())
+	p, err := egress.New(egress.Options{Dir: t.TempDir(), UpstreamRoots: roots, LookupEnv: func(n string) (string, bool) { return secret, n == "GIT_TOKEN" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	spec := api.EgressSpec{Agent: "box", Allow: []string{u.Host},
+		Inject: []api.EgressInject{{Host: "127.0.0.1", Header: "Authorization", ValueEnv: "GIT_TOKEN", Format: "token {}"}}}
+	sess, err := p.Open("run-tls", spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fwd, err := egress.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newWorld(t, Options{Egress: &Egress{Forwarder: fwd, Socket: sess.Socket, Token: sess.Token, Bundle: p.CABundle(), Allow: spec.Allow}})
+	res := run(t, w.sb, "curl -sS "+srv.URL+"/api")
+	if want := "auth=token " + secret; res.ExitCode != 0 || res.Stdout != want {
+		t.Fatalf("curl https through the proxy = %d %q %q, want %q", res.ExitCode, res.Stdout, res.Stderr, want)
+	}
+	recs, _ := sess.Drain(time.Second)
+	if len(recs) != 1 || recs[0].Method != "GET" || recs[0].Status != 200 || recs[0].Injected != "Authorization" {
+		t.Errorf("records = %+v, want the decrypted GET", recs)
 	}
 }
