@@ -45,7 +45,8 @@ agents:
 // the worker's egress proxy to a loopback server, which gets the injected header; the
 // command's environment, /proc/self/environ, /proc/1/environ, its workspace, the tool
 // results, the run record, the history and the store hold no trace of the secret; an
-// unlisted host gets the proxy's 403 with its reason, and both requests are egress events.
+// unlisted host and the cloud metadata address get the proxy's 403 with its reason, and
+// every request is an egress event.
 func TestBubblewrapEgressInjectsCredential(t *testing.T) {
 	requireBubblewrap(t)
 	if _, err := os.Stat("/usr/bin/curl"); err != nil {
@@ -74,7 +75,8 @@ func TestBubblewrapEgressInjectsCredential(t *testing.T) {
 		fakellm.Reply{ToolCalls: []fakellm.Call{shellCall("curl -sS " + srv.URL + "/repo")}},
 		fakellm.Reply{ToolCalls: []fakellm.Call{shellCall("env; tr '\\0' '\\n' < /proc/self/environ; tr '\\0' '\\n' < /proc/1/environ; " +
 			"grep -r ghp- . ; cat /proc/[0-9]*/environ | tr '\\0' '\\n' | grep -c NEXO_E2E; echo END")}},
-		fakellm.Reply{ToolCalls: []fakellm.Call{shellCall("curl -sS -w ' %{http_code}' http://127.0.0.2:" + port + "/")}},
+		fakellm.Reply{ToolCalls: []fakellm.Call{shellCall("curl -sS -w ' %{http_code}' http://127.0.0.2:" + port + "/; " +
+			"curl -sS -w ' %{http_code}' http://169.254.169.254/latest/meta-data/")}},
 		fakellm.Reply{Content: "Done."},
 	)
 	p := newPlatform(t)
@@ -120,8 +122,14 @@ func TestBubblewrapEgressInjectsCredential(t *testing.T) {
 	if want := "egress to 127.0.0.2:" + port + " is not allowed for agent scribe\n 403"; !strings.Contains(results[2], want) {
 		t.Errorf("unlisted host: %q, want %q", results[2], want)
 	}
-	if len(egress) != 2 {
-		t.Fatalf("egress events = %v, want 2", egress)
+	if want := "egress to 169.254.169.254:80 is not allowed for agent scribe\n 403"; !strings.Contains(results[2], want) {
+		t.Errorf("metadata address: %q, want %q", results[2], want)
+	}
+	if len(egress) != 3 {
+		t.Fatalf("egress events = %v, want 3", egress)
+	}
+	if e := egress[2]; e["host"] != "169.254.169.254" || e["status"] != float64(403) {
+		t.Errorf("third egress event = %v, want the metadata address refused", e)
 	}
 	if e := egress[0]; e["host"] != "127.0.0.1" || e["method"] != "GET" || e["status"] != float64(200) || e["injected"] != "Authorization" || e["bytes_down"] != float64(len("repo contents")) {
 		t.Errorf("first egress event = %v", e)
