@@ -106,6 +106,9 @@ func (r EgressRule) CoversHost(host string) bool {
 	return r.Admits(host, 443)
 }
 
+// awsMetadataV6 is AWS's IPv6 instance metadata address (fd00:ec2::254).
+var awsMetadataV6 = net.ParseIP("fd00:ec2::254")
+
 // ParseEgressRule reads an Allow entry, or says what is wrong with it.
 func ParseEgressRule(entry string) (EgressRule, error) {
 	e := strings.TrimSpace(entry)
@@ -130,6 +133,9 @@ func ParseEgressRule(entry string) (EgressRule, error) {
 	}
 	host = strings.ToLower(strings.TrimSuffix(host, "."))
 	if ip := net.ParseIP(host); ip != nil {
+		if ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() || ip.Equal(awsMetadataV6) {
+			return EgressRule{}, fmt.Errorf("%q is a link-local or cloud metadata address, which the egress proxy never reaches", entry)
+		}
 		r.Host, r.IP = ip.String(), ip
 		return r, nil
 	}

@@ -27,6 +27,8 @@ func TestLoadAgentEgress(t *testing.T) {
 			`agents[box].sandbox.egress.allow[0]: "api.*.com" is not a host`},
 		{"bad port", `{type: bubblewrap, egress: {allow: ["example.com:0"]}}`,
 			`agents[box].sandbox.egress.allow[0]: "example.com:0": port "0" is not between 1 and 65535`},
+		{"metadata address", `{type: bubblewrap, egress: {allow: ["169.254.169.254:80"]}}`,
+			`agents[box].sandbox.egress.allow[0]: "169.254.169.254:80" is a link-local or cloud metadata address`},
 		{"empty allow", `{type: bubblewrap, egress: {allow: []}}`,
 			`agents[box].sandbox.egress.allow: is empty`},
 		{"inject for a host not allowed", `{type: bubblewrap, egress: {allow: [example.com], inject: [{host: api.github.com, header: Authorization, value_env: T}]}}`,

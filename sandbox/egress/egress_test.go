@@ -112,8 +112,7 @@ func TestDialTargetMatrix(t *testing.T) {
 		{[]string{"127.0.0.1:9090"}, "127.0.0.1", 8080, "", "egress to 127.0.0.1:8080 is not allowed for agent box"},
 		{[]string{"*.example.com"}, "127.0.0.1", 443, "", "egress to 127.0.0.1:443 is not allowed for agent box"},
 		{[]string{"10.0.0.1"}, "10.0.0.1", 443, "10.0.0.1:443", ""},
-		{[]string{"169.254.169.254:80"}, "169.254.169.254", 80, "", "169.254.169.254 is a link-local or cloud metadata address, never reached"},
-		{[]string{"fd00:ec2::254"}, "fd00:ec2::254", 443, "", "fd00:ec2::254 is a link-local or cloud metadata address, never reached"},
+		{[]string{"*.example.com"}, "169.254.169.254", 80, "", "egress to 169.254.169.254:80 is not allowed for agent box"},
 		{[]string{"nowhere.example.com"}, "nowhere.example.com", 443, "", "nowhere.example.com does not resolve"},
 	} {
 		t.Run(fmt.Sprintf("%v/%s:%d", tc.allow, tc.host, tc.port), func(t *testing.T) {
@@ -410,5 +409,25 @@ func TestSocketNeedsToken(t *testing.T) {
 	}
 	if recs, _ := s.Drain(time.Second); len(recs) != 0 {
 		t.Errorf("records = %+v, want none", recs)
+	}
+}
+
+// TestGuardMetadataAlways: the SSRF guard refuses link-local and metadata addresses even
+// where an allow entry names them exactly (the config refuses such entries too), and lets
+// an exactly named loopback or private address through.
+func TestGuardMetadataAlways(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		ip    string
+		exact bool
+		ok    bool
+	}{
+		{"169.254.169.254", true, false}, {"fd00:ec2::254", true, false}, {"fe80::1", true, false},
+		{"127.0.0.1", false, false}, {"127.0.0.1", true, true}, {"10.1.2.3", false, false}, {"10.1.2.3", true, true},
+		{"203.0.113.7", false, true},
+	} {
+		if got := guard(net.ParseIP(tc.ip), tc.exact) == ""; got != tc.ok {
+			t.Errorf("guard(%s, exact %v) lets it through: %v, want %v", tc.ip, tc.exact, got, tc.ok)
+		}
 	}
 }
