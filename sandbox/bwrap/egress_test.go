@@ -71,6 +71,10 @@ func TestEgressThroughProxy(t *testing.T) {
 	if res.ExitCode == 0 {
 		t.Errorf("a command reached the host's server without the proxy: %q", res.Stdout)
 	}
+	// The forwarder runs the command and passes on its status and output.
+	if res := run(t, w.sb, "echo out; echo err >&2; exit 3"); res.ExitCode != 3 || res.Stdout != "out\n" || res.Stderr != "err\n" {
+		t.Errorf("a failing command under the forwarder = %d %q %q, want 3 out err", res.ExitCode, res.Stdout, res.Stderr)
+	}
 	recs, _ := sess.Drain(time.Second)
 	if len(recs) != 3 || recs[0].Status != 200 || recs[0].Injected != "Authorization" || recs[1].Status != 403 || recs[2].Status != 403 {
 		t.Errorf("records = %+v, want the allowed GET and two refusals", recs)
