@@ -78,9 +78,9 @@ func TestLoadAgentEgress(t *testing.T) {
 	}
 }
 
-// TestReadmeEgressAgent: the README's agent with egress loads as it shows it.
+// TestReadmeEgressAgent: the agent with egress of docs/sandboxes.md loads as it shows it.
 func TestReadmeEgressAgent(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "README.md"))
+	b, err := os.ReadFile(filepath.Join("..", "docs", "sandboxes.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +93,7 @@ func TestReadmeEgressAgent(t *testing.T) {
 		}
 	}
 	if blk == "" {
-		t.Fatal("README has no ```yaml block with egress:")
+		t.Fatal("docs/sandboxes.md has no ```yaml block with egress:")
 	}
 	dir := t.TempDir()
 	t.Chdir(dir)
@@ -102,9 +102,9 @@ func TestReadmeEgressAgent(t *testing.T) {
 	}
 	cfg, err := Load(LoadOptions{})
 	if err != nil {
-		t.Fatalf("the README's egress block: %v", err)
+		t.Fatalf("the egress block of docs/sandboxes.md: %v", err)
 	}
 	if e := cfg.Agents[0].Sandbox.Egress; e == nil || len(e.Allow) != 3 || len(e.Inject) != 1 || e.Inject[0].Host != "api.github.com" {
-		t.Errorf("the README's egress block loads as %+v", e)
+		t.Errorf("the egress block of docs/sandboxes.md loads as %+v", e)
 	}
 }
