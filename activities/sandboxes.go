@@ -14,6 +14,7 @@ import (
 	"github.com/nexo-temporal/nexo/sandbox"
 	"github.com/nexo-temporal/nexo/sandbox/bwrap"
 	"github.com/nexo-temporal/nexo/sandbox/docker"
+	"github.com/nexo-temporal/nexo/sandbox/egress"
 )
 
 // ErrSandboxUnavailable: the spec names a sandbox this worker cannot provide.
@@ -29,6 +30,10 @@ type Sandboxes struct {
 	docker *docker.Manager
 	// bwrap is the bwrap executable when bubblewrap sandboxes were probed and work here.
 	bwrap string
+	// egress is the worker's egress proxy and forwarder the executable sandboxes run as
+	// its forwarder, when egress is enabled here.
+	egress    *egress.Proxy
+	forwarder string
 
 	mu   sync.Mutex
 	live map[string]sandbox.Sandbox
@@ -69,6 +74,27 @@ func (s *Sandboxes) WithDocker(m *docker.Manager) *Sandboxes {
 func (s *Sandboxes) WithBubblewrap(bin string) *Sandboxes {
 	s.bwrap = bin
 	return s
+}
+
+// WithEgress enables sandbox.egress on this worker's bubblewrap sandboxes: each gets a
+// session of proxy, and runs forwarder (the worker's own executable) as its way out.
+func (s *Sandboxes) WithEgress(proxy *egress.Proxy, forwarder string) *Sandboxes {
+	s.egress, s.forwarder = proxy, forwarder
+	return s
+}
+
+// DrainEgress returns what the commands of the run's sandbox asked of the egress proxy
+// since the last drain (see egress.Session.Drain), waiting up to a second for requests
+// still being answered. Nothing when the sandbox has no egress or no session here.
+func (s *Sandboxes) DrainEgress(runID string, spec api.SandboxSpec) ([]api.EgressRecord, int) {
+	if spec.Egress == nil || s.egress == nil {
+		return nil, 0
+	}
+	sess := s.egress.Session(liveKey(runID, spec))
+	if sess == nil {
+		return nil, 0
+	}
+	return sess.Drain(time.Second)
 }
 
 // BubblewrapOptions turns a spec into the bubblewrap tier's options; a bad memory size is
@@ -229,7 +255,21 @@ func (s *Sandboxes) create(ctx context.Context, runID string, spec api.SandboxSp
 		}
 		opts.Bwrap = s.bwrap
 		opts.RefuseHardLinks = spec.Dir != ""
+		if spec.Egress != nil {
+			if s.egress == nil {
+				return nil, fmt.Errorf("sandbox of run %s: egress: %w (this worker runs no egress proxy)", runID, ErrSandboxUnavailable)
+			}
+			sess, eerr := s.egress.Open(liveKey(runID, spec), *spec.Egress)
+			if eerr != nil {
+				return nil, fmt.Errorf("sandbox of run %s: %w: %w", runID, ErrSandboxUnavailable, eerr)
+			}
+			opts.Egress = &bwrap.Egress{Forwarder: s.forwarder, Socket: sess.Socket, Token: sess.Token, Bundle: s.egress.CABundle(),
+				Allow: spec.Egress.Allow, Close: sess.Close}
+		}
 		sb, err = bwrap.New(dir, opts)
+		if err != nil && opts.Egress != nil {
+			_ = opts.Egress.Close()
+		}
 	case api.SandboxVirtual:
 		v := sandbox.NewVirtual()
 		if s.restoreVirtual != nil && !rebuilding {
@@ -300,6 +340,9 @@ func (s *Sandboxes) Instructions(ctx context.Context, runID string, spec api.San
 		dir := spec.Dir
 		if dir == "" {
 			dir = filepath.Join(s.root, runID)
+		}
+		if spec.Egress != nil {
+			return bwrap.InstructionsEgress(dir, spec.Egress.Allow)
 		}
 		return bwrap.InstructionsFor(dir)
 	}

@@ -35,7 +35,7 @@ const (
 // ResolveAgent returns the configured definition of the agent called name.
 func (a *Model) ResolveAgent(_ context.Context, name string) (agents.Spec, error) {
 	if s, ok := a.agents[name]; ok {
-		return a.withEndpoint(a.withNotify(a.withRetryBudget(s))), nil
+		return a.withEndpoint(a.withNotify(a.withRetryBudget(withEgressAgent(s)))), nil
 	}
 	known := make([]string, 0, len(a.agents))
 	for n := range a.agents {
@@ -53,7 +53,17 @@ func (a *Model) ResolveAgent(_ context.Context, name string) (agents.Spec, error
 		api.ErrTypeAgentUnavailable, nil)
 }
 
-// toolError is a result the model sees.
+// withEgressAgent names the agent in its egress spec, for the proxy's refusals; a copy, so
+// the configured spec stays as it was.
+func withEgressAgent(s agents.Spec) agents.Spec {
+	if e := s.Sandbox.Egress; e != nil && e.Agent == "" {
+		c := *e
+		c.Agent = s.Name
+		s.Sandbox.Egress = &c
+	}
+	return s
+}
+
 // headUTF8 returns s cut to at most n bytes, moved back to the start of a character when n
 // falls inside one (at most 3 bytes back; bytes that are not UTF-8 are cut where they are).
 func headUTF8[T ~string | ~[]byte](s T, n int) T {
@@ -149,7 +159,13 @@ func (a *Tools) RunTool(ctx context.Context, req api.RunToolRequest) (res api.Ru
 			timeout = time.Duration(min(n, 86400)) * time.Second // clamped first: a huge n would overflow past the cap
 		}
 		timeout = min(timeout, a.shellTimeout)
-		return a.shell(ctx, sb, cmd, timeout)
+		res, err := a.shell(ctx, sb, cmd, timeout)
+		if err == nil {
+			// What the command asked of the egress proxy: the workflow records an egress
+			// event for each (workflows/hostq.go).
+			res.Egress, res.EgressDropped = a.sandboxes.DrainEgress(req.RunID, req.Sandbox)
+		}
+		return res, err
 	case agents.ToolFetch:
 		u, ok := str("url")
 		if !ok || u == "" {

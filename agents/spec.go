@@ -176,6 +176,19 @@ func (s Spec) Validate() error {
 	} else if w < 0 || w > MaxWarm {
 		bad("sandbox.warm", "%d is not between 0 and %d", w, MaxWarm)
 	}
+	if e := s.Sandbox.Egress; e != nil {
+		switch t := s.Sandbox.Type; {
+		case t == api.SandboxBubblewrap:
+		case t == api.SandboxDocker:
+			bad("sandbox.egress", "the egress proxy is not available on docker sandboxes yet; use type bubblewrap, or network: for the whole network")
+		default:
+			bad("sandbox.egress", "a %s sandbox cannot apply egress: its commands run with the worker's own network (use type bubblewrap)", specTypeName(t))
+		}
+		if n := s.Sandbox.Network; n != "" && n != "none" {
+			bad("sandbox.network", "%q together with egress: egress keeps the sandbox off every network but the proxy's, and neither wins; leave network out", n)
+		}
+		errs = append(errs, e.Validate("sandbox.egress")...)
+	}
 	if s.Sandbox.Type == api.SandboxDocker && s.Sandbox.Dir != "" {
 		bad("sandbox.dir", "a docker sandbox has no host directory; mount one with rw_binds or ro_binds")
 	}

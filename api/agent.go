@@ -277,6 +277,10 @@ type RunToolResult struct {
 	// stored result), so the workflow does not add it again (CallMCPTool; results
 	// recorded before it never say so, and the workflow adds the note to those).
 	Noted bool `json:"noted,omitempty"`
+	// Egress is what the call's commands asked of the egress proxy (at most
+	// MaxEgressRecords; EgressDropped counts the rest): one `egress` event each.
+	Egress        []EgressRecord `json:"egress,omitempty"`
+	EgressDropped int            `json:"egress_dropped,omitempty"`
 }
 
 // CompactThreadRequest asks the CompactThread activity to shorten a thread: Messages are

@@ -75,6 +75,10 @@ type SandboxSpec struct {
 	// pooled container serves one run only; the worker refills the pool in the background
 	// and removes what no run took when it stops.
 	Warm int `json:"warm,omitempty" mapstructure:"warm" yaml:"warm"`
+	// Egress gives a bubblewrap sandbox a way out through the worker's egress proxy, to
+	// the hosts it lists only, with credentials added on the way out (see EgressSpec).
+	// Nil: no network at all.
+	Egress *EgressSpec `json:"egress,omitempty" mapstructure:"egress" yaml:"egress"`
 }
 
 // Duration is a time.Duration that reads and writes as a string such as "10m" in JSON.

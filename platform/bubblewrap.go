@@ -11,6 +11,7 @@ import (
 	"github.com/nexo-temporal/nexo/agents"
 	"github.com/nexo-temporal/nexo/api"
 	"github.com/nexo-temporal/nexo/sandbox/bwrap"
+	sandboxegress "github.com/nexo-temporal/nexo/sandbox/egress"
 )
 
 // startBubblewrap probes bubblewrap once (bwrap runs `true` sealed as a command would)
@@ -18,10 +19,16 @@ import (
 // makes the worker refuse to start, naming the agent and why, when the probe fails or
 // the agent's limits are not valid: a run must not find out at its first shell call.
 // Without such an agent a failed probe only leaves the tier off.
-func startBubblewrap(ctx context.Context, sandboxes *activities.Sandboxes, specs []agents.Spec, stdout io.Writer) error {
+//
+// With bubblewrap enabled the worker also starts its egress proxy (sandbox/egress), for
+// the sandboxes whose agent has sandbox.egress; an agent whose inject rule names a
+// variable the worker does not have refuses the start, naming the field. The returned
+// stop ends the proxy.
+func startBubblewrap(ctx context.Context, sandboxes *activities.Sandboxes, specs []agents.Spec, stdout io.Writer, lookupEnv func(string) (string, bool)) (stop func(), err error) {
 	var (
-		errs  []error
-		users []string
+		errs   []error
+		users  []string
+		egress []string
 	)
 	for _, a := range specs {
 		if a.Sandbox.Type != api.SandboxBubblewrap {
@@ -30,6 +37,12 @@ func startBubblewrap(ctx context.Context, sandboxes *activities.Sandboxes, specs
 		users = append(users, a.Name)
 		if _, err := activities.BubblewrapOptions(a.Sandbox); err != nil {
 			errs = append(errs, fmt.Errorf("agents[%s].sandbox.%w", a.Name, err))
+		}
+		if e := a.Sandbox.Egress; e != nil {
+			egress = append(egress, a.Name)
+			if err := sandboxegress.CheckSecrets("agents["+a.Name+"].sandbox.egress", *e, lookupEnv); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	bin, err := bwrap.LookPath("")
@@ -45,8 +58,29 @@ func startBubblewrap(ctx context.Context, sandboxes *activities.Sandboxes, specs
 		sandboxes.WithBubblewrap(bin)
 		fmt.Fprintln(stdout, "Bubblewrap sandboxes: enabled ("+bin+")")
 	}
+	stop = func() {}
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("check bubblewrap sandboxes: %w", err)
+		return stop, fmt.Errorf("check bubblewrap sandboxes: %w", err)
 	}
-	return nil
+	if bin == "" || err != nil {
+		return stop, nil
+	}
+	fwd, ferr := sandboxegress.Executable()
+	if ferr == nil {
+		var proxy *sandboxegress.Proxy
+		proxy, ferr = sandboxegress.New(sandboxegress.Options{LookupEnv: lookupEnv})
+		if ferr == nil {
+			sandboxes.WithEgress(proxy, fwd)
+			stop = func() { _ = proxy.Close() }
+			if len(egress) > 0 {
+				fmt.Fprintln(stdout, "Egress proxy: enabled for "+strings.Join(egress, ", "))
+			}
+			return stop, nil
+		}
+	}
+	if len(egress) > 0 {
+		return stop, fmt.Errorf("agents[%s].sandbox.egress: start the egress proxy: %w", strings.Join(egress, ","), ferr)
+	}
+	fmt.Fprintln(stdout, "Egress proxy: unavailable ("+ferr.Error()+")")
+	return stop, nil
 }

@@ -175,7 +175,9 @@ func (p *Platform) Run(ctx context.Context) error {
 	} else {
 		fmt.Fprintln(stdout, "Docker sandboxes: unavailable (no Docker engine answered); local and virtual sandboxes work")
 	}
-	if err := startBubblewrap(ctx, sandboxes, cfg.Agents, stdout); err != nil {
+	stopEgress, err := startBubblewrap(ctx, sandboxes, cfg.Agents, stdout, p.opts.lookupEnv)
+	defer stopEgress() // after the worker: its tool calls end first
+	if err != nil {
 		return err
 	}
 	identity := workerIdentity()

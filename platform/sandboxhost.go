@@ -61,7 +61,9 @@ func (p *Platform) runSandboxHost(ctx context.Context) error {
 	} else {
 		fmt.Fprintln(stdout, "Docker sandboxes: unavailable (no Docker engine answered); local sandboxes work")
 	}
-	if err := startBubblewrap(ctx, sandboxes, cfg.Agents, stdout); err != nil {
+	stopEgress, err := startBubblewrap(ctx, sandboxes, cfg.Agents, stdout, p.opts.lookupEnv)
+	defer stopEgress()
+	if err != nil {
 		return err
 	}
 

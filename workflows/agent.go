@@ -567,6 +567,7 @@ func (rt *runtime) runAllowed(ctx workflow.Context, spec agents.Spec, tools tool
 		return api.RunToolResult{}, &wrapError{err: err}
 	}
 	rt.noteToolSnapshot(ctx, call.ID, &res)
+	rt.noteEgress(ctx, call.ID, &res)
 	if !snapshots {
 		rt.parkIfDue(ctx, tool.Name) // runs recorded before snapshots: one every park_every (hostq.go)
 	}

@@ -28,6 +28,10 @@ type agentFakes struct {
 	// beforeTool, when set, runs at the start of every RunTool (a test waits there for
 	// what must have happened before the tool runs).
 	beforeTool func()
+	// egress and egressDropped are what every RunTool says its commands asked of the
+	// egress proxy.
+	egress        []api.EgressRecord
+	egressDropped int
 }
 
 func (f *agentFakes) register(env *testsuite.TestWorkflowEnvironment) {
@@ -55,7 +59,8 @@ func (f *agentFakes) register(env *testsuite.TestWorkflowEnvironment) {
 			f.beforeTool()
 		}
 		f.tools = append(f.tools, req)
-		return api.RunToolResult{Content: req.Note + "ok: " + req.Tool, Stamp: &api.FileStamp{Size: 1, ModUnix: int64(len(f.tools))}}, nil
+		return api.RunToolResult{Content: req.Note + "ok: " + req.Tool, Stamp: &api.FileStamp{Size: 1, ModUnix: int64(len(f.tools))},
+			Egress: f.egress, EgressDropped: f.egressDropped}, nil
 	}, activity.RegisterOptions{Name: api.ActivityRunTool})
 	env.RegisterActivityWithOptions(func(_ context.Context, req api.CollectOutputsRequest) ([]string, error) {
 		return f.outputs, nil

@@ -132,6 +132,40 @@ func (rt *runtime) noteToolSnapshot(ctx workflow.Context, callID string, res *ap
 	}
 }
 
+// EventEgress is the event of one request a call's command made through the egress
+// proxy: host, port, method, status, bytes, and why it was refused; never a header or a
+// body.
+const EventEgress = "egress"
+
+// noteEgress appends an egress event for each request the call's commands made through
+// the egress proxy, and one saying how many more there were past the activity's bound.
+// Events are the record's own state, no command: histories recorded before (whose results
+// have no egress) replay as they were.
+func (rt *runtime) noteEgress(ctx workflow.Context, callID string, res *api.RunToolResult) {
+	for _, r := range res.Egress {
+		data := map[string]any{"call_id": callID, "host": r.Host, "method": r.Method, "status": r.Status,
+			"bytes_up": r.BytesUp, "bytes_down": r.BytesDown}
+		if r.Port != 0 {
+			data["port"] = r.Port
+		}
+		if r.Denied != "" {
+			data["denied"] = r.Denied
+		}
+		if r.Error != "" {
+			data["error"] = r.Error
+		}
+		if r.Injected != "" {
+			data["injected"] = r.Injected
+		}
+		rt.emit(ctx, EventEgress, data)
+	}
+	if n := res.EgressDropped; n > 0 {
+		rt.emit(ctx, EventEgress, map[string]any{"call_id": callID, "dropped": n,
+			"note": fmt.Sprintf("%d more requests of this call are not recorded (at most %d per call)", n, api.MaxEgressRecords)})
+	}
+	res.Egress, res.EgressDropped = nil, 0
+}
+
 // maxNamedPaths bounds the paths a restore's note and event name: a workspace that lost
 // thousands of files must not carry them all into history and the model's thread.
 const maxNamedPaths = 20

@@ -9,13 +9,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nexo-temporal/nexo/api"
 	"github.com/nexo-temporal/nexo/sandbox"
+	"github.com/nexo-temporal/nexo/sandbox/egress"
 )
 
 // BenchmarkShellStart times a trivial command from the call to its result on the local
 // tier, on the bubblewrap tier, with bwrap run by hand with the tier's own options (its
 // namespaces, binds, filter and limits) on /bin/true, and with a bare bwrap (a user
-// namespace and /usr, nothing else: what bubblewrap itself costs on this machine), beside
+// namespace and /usr, nothing else: what bubblewrap itself costs on this machine), on the
+// bubblewrap tier with egress (its forwarder starts before each command), beside
 // the Docker tier's VersusCLI.
 // Each reports its median per command as p50-ms. Run it with
 //
@@ -33,6 +36,26 @@ func BenchmarkShellStart(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer sealed.Close(ctx)
+	// With egress: the forwarder (this test binary, run as egress.ForwarderName) starts
+	// before each command.
+	proxy, err := egress.New(egress.Options{Dir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer proxy.Close()
+	sess, err := proxy.Open("bench", api.EgressSpec{Agent: "bench", Allow: []string{"example.com"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	fwd, err := egress.Executable()
+	if err != nil {
+		b.Fatal(err)
+	}
+	withEgress, err := New(filepath.Join(b.TempDir(), "ws"), Options{Egress: &Egress{Forwarder: fwd, Socket: sess.Socket, Token: sess.Token, Bundle: proxy.CABundle()}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer withEgress.Close(ctx)
 	local, err := sandbox.NewLocal(dir, sandbox.LocalOptions{})
 	if err != nil {
 		b.Fatal(err)
@@ -84,7 +107,7 @@ func BenchmarkShellStart(b *testing.B) {
 	for _, bm := range []struct {
 		name string
 		run  func(*testing.B)
-	}{{"local", shell(local)}, {"bubblewrap", shell(sealed)}, {"bwrap-by-hand", byHand}, {"bwrap-bare", bareBwrap}} {
+	}{{"local", shell(local)}, {"bubblewrap", shell(sealed)}, {"bubblewrap-egress", shell(withEgress)}, {"bwrap-by-hand", byHand}, {"bwrap-bare", bareBwrap}} {
 		b.Run(bm.name, func(b *testing.B) {
 			bm.run(b) // warm: page cache, first fork
 			times := make([]time.Duration, 0, b.N)

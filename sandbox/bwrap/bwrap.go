@@ -25,6 +25,7 @@ import (
 	units "github.com/docker/go-units"
 
 	"github.com/nexo-temporal/nexo/sandbox"
+	"github.com/nexo-temporal/nexo/sandbox/egress"
 )
 
 // Defaults of the tier's limits, the Docker tier's figures where the two can compare.
@@ -87,6 +88,51 @@ type Options struct {
 	// hard link (see sandbox.LocalOptions.RefuseHardLinks); set it for a user's own dir.
 	// A sealed command can still read such a file: the link is inside the bound directory.
 	RefuseHardLinks bool
+	// Egress, when set, gives commands a way out through the worker's egress proxy
+	// (sandbox/egress); the sandbox keeps no network of its own either way.
+	Egress *Egress
+}
+
+// Egress is what a sandbox needs of the egress proxy: the forwarder, the session's
+// socket and the CA bundle, all bound into the sandbox (the forwarder and the bundle
+// read-only).
+type Egress struct {
+	// Forwarder is the executable run as egress.ForwarderName (the worker's own).
+	Forwarder string
+	// Socket is the session's unix socket.
+	Socket string
+	// Token is the session's token, handed to the forwarder through a pipe (descriptor 4)
+	// for each command; never an argument, a variable or a file.
+	Token string
+	// Bundle is the CA bundle commands trust (the system's roots and the worker's CA).
+	Bundle string
+	// Port is where the forwarder listens inside the sandbox (egress.ForwardPort).
+	Port int
+	// Allow is the agent's allow list, for the model's instructions.
+	Allow []string
+	// Close, when set, is called when the sandbox closes: the session ends with it.
+	Close func() error
+}
+
+// Paths of the egress proxy's parts inside a sandbox.
+const (
+	egressDir       = "/run/nexo-egress"
+	egressForwarder = egressDir + "/" + egress.ForwarderName
+	egressSocket    = egressDir + "/proxy.sock"
+	egressBundle    = egressDir + "/ca-bundle.pem"
+)
+
+// egressEnv is the environment that sends a command's HTTP clients to the forwarder and
+// makes them trust the bundle: curl, wget, git, Python's requests, pip, Node and Go all
+// read one of these.
+func egressEnv(port int) map[string]string {
+	proxy := "http://127.0.0.1:" + strconv.Itoa(port)
+	return map[string]string{
+		"HTTP_PROXY": proxy, "HTTPS_PROXY": proxy, "http_proxy": proxy, "https_proxy": proxy,
+		"ALL_PROXY": proxy, "all_proxy": proxy, "NO_PROXY": "", "no_proxy": "",
+		"SSL_CERT_FILE": egressBundle, "CURL_CA_BUNDLE": egressBundle, "REQUESTS_CA_BUNDLE": egressBundle,
+		"GIT_SSL_CAINFO": egressBundle, "NODE_EXTRA_CA_CERTS": egressBundle, "PIP_CERT": egressBundle,
+	}
 }
 
 // Sandbox is a bubblewrap workspace: sandbox.Local's file operations and listing, and a
@@ -96,6 +142,7 @@ type Sandbox struct {
 	*sandbox.Local
 	dir    string   // physical workspace directory, bound at the same path inside
 	prefix []string // bwrap and its options, up to and including "--"
+	egress *Egress  // nil: no way out
 }
 
 var (
@@ -117,6 +164,18 @@ func New(dir string, opts Options) (*Sandbox, error) {
 	}
 	s.Local, s.dir = local, local.RealDir()
 	env := map[string]string{"PATH": shellPath, "HOME": s.dir, "LANG": "C.UTF-8", "TMPDIR": "/tmp"}
+	eg := opts.Egress
+	if eg != nil {
+		if eg.Forwarder == "" || eg.Socket == "" || eg.Bundle == "" || eg.Token == "" {
+			return nil, fmt.Errorf("new bubblewrap sandbox: egress needs the forwarder, the socket, its token and the CA bundle")
+		}
+		if eg.Port == 0 {
+			eg.Port = egress.ForwardPort
+		}
+		for k, v := range egressEnv(eg.Port) {
+			env[k] = v
+		}
+	}
 	for k, v := range opts.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {
 			return nil, fmt.Errorf("new bubblewrap sandbox: invalid environment variable %q", k)
@@ -132,6 +191,15 @@ func New(dir string, opts Options) (*Sandbox, error) {
 		// too, so a path from the file tools works in a command.
 		at := len(s.prefix) - 3 // before --chdir DIR --
 		s.prefix = append(s.prefix[:at:at], append([]string{"--bind", s.dir, abs}, s.prefix[at:]...)...)
+	}
+	if eg != nil {
+		// The forwarder goes first inside: it listens before the command starts, then runs
+		// it (after prlimit: the forwarder itself is not the command's to limit).
+		at := len(s.prefix) - 3 // before --chdir DIR --
+		binds := []string{"--ro-bind", eg.Forwarder, egressForwarder, "--ro-bind", eg.Bundle, egressBundle, "--bind", eg.Socket, egressSocket}
+		s.prefix = append(s.prefix[:at:at], append(binds, s.prefix[at:]...)...)
+		s.prefix = append(s.prefix, egressForwarder, strconv.Itoa(eg.Port), egressSocket, strconv.Itoa(tokenFD), "--")
+		s.egress = eg
 	}
 	if lim := limits(opts); len(lim) > 0 {
 		s.prefix = append(append(s.prefix, prlimitPath), lim...)
@@ -233,14 +301,35 @@ func limits(opts Options) []string {
 	return out
 }
 
-// wrap runs argv (sh -c CMD) under bwrap, with the seccomp filter as descriptor 3.
+// tokenFD is the descriptor the egress forwarder reads its session's token from: the
+// second of the command's extra files, after the seccomp filter.
+const tokenFD = 4
+
+// wrap runs argv (sh -c CMD) under bwrap, with the seccomp filter as descriptor 3 and,
+// with egress, a pipe holding the session's token as descriptor 4.
 func (s *Sandbox) wrap(argv []string) ([]string, []*os.File, error) {
 	filter, err := filterFile()
 	if err != nil {
 		return nil, nil, err
 	}
+	files := []*os.File{filter}
+	if s.egress != nil {
+		r, w, err := os.Pipe()
+		if err != nil {
+			filter.Close()
+			return nil, nil, fmt.Errorf("egress token pipe: %w", err)
+		}
+		_, err = w.WriteString(s.egress.Token) // well under a pipe's buffer
+		w.Close()
+		if err != nil {
+			r.Close()
+			filter.Close()
+			return nil, nil, fmt.Errorf("egress token pipe: %w", err)
+		}
+		files = append(files, r)
+	}
 	out := make([]string, 0, len(s.prefix)+len(argv))
-	return append(append(out, s.prefix...), argv...), []*os.File{filter}, nil
+	return append(append(out, s.prefix...), argv...), files, nil
 }
 
 // Shell runs command sealed in the workspace (see sandbox.Local.Shell for timeouts,
@@ -250,8 +339,30 @@ func (s *Sandbox) Shell(ctx context.Context, command string, timeout time.Durati
 	return s.Local.Shell(ctx, command, timeout)
 }
 
+// Close closes the workspace and ends the sandbox's egress session.
+func (s *Sandbox) Close(ctx context.Context) error {
+	err := s.Local.Close(ctx)
+	if s.egress != nil && s.egress.Close != nil {
+		err = errors.Join(err, s.egress.Close())
+	}
+	return err
+}
+
 // Instructions describes the sealed workspace to the model.
-func (s *Sandbox) Instructions() string { return InstructionsFor(s.dir) }
+func (s *Sandbox) Instructions() string {
+	if s.egress != nil {
+		return InstructionsEgress(s.dir, s.egress.Allow)
+	}
+	return InstructionsFor(s.dir)
+}
+
+// InstructionsEgress is InstructionsFor a sandbox whose commands reach the hosts allow
+// lists through the egress proxy.
+func InstructionsEgress(dir string, allow []string) string {
+	return strings.Replace(InstructionsFor(dir), "there is no network,", "there is no network but HTTP and HTTPS through a proxy (already set in "+
+		"HTTP_PROXY and HTTPS_PROXY, with its CA in SSL_CERT_FILE) to these hosts only: "+strings.Join(allow, ", ")+
+		"; any other host is refused with 403, and credentials for them are added by the proxy, so do not look for tokens,", 1)
+}
 
 // InstructionsFor is the text a bubblewrap sandbox over dir gives the model, without
 // making the sandbox (a worker that only calls the model asks it).
