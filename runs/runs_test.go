@@ -341,3 +341,52 @@ func TestLiveWorkersDropsGoneWorkersOlderThanTheRule(t *testing.T) {
 		t.Errorf("agents %v, want %v", got.Agents, want)
 	}
 }
+
+// memoClient is a starterClient whose registry does not answer in time (no worker runs its
+// query) and whose description carries the memo of registered identities (nil: no memo).
+type memoClient struct {
+	starterClient
+	live []string
+}
+
+func (m *memoClient) DescribeWorkflowExecution(_ context.Context, id, _ string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
+	if id != api.RegistryID("nexo") {
+		return nil, serviceerror.NewNotFound("no such workflow")
+	}
+	info := &workflowpb.WorkflowExecutionInfo{Status: enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, Memo: &commonpb.Memo{}}
+	if m.live != nil {
+		p, _ := converter.GetDefaultDataConverter().ToPayload(m.live)
+		info.Memo.Fields = map[string]*commonpb.Payload{api.MemoRegistryLive: p}
+	}
+	return &workflowservice.DescribeWorkflowExecutionResponse{WorkflowExecutionInfo: info}, nil
+}
+
+// TestStartCheckCountsOnlyRegisteredPollers: when the registry cannot answer, a worker
+// that polled 10 s ago counts as polling (the start is refused as unchecked) only while
+// the registry's memo still lists it; one that said goodbye does not, and the start goes
+// ahead to wait for a worker. A registry without the memo keeps the poller rule alone.
+func TestStartCheckCountsOnlyRegisteredPollers(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		live    []string
+		refused bool
+	}{
+		{"killed worker still registered", []string{"worker@host"}, true},
+		{"worker said goodbye", []string{}, false},
+		{"registry older than the memo", nil, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			fake := &memoClient{starterClient: starterClient{registry: &api.RegistryView{}, polled: 10 * time.Second}, live: tt.live}
+			c := New(fake, "default", "nexo")
+			c.RegistryTimeout = 10 * time.Millisecond
+			_, err := c.Start(context.Background(), StartRequest{Workflow: "DocumentApproval", ID: "r1"})
+			var cu *CheckUnavailableError
+			if got := errors.As(err, &cu); got != tt.refused {
+				t.Errorf("Start: err = %v, refused %v, want refused %v", err, got, tt.refused)
+			}
+			if !tt.refused && (err != nil || len(fake.started) != 1) {
+				t.Errorf("Start: err = %v, started %v, want the run started", err, fake.started)
+			}
+		})
+	}
+}
