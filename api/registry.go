@@ -1,6 +1,7 @@
 package api
 
 import (
+	"slices"
 	"strings"
 	"time"
 )
@@ -12,22 +13,35 @@ const (
 	// WorkflowRegistry is the workflow type of a task queue's registry.
 	WorkflowRegistry = "NexoRegistry"
 	// SignalRegister is a worker's announcement (WorkerAnnouncement), sent with
-	// signal-with-start when the worker starts and every RegistryAnnounceEvery after.
+	// signal-with-start when the worker starts and every TTL/RegistryAnnouncements after.
 	SignalRegister = "nexo.register"
 	// QueryRegistry returns what the workers of the task queue offer (RegistryView).
 	QueryRegistry = "nexo.registry"
+	// SignalDeregister is a worker's goodbye (WorkerDeparture), sent when it stops
+	// gracefully, so the registry drops it at once instead of at its expiry.
+	SignalDeregister = "nexo.deregister"
+	// MemoRegistryLive is the registry's memo key listing the identities it holds (sorted),
+	// kept current as workers join and leave, so a client reads who is registered with
+	// DescribeWorkflowExecution while no worker is up to answer QueryRegistry.
+	MemoRegistryLive = "nexo.registry.live"
 
 	// RegistryIDPrefix starts the workflow id of a registry (RegistryID); ordinary runs may
 	// not take it.
 	RegistryIDPrefix = "nexo-registry:"
 )
 
-// RegistryAnnounceEvery is how often a running worker announces itself again.
-const RegistryAnnounceEvery = time.Hour
+// RegistryTTL is how long a worker stays in the registry after its last announcement
+// unless it announces another (WorkerAnnouncement.TTLSeconds, config worker.registry_ttl):
+// a worker killed without a word drops out within a minute.
+const RegistryTTL = time.Minute
 
-// RegistryExpiry is how long a worker stays in the registry after its last announcement:
-// a day and an hour, so a worker that missed a few announcements (a Temporal outage) is not
-// dropped, and one that is gone no longer counts a day later.
+// RegistryAnnouncements is how many announcements a worker makes per TTL: it announces
+// every TTL/3 (20 s at the default), so two may be lost before it is dropped.
+const RegistryAnnouncements = 3
+
+// RegistryExpiry is how long the registry keeps an entry whose announcement names no TTL:
+// a worker older than the live rule, announcing hourly, stays a day and an hour (clients
+// also leave such an entry out once its identity no longer polls the task queue).
 const RegistryExpiry = 25 * time.Hour
 
 // RegistryID is the workflow id of the registry of taskQueue.
@@ -52,6 +66,60 @@ type WorkerAnnouncement struct {
 	// it starts a run. A type whose input is not a struct (a map, any, raw JSON) or decodes
 	// itself (json.Unmarshaler) is absent: its input is not checked.
 	Inputs map[string][]string `json:"inputs,omitempty"`
+	// Store is the artifact store the worker reads and writes (artifacts.url), without
+	// credentials, so a worker joining a fleet whose store differs says so. Nil from workers
+	// older than the store announcement.
+	Store *StoreAnnouncement `json:"store,omitempty"`
+	// TTLSeconds is how long the registry keeps the worker after this announcement (the
+	// worker announces again well before); 0 (a worker older than the live rule) is
+	// RegistryExpiry.
+	TTLSeconds int `json:"ttl_seconds,omitempty"`
+	// At is when the worker sent it, by the worker's clock (informative only).
+	At time.Time `json:"at"`
+}
+
+// TTL is how long the registry keeps the worker after its announcement a.
+func (a WorkerAnnouncement) TTL() time.Duration {
+	if a.TTLSeconds <= 0 {
+		return RegistryExpiry
+	}
+	return time.Duration(a.TTLSeconds) * time.Second
+}
+
+// StoreAnnouncement is where a worker's artifact store lives, as the worker announces it:
+// never a credential (no userinfo, no query), and a file:// store with the absolute path
+// it resolved and the machine it is on, since the same path on two machines is two stores.
+type StoreAnnouncement struct {
+	// URL is the store's URL without userinfo or query: file:///abs/path, s3://bucket/prefix.
+	URL string `json:"url"`
+	// Scheme is file, mem, s3, gs or azblob.
+	Scheme string `json:"scheme"`
+	// Host is the hostname of the worker's machine, for file:// and mem:// stores only.
+	Host string `json:"host,omitempty"`
+	// MachineID tells two machines of the same hostname apart (/etc/machine-id), for
+	// file:// stores; mem:// has the worker's identity here (a store no other process sees).
+	MachineID string `json:"machine_id,omitempty"`
+}
+
+// Label is how a message names the store: its URL, and for a store on one machine that
+// machine ("file:///srv/nexo/artifacts on host build-1").
+func (s StoreAnnouncement) Label() string {
+	if s.Host == "" {
+		return s.URL
+	}
+	return s.URL + " on host " + s.Host
+}
+
+// SameAs reports whether s and o are the same store: the same URL and, for a store that
+// lives on one machine, the same machine.
+func (s StoreAnnouncement) SameAs(o StoreAnnouncement) bool {
+	return s.URL == o.URL && s.MachineID == o.MachineID && (s.MachineID != "" || s.Host == o.Host)
+}
+
+// WorkerDeparture is the payload of SignalDeregister.
+type WorkerDeparture struct {
+	// Identity is the identity the worker announced itself under.
+	Identity string `json:"identity"`
 	// At is when the worker sent it, by the worker's clock (informative only).
 	At time.Time `json:"at"`
 }
@@ -60,7 +128,7 @@ type WorkerAnnouncement struct {
 type RegisteredWorker struct {
 	WorkerAnnouncement
 	// SeenAt is when the registry received the latest announcement, by workflow time; the
-	// entry is dropped RegistryExpiry after it.
+	// entry is dropped TTL() after it.
 	SeenAt time.Time `json:"seen_at"`
 }
 
@@ -74,4 +142,58 @@ type RegistryView struct {
 	// rolling deploy knows is accepted); a type some worker offers unchecked is absent.
 	Inputs  map[string][]string `json:"inputs,omitempty"`
 	Workers []RegisteredWorker  `json:"workers"`
+}
+
+// NewRegistryView is the view of workers (in the order given): the union of what they
+// offer, sorted and without duplicates, and their input fields merged (see RegistryView).
+func NewRegistryView(workers []RegisteredWorker) RegistryView {
+	v := RegistryView{Workflows: []string{}, Agents: []string{}, Workers: []RegisteredWorker{}}
+	for _, w := range workers {
+		v.Workflows = append(v.Workflows, w.Workflows...)
+		v.Agents = append(v.Agents, w.Agents...)
+		v.Workers = append(v.Workers, w)
+	}
+	v.Workflows = sortedUnique(v.Workflows)
+	v.Agents = sortedUnique(v.Agents)
+	v.Inputs = mergeInputs(v.Workers)
+	return v
+}
+
+// mergeInputs merges the workers' input fields: a type is checked only when every
+// worker offering it announced its fields (one offering it unchecked, an older worker or
+// a map input, could run any input), with the union of their fields.
+func mergeInputs(workers []RegisteredWorker) map[string][]string {
+	out := map[string][]string{}
+	unchecked := map[string]bool{}
+	for _, w := range workers {
+		for _, typ := range w.Workflows {
+			fields, ok := w.Inputs[typ]
+			if !ok {
+				unchecked[typ] = true
+				continue
+			}
+			out[typ] = append(out[typ], fields...)
+		}
+	}
+	for typ := range out {
+		if unchecked[typ] {
+			delete(out, typ)
+			continue
+		}
+		out[typ] = sortedUnique(out[typ])
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+func sortedUnique(s []string) []string {
+	out := slices.Clone(s)
+	slices.Sort(out)
+	out = slices.Compact(out)
+	if out == nil {
+		out = []string{}
+	}
+	return out
 }

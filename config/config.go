@@ -19,6 +19,7 @@
 //	temporal.tls.server_name NEXO_TEMPORAL_TLS_SERVER_NAME    ""
 //	temporal.profile         NEXO_TEMPORAL_PROFILE            "" (TEMPORAL_PROFILE, else "default"; "off": read none)
 //	worker.activity_heartbeat_timeout NEXO_WORKER_ACTIVITY_HEARTBEAT_TIMEOUT 10s (at least 1s)
+//	worker.registry_ttl      NEXO_WORKER_REGISTRY_TTL         1m (3s to 24h; the worker announces itself every third of it)
 //	dev.ip                   NEXO_DEV_IP                      127.0.0.1
 //	dev.frontend_port        NEXO_DEV_FRONTEND_PORT           7233
 //	dev.ui_port              NEXO_DEV_UI_PORT                 8233 (0 disables the UI)
@@ -110,6 +111,7 @@ func Defaults() Config {
 		},
 		Worker: Worker{
 			ActivityHeartbeatTimeout: 10 * time.Second,
+			RegistryTTL:              time.Minute,
 		},
 		Dev: Dev{
 			IP:           "127.0.0.1",
@@ -319,6 +321,10 @@ type Worker struct {
 	// runs schedule (default 10s): an activity on a worker that died is retried elsewhere
 	// this long after its last heartbeat. Not part of any history, so workers may differ.
 	ActivityHeartbeatTimeout time.Duration `mapstructure:"activity_heartbeat_timeout"`
+	// RegistryTTL is how long the task queue's registry keeps this worker after each
+	// announcement (default 1m); the worker announces itself every third of it, so a
+	// worker killed without a word drops out of the registry within RegistryTTL.
+	RegistryTTL time.Duration `mapstructure:"registry_ttl"`
 }
 
 // Temporal says how to reach the Temporal frontend.

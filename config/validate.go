@@ -39,6 +39,14 @@ const (
 	MaxOffloadThreshold = 2 << 20
 )
 
+// Bounds of worker.registry_ttl: under 3 s the announcements (every third of it) would be
+// a steady load on the registry; over a day a killed worker would count for longer than
+// the registry's entries of workers older than the rule.
+const (
+	MinRegistryTTL = 3 * time.Second
+	MaxRegistryTTL = 24 * time.Hour
+)
+
 // Accepted values of log.level and log.format.
 var (
 	logLevels  = []string{"debug", "info", "warn", "error"}
@@ -159,6 +167,9 @@ func (c Config) Validate() error {
 	// worker
 	if c.Worker.ActivityHeartbeatTimeout < time.Second {
 		bad("worker.activity_heartbeat_timeout", c.Worker.ActivityHeartbeatTimeout, "want at least 1s (the worker heartbeats every 200ms)")
+	}
+	if t := c.Worker.RegistryTTL; t < MinRegistryTTL || t > MaxRegistryTTL || t%time.Second != 0 {
+		bad("worker.registry_ttl", t, "want whole seconds from %s to %s (the worker announces itself every third of it; a killed worker counts that long)", MinRegistryTTL, MaxRegistryTTL)
 	}
 
 	// sandbox

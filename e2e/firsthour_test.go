@@ -70,7 +70,9 @@ func TestRunInputFieldsAreChecked(t *testing.T) {
 	// A user's own workflow, registered with workflows.Register on their own worker.
 	tc := p.dial()
 	const queue = "invoices"
-	w := worker.New(tc, queue, worker.Options{})
+	// Announced as a worker older than the live rule would (no TTL): clients keep such an
+	// entry while its identity polls the task queue, so the worker polls under that identity.
+	w := worker.New(tc, queue, worker.Options{Identity: "invoices-worker"})
 	rec := workflows.RecordTypes(w)
 	workflows.Register(rec, "Invoice", invoice, workflows.Options{})
 	rec.RegisterWorkflowWithOptions(registry.Workflow, workflow.RegisterOptions{Name: api.WorkflowRegistry})

@@ -112,6 +112,12 @@ var historyScenarios = []struct {
 	}, recordExamples},
 	// The worker registry (workflows/registry): a worker's announcement, open.
 	{"worker registry", "", []string{"registry_one_worker.json"}, recordRegistry},
+	// The registry with two workers, the second announced then stopped with Ctrl-C (recorded
+	// before the live rule of "registry-live": a stopped worker said nothing then).
+	{"worker registry, two workers", "", []string{"registry_two_workers_one_stopped.json"}, recordRegistryTwoWorkers},
+	// The same on the live rule (version 1 of "registry-live"): announcements with a TTL, the
+	// stopped worker's goodbye, the memo of live identities.
+	{"worker registry, two workers, live rule", "live_", []string{"registry_two_workers_one_stopped.json"}, recordRegistryTwoWorkers},
 	// A run canceled during a tool call closes canceled (version 1 of "cancel-outcome").
 	{"agent canceled in a tool call", "", []string{"agent_canceled_in_tool_call.json"}, recordAgentCanceledInTool},
 	// Issue 14: the scenarios no fixture held yet, on the code of their day.
@@ -535,6 +541,22 @@ func recordRegistry(t *testing.T, r *recorder) {
 	id := api.RegistryID("nexo")
 	waitQuiet(t, c, id, "")
 	r.save(c, "registry_one_worker.json", id, "")
+}
+
+// recordRegistryTwoWorkers: a worker --dev and a plain worker announce to the registry,
+// then the plain one stops (Ctrl-C); recorded once the registry has nothing in flight.
+func recordRegistryTwoWorkers(t *testing.T, r *recorder) {
+	p := newPlatform(t)
+	p.start()
+	second := newPlatform(t)
+	second.frontend, second.plain = p.frontend, true
+	second.extraEnv = []string{"NEXO_ARTIFACTS_URL=file://" + p.artifactsDir()}
+	second.start()
+	second.stop()
+	c := p.dial()
+	id := api.RegistryID("nexo")
+	waitQuiet(t, c, id, "")
+	r.save(c, "registry_two_workers_one_stopped.json", id, "")
 }
 
 // recordAgentCanceledInTool: an approved shell command is running when the run is

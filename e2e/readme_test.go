@@ -431,6 +431,7 @@ var readmeCommandTests = []struct {
 	{marker: "bin/starter rerun <id>", tests: []string{"TestDashboardArtifactAndRerun"}},
 	{marker: "go run ./examples/custom-worker --dev", tests: []string{"TestCustomWorkerExampleAsWritten"}},
 	{marker: "$ starter check-replay", tests: []string{"TestCheckReplayLiveRuns"}},
+	{marker: "bin/starter doctor --json", tests: []string{"TestDoctor"}},
 	{marker: "go run ./examples/custom-worker check-replay --config", tests: []string{"TestCustomWorkerExampleAsWritten"}},
 	{marker: "bin/starter show <run-id>", tests: []string{"TestFinishedRunsWithoutAWorker"}},
 	{marker: "bin/starter store gc --dry-run", tests: []string{"TestStoreGCRemovesOnlyWhatNoRunNeeds"}},

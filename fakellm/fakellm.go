@@ -340,8 +340,8 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"message": msg, "type": "fake_error"}})
 }
 
-// ServeHTTP answers POST /v1/chat/completions, and POST /fake/release?hold=NAME
-// (Release).
+// ServeHTTP answers POST /v1/chat/completions, GET /v1/models (one model, "fake"), and
+// POST /fake/release?hold=NAME (Release).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodPost && r.URL.Path == "/fake/release" {
 		name := r.URL.Query().Get("hold")
@@ -353,8 +353,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
+	if r.Method == http.MethodGet && r.URL.Path == "/v1/models" {
+		// What `starter doctor` asks an endpoint: an answer that costs no scripted reply.
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"object": "list",
+			"data": []map[string]any{{"id": "fake", "object": "model", "owned_by": "fakellm"}}})
+		return
+	}
 	if r.Method != http.MethodPost || r.URL.Path != "/v1/chat/completions" {
-		writeError(w, http.StatusNotFound, "fake model serves only POST /v1/chat/completions (and POST /fake/release?hold=NAME)")
+		writeError(w, http.StatusNotFound, "fake model serves only POST /v1/chat/completions, GET /v1/models (and POST /fake/release?hold=NAME)")
 		return
 	}
 	if s.limited(w) {

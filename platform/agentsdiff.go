@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/nexo-temporal/nexo/api"
+	"github.com/nexo-temporal/nexo/runs"
 )
 
 // peersTimeout bounds the registry query at start; a worker never waits on it longer.
@@ -32,6 +33,7 @@ func reportPeers(ctx context.Context, tc client.Client, taskQueue string, a api.
 	if err := v.Get(&view); err != nil {
 		return fmt.Errorf("decode the registry of task queue %s: %w", taskQueue, err)
 	}
+	view = runs.LiveWorkers(qctx, tc, taskQueue, view)
 	for _, line := range peerDifferences(view, a, taskQueue) {
 		fmt.Fprintln(out, line)
 	}
@@ -82,7 +84,33 @@ func peerDifferences(view api.RegistryView, a api.WorkerAnnouncement, taskQueue 
 		lines = append(lines, fmt.Sprintf("other workers on task queue %s offer workflow types this one lacks: %s; this one adds: %s",
 			taskQueue, list(missing), list(extra)))
 	}
+	if line := storeDifference(view, a, taskQueue); line != "" {
+		lines = append(lines, line)
+	}
 	return lines
+}
+
+// storeDifference is the line a worker (its announcement a) prints at start when other
+// live workers of the task queue name another artifact store, or the same file:// path on
+// another machine: a run that moves between them cannot find what the other stored (its
+// workspace snapshots, records, thread segments). "" when they agree, or when no other
+// worker announced a store.
+func storeDifference(view api.RegistryView, a api.WorkerAnnouncement, taskQueue string) string {
+	if a.Store == nil {
+		return ""
+	}
+	var theirs []string
+	for _, w := range view.Workers {
+		if w.Identity != a.Identity && w.Store != nil && !w.Store.SameAs(*a.Store) {
+			theirs = append(theirs, w.Store.Label())
+		}
+	}
+	if len(theirs) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("other workers on task queue %s use artifact store %s; this one uses %s "+
+		"(runs that move between these hosts cannot restore their workspaces: give every worker the same artifacts.url, a shared directory or a bucket)",
+		taskQueue, list(set(theirs)), a.Store.Label())
 }
 
 func set(s []string) []string {

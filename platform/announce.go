@@ -23,8 +23,10 @@ func workerIdentity() string {
 // announceTimeout bounds one announcement; a worker never waits on the registry longer.
 const announceTimeout = 5 * time.Second
 
-// announceRetry is how soon a failed announcement is tried again (instead of in an hour).
-const announceRetry = time.Minute
+// departTimeout bounds the goodbye at a graceful stop (the signal, then a query that
+// returns once the registry applied it): a worker that cannot reach Temporal stops anyway
+// and is dropped at its TTL instead.
+const departTimeout = 3 * time.Second
 
 // announce sends the worker's announcement to the registry of taskQueue, creating the
 // registry with the first one (signal-with-start).
@@ -41,21 +43,39 @@ func announce(ctx context.Context, tc client.Client, taskQueue string, a api.Wor
 	return nil
 }
 
-// startAnnouncing announces the worker now, then every api.RegistryAnnounceEvery until
-// the returned stop is called. The first announcement is made before it returns, so a
-// starter run right after "worker ready" finds the worker's types (unless Temporal did
-// not take it: then it is retried, and starts are unchecked meanwhile).
+// depart tells the registry of taskQueue that the worker identity stops, then asks the
+// registry once, so the goodbye is applied while this worker still polls (a query waits
+// for the workflow task the signal made): the last worker of a task queue to stop leaves
+// a registry that lists none, not one that lists it until its TTL.
+func depart(ctx context.Context, tc client.Client, taskQueue, identity string) error {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), departTimeout)
+	defer cancel()
+	err := tc.SignalWorkflow(dctx, api.RegistryID(taskQueue), "", api.SignalDeregister,
+		api.WorkerDeparture{Identity: identity, At: time.Now().UTC()})
+	if err == nil {
+		_, err = tc.QueryWorkflow(dctx, api.RegistryID(taskQueue), "", api.QueryRegistry)
+	}
+	if err != nil {
+		return fmt.Errorf("tell the registry of task queue %s that worker %s stops: %w", taskQueue, identity, err)
+	}
+	return nil
+}
+
+// startAnnouncing announces the worker now, then every a.TTL()/RegistryAnnouncements
+// until the returned stop is called, which says goodbye to the registry (depart). The
+// first announcement is made before it returns, so a starter run right after "worker
+// ready" finds the worker's types (unless Temporal did not take it: then it is retried at
+// the next tick, and starts are unchecked meanwhile).
 func startAnnouncing(ctx context.Context, tc client.Client, taskQueue string, a api.WorkerAnnouncement, logger *slog.Logger) (stop func()) {
 	actx, cancel := context.WithCancel(ctx)
-	next := api.RegistryAnnounceEvery
+	every := a.TTL() / api.RegistryAnnouncements
 	if err := announce(actx, tc, taskQueue, a); err != nil {
 		logger.Warn("announce the worker", "error", err)
-		next = announceRetry
 	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		t := time.NewTimer(next)
+		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
 			select {
@@ -63,16 +83,16 @@ func startAnnouncing(ctx context.Context, tc client.Client, taskQueue string, a 
 				return
 			case <-t.C:
 			}
-			next = api.RegistryAnnounceEvery
 			if err := announce(actx, tc, taskQueue, a); err != nil && actx.Err() == nil {
 				logger.Warn("announce the worker", "error", err)
-				next = announceRetry
 			}
-			t.Reset(next)
 		}
 	}()
 	return func() {
 		cancel()
 		<-done
+		if err := depart(ctx, tc, taskQueue, a.Identity); err != nil {
+			logger.Warn("say goodbye to the registry", "error", err)
+		}
 	}
 }

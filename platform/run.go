@@ -22,6 +22,7 @@ import (
 	"github.com/nexo-temporal/nexo/config"
 	"github.com/nexo-temporal/nexo/connect"
 	"github.com/nexo-temporal/nexo/gateway"
+	"github.com/nexo-temporal/nexo/runs"
 	"github.com/nexo-temporal/nexo/workflows"
 )
 
@@ -264,6 +265,12 @@ func (p *Platform) Run(ctx context.Context) error {
 	}
 	// After Start, so the registry's first task finds this worker polling.
 	ann := announcement(identity, registered, cfg.Agents)
+	ann.TTLSeconds = int(cfg.Worker.RegistryTTL / time.Second)
+	st, err := runs.DescribeStore(cfg.Artifacts.URL, identity)
+	if err != nil {
+		return err
+	}
+	ann.Store = &st
 	stopAnnouncing := startAnnouncing(ctx, tc, cfg.Temporal.TaskQueue, ann, logger)
 	defer stopAnnouncing()
 	if err := reportPeers(ctx, tc, cfg.Temporal.TaskQueue, ann, stdout); err != nil {

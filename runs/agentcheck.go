@@ -15,7 +15,7 @@ import (
 // workflows.AgentUnavailableFor. A registry with no agents at all cannot tell (workers
 // older than agent announcements), so it passes.
 func checkAgent(v api.RegistryView, taskQueue, workflow string, payload json.RawMessage) error {
-	if workflow != api.WorkflowAgentRun || len(v.Agents) == 0 {
+	if workflow != api.WorkflowAgentRun || len(v.Workers) == 0 {
 		return nil
 	}
 	var in struct {
@@ -27,13 +27,19 @@ func checkAgent(v api.RegistryView, taskQueue, workflow string, payload json.Raw
 	return agentOffered(v, taskQueue, in.Agent)
 }
 
-// agentOffered refuses agent when the registry names the agents its workers offer and
-// agent is not one of them (a session fork, an AgentRun).
+// agentOffered refuses agent when live workers are registered and none of them offers it
+// (a session fork, an AgentRun): live workers that offer no agent at all refuse it too,
+// since its run would only wait for one. With no live worker there is nothing to check
+// against, and the run waits for one.
 func agentOffered(v api.RegistryView, taskQueue, agent string) error {
-	if len(v.Agents) == 0 || slices.Contains(v.Agents, agent) {
+	if len(v.Workers) == 0 || slices.Contains(v.Agents, agent) {
 		return nil
 	}
-	msg := fmt.Sprintf("no worker on task queue %s offers agent %q (offered: %s)", taskQueue, agent, strings.Join(v.Agents, ", "))
+	offered := strings.Join(v.Agents, ", ")
+	if offered == "" {
+		offered = "none"
+	}
+	msg := fmt.Sprintf("no worker on task queue %s offers agent %q (offered: %s)", taskQueue, agent, offered)
 	if s := suggest.Nearest(agent, v.Agents); s != "" {
 		msg += fmt.Sprintf("; did you mean %q?", s)
 	}

@@ -68,7 +68,7 @@ func TestStartRefusesAPoolNoLiveHostServes(t *testing.T) {
 	now := time.Now()
 	ann := func(identity string, seen time.Time, pools map[string]string) api.RegisteredWorker {
 		return api.RegisteredWorker{WorkerAnnouncement: api.WorkerAnnouncement{Identity: identity,
-			Workflows: []string{api.WorkflowAgentRun}, Agents: []string{"trainer", "scribe"}, Pools: pools}, SeenAt: seen}
+			Workflows: []string{api.WorkflowAgentRun}, Agents: []string{"trainer", "scribe"}, Pools: pools, TTLSeconds: 60}, SeenAt: seen}
 	}
 	view := api.RegistryView{Workflows: []string{api.WorkflowAgentRun}, Agents: []string{"scribe", "trainer"},
 		Workers: []api.RegisteredWorker{
@@ -124,7 +124,7 @@ func TestStartRefusesAPoolNoLiveHostServes(t *testing.T) {
 func TestPromptRefusesAPoolNoLiveHostServes(t *testing.T) {
 	view := api.RegistryView{Workflows: []string{api.WorkflowSession}, Agents: []string{"trainer"},
 		Workers: []api.RegisteredWorker{{WorkerAnnouncement: api.WorkerAnnouncement{Identity: "w",
-			Agents: []string{"trainer"}, Pools: map[string]string{"trainer": "gpu"}}, SeenAt: time.Now()}}}
+			Agents: []string{"trainer"}, Pools: map[string]string{"trainer": "gpu"}, TTLSeconds: 60}, SeenAt: time.Now()}}}
 	fc := &poolClient{view: view}
 	_, err := New(fc, "default", "nexo").Prompt(context.Background(), "trainer", "u1", "train", PromptOptions{})
 	var np *NoPoolHostError

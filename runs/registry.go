@@ -114,19 +114,84 @@ func registryTimedOut(err error) bool {
 	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &de)
 }
 
-// workersPoll reports whether some worker polled the task queue's workflow tasks
-// recently. Unknown (the describe fails): true, so the check is not skipped on a guess.
+// workersPoll reports whether some worker that is still registered polled the task
+// queue's workflow tasks within livePollerAge. A worker that stopped gracefully said
+// goodbye to the registry, which then no longer lists it in its memo
+// (api.MemoRegistryLive): it does not count, however recent its last poll. A worker that
+// was killed is listed until the registry drops it, so it counts until its last poll is
+// livePollerAge old. Unknown (the describe fails): true, so the check is not skipped on a
+// guess; a registry without the memo (older than the live rule) lists nobody out.
 func (c *Client) workersPoll(ctx context.Context) bool {
 	resp, err := c.tc.DescribeTaskQueue(ctx, c.taskQueue, enumspb.TASK_QUEUE_TYPE_WORKFLOW)
 	if err != nil {
 		return true
 	}
+	registered, known := c.registeredIdentities(ctx)
 	for _, p := range resp.GetPollers() {
-		if t := p.GetLastAccessTime(); t != nil && time.Since(t.AsTime()) < livePollerAge {
+		if t := p.GetLastAccessTime(); t != nil && time.Since(t.AsTime()) < livePollerAge &&
+			(!known || slices.Contains(registered, p.GetIdentity())) {
 			return true
 		}
 	}
 	return false
+}
+
+// registeredIdentities reads the identities the registry holds from its memo
+// (api.MemoRegistryLive), which needs no worker; known is false when the registry or the
+// memo is absent (a registry older than the live rule).
+func (c *Client) registeredIdentities(ctx context.Context) (ids []string, known bool) {
+	d, err := c.tc.DescribeWorkflowExecution(ctx, api.RegistryID(c.taskQueue), "")
+	if err != nil {
+		return nil, false
+	}
+	if d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return nil, false
+	}
+	p, ok := d.GetWorkflowExecutionInfo().GetMemo().GetFields()[api.MemoRegistryLive]
+	if !ok {
+		return nil, false
+	}
+	if err := c.DataConverter.FromPayload(p, &ids); err != nil {
+		return nil, false
+	}
+	return ids, true
+}
+
+// LiveWorkers leaves out of v the entries of workers older than the live rule (an
+// announcement without a TTL, kept by the registry for a day) whose identity does not poll
+// the task queue, as the server knows it (DescribeTaskQueue: no poll for livePollerAge),
+// and recomputes the union: what such a worker offered no longer counts once it is gone.
+// Workers of the live rule are kept (the registry drops them within their TTL, and at
+// once when they stop). When the server cannot tell (the describe fails), v is returned
+// as it is.
+func LiveWorkers(ctx context.Context, tc client.Client, taskQueue string, v api.RegistryView) api.RegistryView {
+	legacy := false
+	for _, w := range v.Workers {
+		legacy = legacy || w.TTLSeconds <= 0
+	}
+	if !legacy {
+		return v
+	}
+	resp, err := tc.DescribeTaskQueue(ctx, taskQueue, enumspb.TASK_QUEUE_TYPE_WORKFLOW)
+	if err != nil {
+		return v
+	}
+	polling := map[string]bool{}
+	for _, p := range resp.GetPollers() {
+		if t := p.GetLastAccessTime(); t != nil && time.Since(t.AsTime()) < livePollerAge {
+			polling[p.GetIdentity()] = true
+		}
+	}
+	kept := make([]api.RegisteredWorker, 0, len(v.Workers))
+	for _, w := range v.Workers {
+		if w.TTLSeconds > 0 || polling[w.Identity] {
+			kept = append(kept, w)
+		}
+	}
+	if len(kept) == len(v.Workers) {
+		return v
+	}
+	return api.NewRegistryView(kept)
 }
 
 // offeredCacheTTL is how long Start trusts a registry answer that contained the type it
@@ -243,13 +308,13 @@ func (c *Client) workflowsWithin(ctx context.Context, timeout time.Duration) (ap
 	if err := resp.QueryResult.Get(&v); err != nil {
 		return api.RegistryView{}, &NoRegistryError{TaskQueue: c.taskQueue, Err: fmt.Errorf("decode its answer: %w", err)}
 	}
-	return v, nil
+	return LiveWorkers(ctx, c.tc, c.taskQueue, v), nil
 }
 
 // checkOffered refuses a workflow type the registry knows no worker offers, and an input
 // with a field the type's input does not take (when every worker offering it announced
-// its fields). When the registry cannot tell (it does not exist or answer, or no worker
-// announced itself within api.RegistryExpiry, or it does not answer in time while no
+// its fields). When the registry cannot tell (it does not exist or answer, or lists no
+// live worker, or it does not answer in time while no
 // worker polls the task queue) the run is started as before: the client cannot know, and
 // run --wait still reports a type no worker has at its first failed task. A registry that
 // does not answer in time while workers poll is a CheckUnavailableError (see askRegistry).

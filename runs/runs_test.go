@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -122,7 +123,7 @@ func TestStartValidatesTheID(t *testing.T) {
 
 func TestStartRefusesATypeNoWorkerOffers(t *testing.T) {
 	offered := &api.RegistryView{Workflows: []string{"AgentRun", "BuildDashboard", "DocumentApproval", "Session"},
-		Workers: []api.RegisteredWorker{{}}}
+		Workers: []api.RegisteredWorker{liveWorker}}
 	cases := []struct {
 		name     string
 		registry *api.RegistryView
@@ -165,7 +166,7 @@ func TestStartRefusesATypeNoWorkerOffers(t *testing.T) {
 // few seconds; a type missing from it is asked again, so a worker deployed since is not
 // refused.
 func TestStartAsksAgainForATypeItHasNotSeen(t *testing.T) {
-	fake := &starterClient{registry: &api.RegistryView{Workflows: []string{"DocumentApproval"}, Workers: []api.RegisteredWorker{{}}}}
+	fake := &starterClient{registry: &api.RegistryView{Workflows: []string{"DocumentApproval"}, Workers: []api.RegisteredWorker{liveWorker}}}
 	c := New(fake, "default", "nexo")
 	for range 3 {
 		if _, err := c.Start(context.Background(), StartRequest{Workflow: "DocumentApproval"}); err != nil {
@@ -175,7 +176,7 @@ func TestStartAsksAgainForATypeItHasNotSeen(t *testing.T) {
 	if fake.registryQueries != 1 {
 		t.Errorf("three starts of a known type asked the registry %d times, want once", fake.registryQueries)
 	}
-	fake.registry = &api.RegistryView{Workflows: []string{"DocumentApproval", "Invoice"}, Workers: []api.RegisteredWorker{{}}}
+	fake.registry = &api.RegistryView{Workflows: []string{"DocumentApproval", "Invoice"}, Workers: []api.RegisteredWorker{liveWorker}}
 	if _, err := c.Start(context.Background(), StartRequest{Workflow: "Invoice"}); err != nil {
 		t.Fatalf("Start(Invoice) after a worker announced it: %v", err)
 	}
@@ -187,7 +188,7 @@ func TestStartAsksAgainForATypeItHasNotSeen(t *testing.T) {
 func TestStartRefusesUnknownInputFields(t *testing.T) {
 	offered := &api.RegistryView{Workflows: []string{"DocumentApproval", "Loose", "Empty"},
 		Inputs:  map[string][]string{"DocumentApproval": {"approved", "doc_id"}, "Empty": {}},
-		Workers: []api.RegisteredWorker{{}}}
+		Workers: []api.RegisteredWorker{liveWorker}}
 	cases := []struct {
 		name, workflow, input string
 		// want is the error's text ("" : the run starts).
@@ -236,13 +237,13 @@ func TestStartRefusesUnknownInputFields(t *testing.T) {
 // checked against a fresh one, so a worker deployed since with the field is not refused.
 func TestStartAsksAgainForAFieldItHasNotSeen(t *testing.T) {
 	fake := &starterClient{registry: &api.RegistryView{Workflows: []string{"DocumentApproval"},
-		Inputs: map[string][]string{"DocumentApproval": {"doc_id"}}, Workers: []api.RegisteredWorker{{}}}}
+		Inputs: map[string][]string{"DocumentApproval": {"doc_id"}}, Workers: []api.RegisteredWorker{liveWorker}}}
 	c := New(fake, "default", "nexo")
 	if _, err := c.Start(context.Background(), StartRequest{Workflow: "DocumentApproval", Payload: json.RawMessage(`{"doc_id":"1"}`)}); err != nil {
 		t.Fatal(err)
 	}
 	fake.registry = &api.RegistryView{Workflows: []string{"DocumentApproval"},
-		Inputs: map[string][]string{"DocumentApproval": {"doc_id", "priority"}}, Workers: []api.RegisteredWorker{{}}}
+		Inputs: map[string][]string{"DocumentApproval": {"doc_id", "priority"}}, Workers: []api.RegisteredWorker{liveWorker}}
 	if _, err := c.Start(context.Background(), StartRequest{Workflow: "DocumentApproval", Payload: json.RawMessage(`{"doc_id":"1","priority":2}`)}); err != nil {
 		t.Fatalf("Start with a field a new worker announced: %v", err)
 	}
@@ -310,5 +311,82 @@ func TestStartRefusesWhenTheCheckCannotBeMade(t *testing.T) {
 		if _, err := c.Start(context.Background(), StartRequest{Workflow: "DocumentApproval"}); err != nil || len(fake.started) != 1 {
 			t.Errorf("%s: Start = %v (started %v), want it started to wait for a worker", name, err, fake.started)
 		}
+	}
+}
+
+// liveWorker is a registry entry of the live rule (an announcement with a TTL).
+var liveWorker = api.RegisteredWorker{WorkerAnnouncement: api.WorkerAnnouncement{Identity: "worker@host", TTLSeconds: 60}}
+
+// TestLiveWorkersDropsGoneWorkersOlderThanTheRule: an entry without a TTL (a worker older
+// than the live rule, kept a day) counts only while its identity polls the task queue;
+// what it alone offered leaves the union with it. Entries of the live rule are kept.
+func TestLiveWorkersDropsGoneWorkersOlderThanTheRule(t *testing.T) {
+	w := func(id string, ttl int, workflows ...string) api.RegisteredWorker {
+		return api.RegisteredWorker{WorkerAnnouncement: api.WorkerAnnouncement{Identity: id, Workflows: workflows, Agents: []string{id + "-agent"}, TTLSeconds: ttl}}
+	}
+	view := api.NewRegistryView([]api.RegisteredWorker{w("gone", 0, "RefundRequest"), w("worker@host", 0, "DocumentApproval"), w("live", 60, "AgentRun")})
+	fake := &starterClient{polled: 10 * time.Second} // worker@host polls
+	got := LiveWorkers(context.Background(), fake, "nexo", view)
+	var ids []string
+	for _, x := range got.Workers {
+		ids = append(ids, x.Identity)
+	}
+	if want := []string{"worker@host", "live"}; !slices.Equal(ids, want) {
+		t.Errorf("workers %v, want %v", ids, want)
+	}
+	if want := []string{"AgentRun", "DocumentApproval"}; !slices.Equal(got.Workflows, want) {
+		t.Errorf("workflows %v, want %v (RefundRequest only the gone worker offered)", got.Workflows, want)
+	}
+	if want := []string{"live-agent", "worker@host-agent"}; !slices.Equal(got.Agents, want) {
+		t.Errorf("agents %v, want %v", got.Agents, want)
+	}
+}
+
+// memoClient is a starterClient whose registry does not answer in time (no worker runs its
+// query) and whose description carries the memo of registered identities (nil: no memo).
+type memoClient struct {
+	starterClient
+	live []string
+}
+
+func (m *memoClient) DescribeWorkflowExecution(_ context.Context, id, _ string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
+	if id != api.RegistryID("nexo") {
+		return nil, serviceerror.NewNotFound("no such workflow")
+	}
+	info := &workflowpb.WorkflowExecutionInfo{Status: enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, Memo: &commonpb.Memo{}}
+	if m.live != nil {
+		p, _ := converter.GetDefaultDataConverter().ToPayload(m.live)
+		info.Memo.Fields = map[string]*commonpb.Payload{api.MemoRegistryLive: p}
+	}
+	return &workflowservice.DescribeWorkflowExecutionResponse{WorkflowExecutionInfo: info}, nil
+}
+
+// TestStartCheckCountsOnlyRegisteredPollers: when the registry cannot answer, a worker
+// that polled 10 s ago counts as polling (the start is refused as unchecked) only while
+// the registry's memo still lists it; one that said goodbye does not, and the start goes
+// ahead to wait for a worker. A registry without the memo keeps the poller rule alone.
+func TestStartCheckCountsOnlyRegisteredPollers(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		live    []string
+		refused bool
+	}{
+		{"killed worker still registered", []string{"worker@host"}, true},
+		{"worker said goodbye", []string{}, false},
+		{"registry older than the memo", nil, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			fake := &memoClient{starterClient: starterClient{registry: &api.RegistryView{}, polled: 10 * time.Second}, live: tt.live}
+			c := New(fake, "default", "nexo")
+			c.RegistryTimeout = 10 * time.Millisecond
+			_, err := c.Start(context.Background(), StartRequest{Workflow: "DocumentApproval", ID: "r1"})
+			var cu *CheckUnavailableError
+			if got := errors.As(err, &cu); got != tt.refused {
+				t.Errorf("Start: err = %v, refused %v, want refused %v", err, got, tt.refused)
+			}
+			if !tt.refused && (err != nil || len(fake.started) != 1) {
+				t.Errorf("Start: err = %v, started %v, want the run started", err, fake.started)
+			}
+		})
 	}
 }

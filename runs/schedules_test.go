@@ -114,7 +114,7 @@ func TestScheduleRequestNamesWhatIsWrong(t *testing.T) {
 // wrote is kept, and the registry's checks refuse what `starter run` would refuse.
 func TestCreateScheduleStartsRunsAsStartDoes(t *testing.T) {
 	offered := &api.RegistryView{Workflows: []string{"BuildDashboard"},
-		Inputs: map[string][]string{"BuildDashboard": {"metrics", "title"}}, Workers: []api.RegisteredWorker{{}}}
+		Inputs: map[string][]string{"BuildDashboard": {"metrics", "title"}}, Workers: []api.RegisteredWorker{liveWorker}}
 	fake := &scheduleClient{starterClient: starterClient{registry: offered}}
 	c := New(fake, "default", "nexo")
 	got, err := c.CreateSchedule(context.Background(), ScheduleRequest{Name: "nightly", Workflow: "BuildDashboard",

@@ -47,7 +47,7 @@ func unknownSubcommand(what, sub string, known ...string) error {
 func commands() []*command {
 	return []*command{
 		runCmd(), agentCmd(), sessionCmd(), showCmd(), listCmd(), logsCmd(), resumeCmd(), approveCmd(), denyCmd(), answerCmd(), approvalsCmd(),
-		artifactsCmd(), artifactCmd(), cancelCmd(), rerunCmd(), forkCmd(), workflowsCmd(),
+		artifactsCmd(), artifactCmd(), cancelCmd(), rerunCmd(), forkCmd(), workflowsCmd(), doctorCmd(),
 		sandboxCmd(), storeCmd(), skillCmd(), mcpCmd(), scheduleCmd(), serveCmd(), checkReplayCmd(), usageCmd(),
 	}
 }

@@ -32,7 +32,7 @@ func workflowsCmd() *command {
 				return e.printJSON(v)
 			}
 			if len(v.Workers) == 0 {
-				fmt.Fprintln(e.stdout, "No worker has announced itself in the last 25 hours.")
+				fmt.Fprintln(e.stdout, "No live worker: none has announced itself within its TTL (worker.registry_ttl, 1m by default), and those that stopped said goodbye.")
 				return nil
 			}
 			fmt.Fprintln(e.stdout, "Workflow types:")
@@ -50,8 +50,12 @@ func workflowsCmd() *command {
 			fmt.Fprintln(e.stdout, "Workers:")
 			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 			for _, w := range v.Workers {
-				fmt.Fprintf(tw, "  %s\tlast announced %s\t%d workflow types\tagents: %s\n", w.Identity,
-					w.SeenAt.UTC().Format(time.RFC3339), len(w.Workflows), orNone(strings.Join(w.Agents, ", ")))
+				store := "store: not announced"
+				if w.Store != nil {
+					store = "store: " + w.Store.Label()
+				}
+				fmt.Fprintf(tw, "  %s\tlast announced %s\t%d workflow types\tagents: %s\t%s\n", w.Identity,
+					w.SeenAt.UTC().Format(time.RFC3339), len(w.Workflows), orNone(strings.Join(w.Agents, ", ")), store)
 			}
 			return tw.Flush()
 		},

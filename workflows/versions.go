@@ -1,5 +1,7 @@
 package workflows
 
+import "github.com/nexo-temporal/nexo/workflows/registry"
+
 // The change ids of every workflow.GetVersion call in this project's workflows: the run
 // runtime's, the agent loop's, the session's and the example workflows'. Each guards one
 // change of a workflow's command sequence, so that a run recorded before the change replays
@@ -62,6 +64,14 @@ const (
 	// decision (an upsert when the call starts waiting and when it is decided). Runs that
 	// asked before it have no such commands.
 	ChangeInbox = "inbox-approval-attr"
+
+	// ChangeLiveRegistry: the worker registry (workflows/registry) keeps a worker for the
+	// TTL its announcement names (a minute by default) instead of 25 hours, drops one that
+	// says goodbye (nexo.deregister) at once, and keeps the identities it holds in its memo
+	// (api.MemoRegistryLive). A registry recorded before continues as new at the first
+	// message of the rule it receives. Declared in package registry, which cannot import
+	// this one; the string is spelled there once.
+	ChangeLiveRegistry = registry.ChangeLiveRegistry
 
 	// ChangeModelEndpointQueue: the model calls (CompleteChat, CompactThread) of an agent
 	// whose endpoint has a request rate limit go to the endpoint's own task queue
@@ -126,6 +136,7 @@ func ChangeIDs() []string {
 		ChangeCancelOutcome,
 		ChangeHostQueue,
 		ChangeInbox,
+		ChangeLiveRegistry,
 		ChangeModelEndpointQueue,
 		ChangeNotifyBeforeClose,
 		ChangeParallelTools,

@@ -35,6 +35,15 @@ const registryContinueAfter = 500
 // identities cannot grow the state past what continue-as-new can carry.
 const registryMaxWorkers = 1000
 
+// ChangeLiveRegistry is the change id of the live rule (listed in workflows/versions.go
+// as workflows.ChangeLiveRegistry; this package cannot import that one): version 1 keeps a
+// worker for the TTL its announcement names (a minute by default, so a killed worker drops
+// out within one), drops a worker that says goodbye (api.SignalDeregister) at once, and
+// publishes the identities it holds in its memo (api.MemoRegistryLive) as they change.
+// A registry recorded before (DefaultVersion) keeps every worker 25 hours; it continues
+// as new at the first message of the live rule it receives, so it takes the rule at once.
+const ChangeLiveRegistry = "registry-live"
+
 // Workflow is the registry of one task queue (workflow id api.RegistryID): workers
 // announce what they offer with the api.SignalRegister signal (signal-with-start creates
 // the registry on the first one), and api.QueryRegistry answers with the union, so a
@@ -43,9 +52,10 @@ const registryMaxWorkers = 1000
 //
 // A signal rather than an update: a worker's announcement needs no answer and must reach
 // the registry even while no worker is polling (a worker starting when the others are
-// down announces before its own polling has begun). An entry not refreshed for
-// api.RegistryExpiry is dropped by a durable timer, so a worker that is gone stops
-// counting even when no other announces.
+// down announces before its own polling has begun). An entry not refreshed within the
+// TTL its announcement names is dropped by a durable timer, so a worker that is gone
+// stops counting even when no other announces; a worker that stops gracefully says so
+// (api.SignalDeregister) and is dropped at once.
 func Workflow(ctx workflow.Context, st State) error {
 	if st.Workers == nil {
 		st.Workers = map[string]api.RegisteredWorker{}
@@ -59,24 +69,66 @@ func Workflow(ctx workflow.Context, st State) error {
 	}); err != nil {
 		return err
 	}
+	live := workflow.GetVersion(ctx, ChangeLiveRegistry, workflow.DefaultVersion, 1) >= 1
+	ttl := func(w api.RegisteredWorker) time.Duration {
+		if !live {
+			return api.RegistryExpiry
+		}
+		return w.TTL()
+	}
 	logger := workflow.GetLogger(ctx)
 	announcements := workflow.GetSignalChannel(ctx, api.SignalRegister)
+	departures := workflow.GetSignalChannel(ctx, api.SignalDeregister)
+	// migrate: a registry recorded before the live rule received a message of it (an
+	// announcement with a TTL, a goodbye); it continues as new to take the rule.
+	migrate := false
 	record := func(a api.WorkerAnnouncement) {
 		if why := registerWorker(st.Workers, a, workflow.Now(ctx)); why != "" {
 			logger.Warn("registry: announcement ignored", "identity", a.Identity, "reason", why)
 		}
+		migrate = migrate || !live && a.TTLSeconds > 0
+	}
+	depart := func(d api.WorkerDeparture) {
+		delete(st.Workers, d.Identity)
+		migrate = migrate || !live
+	}
+	published, havePublished := "", false
+	publish := func() {
+		ids := slices.Sorted(maps.Keys(st.Workers))
+		if key := strings.Join(ids, "\n"); !havePublished || key != published {
+			if ids == nil {
+				ids = []string{}
+			}
+			if err := workflow.UpsertMemo(ctx, map[string]any{api.MemoRegistryLive: ids}); err != nil {
+				logger.Warn("registry: publish the live workers in the memo", "error", err)
+				return
+			}
+			published, havePublished = key, true
+		}
 	}
 	received := 0
 	for {
-		expireWorkers(st.Workers, workflow.Now(ctx))
-		if received >= limit || workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
-			// Announcements already delivered to this execution would be lost with it.
+		expireWorkers(st.Workers, workflow.Now(ctx), ttl)
+		if live {
+			publish()
+		}
+		if migrate || received >= limit || workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
+			// Messages already delivered to this execution would be lost with it. A goodbye
+			// is final (a worker that comes back has another identity), so it is applied
+			// after the announcements.
 			for {
 				var a api.WorkerAnnouncement
 				if !announcements.ReceiveAsync(&a) {
 					break
 				}
 				record(a)
+			}
+			for {
+				var d api.WorkerDeparture
+				if !departures.ReceiveAsync(&d) {
+					break
+				}
+				depart(d)
 			}
 			return workflow.NewContinueAsNewError(ctx, api.WorkflowRegistry, st)
 		}
@@ -88,8 +140,14 @@ func Workflow(ctx workflow.Context, st State) error {
 			record(a)
 			received++
 		})
+		sel.AddReceive(departures, func(c workflow.ReceiveChannel, _ bool) {
+			var d api.WorkerDeparture
+			c.Receive(ctx, &d)
+			depart(d)
+			received++
+		})
 		sel.AddReceive(ctx.Done(), func(workflow.ReceiveChannel, bool) {})
-		if next, ok := nextExpiry(st.Workers); ok {
+		if next, ok := nextExpiry(st.Workers, ttl); ok {
 			sel.AddFuture(workflow.NewTimer(timerCtx, next.Sub(workflow.Now(ctx))), func(workflow.Future) {})
 		}
 		sel.Select(ctx)
@@ -117,20 +175,21 @@ func registerWorker(workers map[string]api.RegisteredWorker, a api.WorkerAnnounc
 	return ""
 }
 
-// expireWorkers drops the workers not seen for api.RegistryExpiry.
-func expireWorkers(workers map[string]api.RegisteredWorker, now time.Time) {
+// expireWorkers drops the workers not seen for their ttl.
+func expireWorkers(workers map[string]api.RegisteredWorker, now time.Time, ttl func(api.RegisteredWorker) time.Duration) {
 	for _, id := range slices.Sorted(maps.Keys(workers)) {
-		if !now.Before(workers[id].SeenAt.Add(api.RegistryExpiry)) {
+		if w := workers[id]; !now.Before(w.SeenAt.Add(ttl(w))) {
 			delete(workers, id)
 		}
 	}
 }
 
 // nextExpiry is when the first worker expires.
-func nextExpiry(workers map[string]api.RegisteredWorker) (time.Time, bool) {
+func nextExpiry(workers map[string]api.RegisteredWorker, ttl func(api.RegisteredWorker) time.Duration) (time.Time, bool) {
 	var next time.Time
 	for _, id := range slices.Sorted(maps.Keys(workers)) {
-		if at := workers[id].SeenAt.Add(api.RegistryExpiry); next.IsZero() || at.Before(next) {
+		w := workers[id]
+		if at := w.SeenAt.Add(ttl(w)); next.IsZero() || at.Before(next) {
 			next = at
 		}
 	}
@@ -138,46 +197,11 @@ func nextExpiry(workers map[string]api.RegisteredWorker) (time.Time, bool) {
 }
 
 func registryView(workers map[string]api.RegisteredWorker) api.RegistryView {
-	v := api.RegistryView{Workflows: []string{}, Agents: []string{}, Workers: []api.RegisteredWorker{}}
+	list := make([]api.RegisteredWorker, 0, len(workers))
 	for _, id := range slices.Sorted(maps.Keys(workers)) {
-		w := workers[id]
-		v.Workflows = append(v.Workflows, w.Workflows...)
-		v.Agents = append(v.Agents, w.Agents...)
-		v.Workers = append(v.Workers, w)
+		list = append(list, workers[id])
 	}
-	v.Workflows = sortedUnique(v.Workflows)
-	v.Agents = sortedUnique(v.Agents)
-	v.Inputs = registryInputs(v.Workers)
-	return v
-}
-
-// registryInputs merges the workers' input fields: a type is checked only when every
-// worker offering it announced its fields (one offering it unchecked, an older worker or
-// a map input, could run any input), with the union of their fields.
-func registryInputs(workers []api.RegisteredWorker) map[string][]string {
-	out := map[string][]string{}
-	unchecked := map[string]bool{}
-	for _, w := range workers {
-		for _, typ := range w.Workflows {
-			fields, ok := w.Inputs[typ]
-			if !ok {
-				unchecked[typ] = true
-				continue
-			}
-			out[typ] = append(out[typ], fields...)
-		}
-	}
-	for typ := range out {
-		if unchecked[typ] {
-			delete(out, typ)
-			continue
-		}
-		out[typ] = sortedUnique(out[typ])
-	}
-	if len(out) == 0 {
-		return nil
-	}
-	return out
+	return api.NewRegistryView(list)
 }
 
 func sortedUnique(s []string) []string {

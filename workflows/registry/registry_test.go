@@ -3,6 +3,7 @@ package registry
 import (
 	"errors"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -140,4 +141,106 @@ func TestRegistryMergesInputs(t *testing.T) {
 	}, 3*time.Minute)
 	env.RegisterDelayedCallback(env.CancelWorkflow, 4*time.Minute)
 	env.ExecuteWorkflow(api.WorkflowRegistry, State{})
+}
+
+// TestRegistryLiveRule: a worker that announces a TTL is kept that long after each
+// announcement: one that keeps announcing stays, one killed after its last announcement
+// is dropped a TTL later (by the registry's timer, nothing else happening), one that says
+// goodbye is dropped at once, and what it offered no longer counts.
+func TestRegistryLiveRule(t *testing.T) {
+	t.Parallel()
+	env := newEnv(t)
+	signal := func(at time.Duration, name string, v any) {
+		env.RegisterDelayedCallback(func() { env.SignalWorkflow(name, v) }, at)
+	}
+	live := func(id string, workflows, agents []string) api.WorkerAnnouncement {
+		return api.WorkerAnnouncement{Identity: id, Workflows: workflows, Agents: agents, TTLSeconds: 60}
+	}
+	for at := time.Minute; at <= 10*time.Minute; at += 20 * time.Second {
+		signal(at, api.SignalRegister, live("steady", []string{"AgentRun"}, []string{"keeper"}))
+	}
+	for _, at := range []time.Duration{time.Minute, 80 * time.Second, 100 * time.Second} {
+		signal(at, api.SignalRegister, live("killed", []string{"AgentRun", "RefundRequest"}, []string{"scribe"}))
+	}
+	signal(140*time.Second, api.SignalRegister, live("stopped", []string{"AgentRun", "Invoice"}, []string{"clerk"}))
+	signal(3*time.Minute, api.SignalDeregister, api.WorkerDeparture{Identity: "stopped"})
+	checks := []struct {
+		at                 time.Duration
+		workers, workflows []string
+		agents             []string
+	}{
+		{110 * time.Second, []string{"killed", "steady"}, []string{"AgentRun", "RefundRequest"}, []string{"keeper", "scribe"}},
+		// killed announced last at 1m40s: kept until 2m40s.
+		{150 * time.Second, []string{"killed", "steady", "stopped"}, []string{"AgentRun", "Invoice", "RefundRequest"}, []string{"clerk", "keeper", "scribe"}},
+		{161 * time.Second, []string{"steady", "stopped"}, []string{"AgentRun", "Invoice"}, []string{"clerk", "keeper"}},
+		// stopped said goodbye at 3m, 20 s before its TTL ran out.
+		{3*time.Minute + time.Second, []string{"steady"}, []string{"AgentRun"}, []string{"keeper"}},
+		{10 * time.Minute, []string{"steady"}, []string{"AgentRun"}, []string{"keeper"}},
+		// steady announced last at 10m: gone at 11m.
+		{11*time.Minute + time.Second, []string{}, []string{}, []string{}},
+	}
+	for _, c := range checks {
+		env.RegisterDelayedCallback(func() {
+			v := queryRegistry(t, env)
+			if got := identities(v); !reflect.DeepEqual(got, c.workers) {
+				t.Errorf("at %v: workers = %v, want %v", c.at, got, c.workers)
+			}
+			if !reflect.DeepEqual(v.Workflows, c.workflows) || !reflect.DeepEqual(v.Agents, c.agents) {
+				t.Errorf("at %v: workflows %v agents %v, want %v and %v", c.at, v.Workflows, v.Agents, c.workflows, c.agents)
+			}
+		}, c.at)
+	}
+	env.RegisterDelayedCallback(env.CancelWorkflow, 12*time.Minute)
+	env.ExecuteWorkflow(api.WorkflowRegistry, State{})
+	var canceled *temporal.CanceledError
+	if err := env.GetWorkflowError(); !errors.As(err, &canceled) {
+		t.Fatalf("workflow error = %v, want the cancellation", err)
+	}
+}
+
+// TestRegistryRecordedBeforeTheLiveRuleMigrates: a registry that started before the live
+// rule (GetVersion answers DefaultVersion) keeps its 25-hour expiry for the announcements
+// it knew, and continues as new at the first announcement with a TTL (or goodbye), so the
+// new run takes the rule; what it held is carried, the goodbye applied.
+func TestRegistryRecordedBeforeTheLiveRuleMigrates(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name    string
+		signal  string
+		payload any
+		want    []string
+	}{
+		{"announcement with a TTL", api.SignalRegister, api.WorkerAnnouncement{Identity: "new", Workflows: []string{"AgentRun"}, TTLSeconds: 60}, []string{"new", "old"}},
+		{"goodbye", api.SignalDeregister, api.WorkerDeparture{Identity: "old"}, []string{}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			env := newEnv(t)
+			env.OnGetVersion(ChangeLiveRegistry, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+			announce(env, time.Minute, "old", []string{"DocumentApproval"}, nil)
+			env.RegisterDelayedCallback(func() {
+				if got := identities(queryRegistry(t, env)); !reflect.DeepEqual(got, []string{"old"}) {
+					t.Errorf("before the live rule's first message: workers %v, want [old]", got)
+				}
+				env.SignalWorkflow(tt.signal, tt.payload)
+			}, 2*time.Hour) // an hour past the live rule's TTL: the old rule keeps it
+			env.ExecuteWorkflow(api.WorkflowRegistry, State{})
+			var cae *workflow.ContinueAsNewError
+			if err := env.GetWorkflowError(); !errors.As(err, &cae) {
+				t.Fatalf("workflow error = %v, want continue-as-new", err)
+			}
+			var st State
+			if err := converter.GetDefaultDataConverter().FromPayloads(cae.Input, &st); err != nil {
+				t.Fatal(err)
+			}
+			got := []string{}
+			for id := range st.Workers {
+				got = append(got, id)
+			}
+			slices.Sort(got)
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("carried workers %v, want %v", got, tt.want)
+			}
+		})
+	}
 }
