@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -290,4 +291,55 @@ func runWithReceiverDown(t *testing.T) (*platform, string) {
 		t.Fatalf("approve --wait with a receiver down:\n%s", out)
 	}
 	return p, id
+}
+
+// recordAgentNotifiedSuspended: a run waiting for its human while its only receiver
+// answers 503, recorded once the requested notification was tried twice (so it is
+// retrying, not finished) and no workflow task is pending.
+func recordAgentNotifiedSuspended(t *testing.T, r *recorder) {
+	attempts := make(chan string, 64)
+	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case attempts <- r.URL.Path:
+		default:
+		}
+		http.Error(w, "bridge is down", http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(down.Close)
+	model := fakellm.New(
+		fakellm.Reply{ToolCalls: []fakellm.Call{writeCall("notes.md", "launch on Monday\n")}},
+		fakellm.Reply{Content: "Wrote notes.md."},
+	)
+	p := newPlatform(t)
+	p.writeConfig(notifyConfig(t, model.Start(t), down.URL))
+	p.writeWorkspace(historyBrief)
+	p.extraEnv = []string{"NOTIFY_SECRET=" + notifySecret}
+	p.start()
+	id := p.startAgent("Write the note.")
+	for seen := 0; seen < 2; seen++ {
+		select {
+		case <-attempts:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("the receiver got %d attempts within 30s, want the requested call retried", seen)
+		}
+	}
+	wantPending(t, p, id, "1.1")
+	c := p.dial()
+	// No workflow task in flight; the notification's activity is, and stays so: its
+	// retries are the server's and add nothing to the history.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		d, err := c.DescribeWorkflowExecution(context.Background(), id, "")
+		if err != nil {
+			t.Fatalf("describe %s: %v", id, err)
+		}
+		if d.GetPendingWorkflowTask() == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run %s still has a workflow task in flight after 30s", id)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	r.save(c, "agent_suspended_on_approval.json", id, "")
 }
