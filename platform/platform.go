@@ -208,7 +208,7 @@ func (p *Platform) checkWorkflowNames() error {
 	var errs []error
 	for _, n := range names.order {
 		if c := names.seen[n]; c > 1 {
-			errs = append(errs, fmt.Errorf("workflow type %s is registered %d times (the platform registers AgentRun, Session, %s and %s, the options the rest; choose another name)", n, c, api.WorkflowRegistry, api.WorkflowTokenLimiter))
+			errs = append(errs, fmt.Errorf("workflow type %s is registered %d times (the platform registers AgentRun, Session, %s, %s and %s, the options the rest; choose another name)", n, c, api.WorkflowRegistry, api.WorkflowTokenLimiter, api.WorkflowNotifier))
 		}
 	}
 	return errors.Join(errs...)

@@ -216,6 +216,7 @@ func (p *Platform) Run(ctx context.Context) error {
 	}
 	deps.Endpoints, deps.ModelQueues = modelEndpoints(cfg, p.getenv)
 	deps.Tokens, deps.TokenWait = tokenLimiter{tc: tc, taskQueue: cfg.Temporal.TaskQueue}, tel.TokenWait
+	deps.Outbox = notifyOutbox{tc: tc}
 	acts := activities.New(deps)
 	acts.Register(w)
 	// The run's sandbox activities go to the host queue of the worker that holds its
