@@ -139,7 +139,9 @@ func structFields(t reflect.Type, visited map[reflect.Type]bool, out *[]string) 
 // except the platform's own, which are not runs (the registry, the token limiters, the notifiers).
 func (t *TypeRecorder) Types() []string {
 	out := sortedUnique(t.names)
-	return slices.DeleteFunc(out, func(n string) bool { return n == api.WorkflowRegistry || n == api.WorkflowTokenLimiter || n == api.WorkflowNotifier })
+	return slices.DeleteFunc(out, func(n string) bool {
+		return n == api.WorkflowRegistry || n == api.WorkflowTokenLimiter || n == api.WorkflowNotifier
+	})
 }
 
 // functionName is the SDK's default type name of a workflow function: its name without
