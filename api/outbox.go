@@ -126,6 +126,10 @@ type NotifyItem struct {
 
 // NotifierStatus is a notifier's answer to QueryNotifications.
 type NotifierStatus struct {
+	// ID is the notifier's workflow id and Error why it did not answer (both set by the
+	// client that asked, runs.Client.Notifications).
+	ID    string `json:"id,omitempty"`
+	Error string `json:"error,omitempty"`
 	// Receiver names the receiver as messages do (NotifyTarget.Name).
 	Receiver  string       `json:"receiver"`
 	Pending   []NotifyItem `json:"pending"`

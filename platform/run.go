@@ -151,7 +151,7 @@ func (p *Platform) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := observeWorker(tel, tc, cfg.Temporal.Namespace, sandboxes); err != nil {
+	if err := observeWorker(tel, tc, cfg.Temporal.Namespace, cfg.Temporal.TaskQueue, sandboxes); err != nil {
 		return err
 	}
 	scope := deploymentScope(cfg)
