@@ -286,8 +286,10 @@ func TestApprovalNotificationsOutliveTheRun(t *testing.T) {
 	p := newPlatform(t)
 	p.writeConfig(notifyConfig(t, model.Start(t), srv.URL))
 	p.writeWorkspace(historyBrief)
-	p.extraEnv = []string{"NOTIFY_SECRET=" + notifySecret}
+	metricsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	p.extraEnv = []string{"NOTIFY_SECRET=" + notifySecret, "NEXO_METRICS_ADDR=" + metricsAddr}
 	p.start()
+	pendingSeries := fmt.Sprintf(`nexo_notifications{receiver="%s/nexo",status="pending"}`, srv.URL)
 
 	// Run A: its receiver refuses it from its first notification on.
 	a := "outlive-a"
@@ -316,6 +318,10 @@ func TestApprovalNotificationsOutliveTheRun(t *testing.T) {
 	}
 	if out := p.ok("notifications"); !strings.Contains(out, "pending") || !strings.Contains(out, a) || !strings.Contains(out, "503") {
 		t.Errorf("starter notifications does not show the pending request with its last error:\n%s", out)
+	}
+
+	if v, ok := sample(scrape(t, metricsAddr), pendingSeries); !ok || v != 1 {
+		t.Errorf("%s = %v (found %v), want 1\n%s", pendingSeries, v, ok, grepLines(scrape(t, metricsAddr), "nexo_notifications"))
 	}
 
 	// The decision: the run closes at once, its notifications still undelivered.
@@ -375,6 +381,9 @@ func TestApprovalNotificationsOutliveTheRun(t *testing.T) {
 			t.Fatalf("starter notifications --json = %+v, want nothing pending or failed, 4 delivered", outboxes)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+	if v, ok := sample(scrape(t, metricsAddr), pendingSeries); !ok || v != 0 {
+		t.Errorf("%s = %v (found %v) once all was delivered, want 0", pendingSeries, v, ok)
 	}
 }
 
