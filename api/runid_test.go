@@ -28,6 +28,7 @@ func TestValidateRunID(t *testing.T) {
 		{"session:agent:victim", "reserved for sessions"},
 		{"nexo-registry:nexo", "reserved for the task queues' worker registries"},
 		{"nexo-tokens:nexo:small", "reserved for the endpoints' token limiters"},
+		{"nexo-notify:nexo:0123456789abcdef", "reserved for the receivers' notifiers"},
 	} {
 		t.Run(tc.id, func(t *testing.T) {
 			err := ValidateRunID(tc.id)

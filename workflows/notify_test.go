@@ -231,3 +231,39 @@ func TestEscalationNotifiesWithTheRequestedCall(t *testing.T) {
 		t.Errorf("escalated call = %v, want the requested shell make deploy with the escalation's own fields", c)
 	}
 }
+
+// TestRunsBeforeTheOutboxKeepTheirActivities: a run that took the notifications' old path
+// (ChangeNotifyOutbox at DefaultVersion, as every run recorded before it replays) still
+// notifies through NotifyApproval activities of its own, retried, and gives them the close
+// grace, as it did: the outbox changes nothing for it.
+func TestRunsBeforeTheOutboxKeepTheirActivities(t *testing.T) {
+	t.Parallel()
+	env := newEnv(t)
+	env.OnGetVersion(ChangeNotifyOutbox, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+	spec := approveSpec()
+	spec.Notify = []api.NotifyTarget{{URL: "https://a.example/hook", SecretEnv: "A_SECRET"}}
+	f := &agentFakes{spec: spec, script: []api.ChatMessage{
+		toolReply(call("write_file", `{"path":"notes.md","content":"hi"}`)),
+		text("Wrote notes.md."),
+	}}
+	n := &notifyFake{err: errors.New("receiver down (503)")}
+	f.register(env)
+	n.register(env)
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(api.SignalApproval, api.ApprovalSignal{CallID: "1.1", Approved: true, By: "ada"})
+	}, time.Hour)
+	env.ExecuteWorkflow(api.WorkflowAgentRun, agentInput(t, "scribe"))
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatalf("run failed: %v", err)
+	}
+	if len(n.queues) != 0 {
+		t.Errorf("a run on the old path handed %d notifications to the outbox", len(n.queues))
+	}
+	if got := n.sent()["approval_requested https://a.example/hook"]; got < 2 {
+		t.Errorf("the requested call's NotifyApproval was attempted %d times within the hour, want it retried", got)
+	}
+	rec := queryRecord(t, env)
+	if took := rec.UpdatedAt.Sub(rec.CreatedAt); took < time.Hour+NotifyCloseGrace {
+		t.Errorf("the run closed %s after it started, decided at 1h: want the %s close grace of notify-before-close", took, NotifyCloseGrace)
+	}
+}
