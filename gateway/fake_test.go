@@ -20,8 +20,8 @@ import (
 // method whose field is nil fails with an error naming it, so a test sees the stray call.
 type fakeRuns struct {
 	notifications func(ctx context.Context) ([]api.NotifierStatus, error)
-	start func(ctx context.Context, req runs.StartRequest) (string, error)
-	get   func(ctx context.Context, id string) (api.Record, error)
+	start         func(ctx context.Context, req runs.StartRequest) (string, error)
+	get           func(ctx context.Context, id string) (api.Record, error)
 	// origin, when nil, answers Origin from get.
 	origin       func(ctx context.Context, id string) (runs.Origin, error)
 	list         func(ctx context.Context, req runs.ListRequest) ([]runs.Summary, []byte, error)
