@@ -184,6 +184,9 @@ func New(cfg config.Config, opts ...Option) (*Platform, error) {
 	if err := p.checkWorkflowNames(); err != nil {
 		return nil, err
 	}
+	if err := cfg.CheckReceiverURLs(p.opts.lookupEnv); err != nil {
+		return nil, err
+	}
 	if err := checkSkills(cfg); err != nil {
 		return nil, err
 	}
