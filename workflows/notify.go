@@ -45,6 +45,10 @@ type notifier struct {
 	// pending are the notifications started and not yet finished, which the run's close
 	// gives a moment to finish (awaitNotifications).
 	pending []workflow.Future
+	// tickets and serving order the hand-overs to the outbox (enqueueNotifications): the
+	// calls of one model reply may be gated concurrently (tool_concurrency), and a
+	// receiver's notifier must get a run's notifications in seq order.
+	tickets, serving int
 }
 
 // use makes spec's receivers the run's (the agent loop calls it before its first turn).
@@ -136,7 +140,9 @@ func enqueueOptions() workflow.LocalActivityOptions {
 
 // enqueueNotifications hands the notification of event ev (whose call is call) to the
 // notifier of each receiver (package workflows/notifier), one receiver after the other
-// and waiting for each, so a receiver's notifier gets a run's notifications in seq order.
+// and waiting for each, and one event after the other in seq order (the notifier drops a
+// seq it has seen a later one of), so a receiver's notifier gets a run's notifications in
+// seq order.
 // The hand-over is a local activity: its input (the whole notification) stays out of the
 // run's history, which records one marker per receiver; the notifier holds a reference to
 // the stored notification. Nothing of the delivery is the run's any more: the run closes
@@ -146,6 +152,12 @@ func enqueueOptions() workflow.LocalActivityOptions {
 // logged and the run goes on: a notification never fails its run.
 func (rt *runtime) enqueueNotifications(ctx workflow.Context, ev api.Event, call json.RawMessage) {
 	n := &rt.notify
+	// The event was appended with its seq just now, with no yield since: taking a ticket
+	// here puts the hand-overs in seq order, whatever goroutine each runs in.
+	ticket := n.tickets
+	n.tickets++
+	_ = workflow.Await(ctx, func() bool { return n.serving == ticket }) // ctx is disconnected: it is not canceled
+	defer func() { n.serving++ }()
 	lctx := workflow.WithLocalActivityOptions(ctx, enqueueOptions())
 	tq := workflow.GetInfo(ctx).TaskQueueName
 	for _, t := range n.targets {

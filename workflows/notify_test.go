@@ -6,6 +6,7 @@ import (
 	"errors"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -265,5 +266,61 @@ func TestRunsBeforeTheOutboxKeepTheirActivities(t *testing.T) {
 	rec := queryRecord(t, env)
 	if took := rec.UpdatedAt.Sub(rec.CreatedAt); took < time.Hour+NotifyCloseGrace {
 		t.Errorf("the run closed %s after it started, decided at 1h: want the %s close grace of notify-before-close", took, NotifyCloseGrace)
+	}
+}
+
+// TestConcurrentApprovalsHandOverInSeqOrder: approval events of calls gated at once (the
+// calls of one reply under tool_concurrency, each in its own goroutine) reach the
+// receiver's outbox one after the other in seq order, even when the first hand-over is
+// slow: the notifier drops a seq older than one it already has, so a hand-over that
+// overtook another would lose it.
+func TestConcurrentApprovalsHandOverInSeqOrder(t *testing.T) {
+	t.Parallel()
+	env := newEnv(t)
+	var mu sync.Mutex
+	var seqs []int64
+	second := make(chan struct{})
+	var once sync.Once
+	env.RegisterActivityWithOptions(func(_ context.Context, req api.EnqueueNotificationRequest) error {
+		if strings.Contains(string(req.Request.Call), `"1.1"`) {
+			// The first event's hand-over is slow: one that does not wait its turn overtakes
+			// it meanwhile (and would close second); one that waits never comes.
+			select {
+			case <-second:
+			case <-time.After(time.Second):
+			}
+		} else {
+			once.Do(func() { close(second) })
+		}
+		mu.Lock()
+		seqs = append(seqs, req.Request.Seq)
+		mu.Unlock()
+		return nil
+	}, activity.RegisterOptions{Name: api.ActivityEnqueueNotification})
+	spec := approveSpec()
+	spec.Notify = []api.NotifyTarget{{URL: "https://a.example/hook", SecretEnv: "A_SECRET"}}
+	env.RegisterWorkflowWithOptions(Wrap("Concurrent", func(ctx workflow.Context, _ struct{}) (string, error) {
+		rt, err := runtimeOf(ctx, "concurrent")
+		if err != nil {
+			return "", err
+		}
+		rt.notify.use(spec)
+		wg := workflow.NewWaitGroup(ctx)
+		for _, id := range []string{"1.1", "1.2", "1.3"} {
+			wg.Add(1)
+			workflow.Go(ctx, func(ctx workflow.Context) {
+				defer wg.Done()
+				rt.emitApproval(ctx, api.EventApprovalRequested, id, map[string]any{"call_id": id, "tool": "shell"})
+			})
+		}
+		wg.Wait(ctx)
+		return "ok", nil
+	}, Options{}), workflow.RegisterOptions{Name: "Concurrent"})
+	env.ExecuteWorkflow("Concurrent", struct{}{})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if len(seqs) != 3 || !slices.IsSorted(seqs) {
+		t.Errorf("hand-overs in the order %v, want the three requests in seq order", seqs)
 	}
 }
