@@ -49,7 +49,7 @@ func TestLoadAgents(t *testing.T) {
 	}
 }
 
-// TestLoadAgentPool: the README's pool definition loads with its pool.
+// TestLoadAgentPool: the pool definition of docs/sandboxes.md loads with its pool.
 func TestLoadAgentPool(t *testing.T) {
 	dir := t.TempDir()
 	t.Chdir(dir)
@@ -66,9 +66,9 @@ func TestLoadAgentPool(t *testing.T) {
 	}
 }
 
-// TestLoadAgentBubblewrap: the README's bubblewrap agent, as printed, loads with its limits.
+// TestLoadAgentBubblewrap: the bubblewrap agent of docs/sandboxes.md, as printed, loads with its limits.
 func TestLoadAgentBubblewrap(t *testing.T) {
-	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	readme, err := os.ReadFile(filepath.Join("..", "docs", "sandboxes.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func TestLoadAgentBubblewrap(t *testing.T) {
 		}
 	}
 	if y == "" {
-		t.Fatal("README has no ```yaml block with a bubblewrap agent")
+		t.Fatal("docs/sandboxes.md has no ```yaml block with a bubblewrap agent")
 	}
 	dir := t.TempDir()
 	t.Chdir(dir)
@@ -291,10 +291,10 @@ agents:
 	}
 }
 
-// TestReadmeArgumentRules: the README's three lines load and decide exactly as the README
+// TestReadmeArgumentRules: the three lines of docs/agents.md load and decide exactly as the page
 // says they do.
 func TestReadmeArgumentRules(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "README.md"))
+	b, err := os.ReadFile(filepath.Join("..", "docs", "agents.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,7 +305,7 @@ func TestReadmeArgumentRules(t *testing.T) {
 				return blk
 			}
 		}
-		t.Fatalf("README has no ```%s block containing %q", lang, marker)
+		t.Fatalf("docs/agents.md has no ```%s block containing %q", lang, marker)
 		return ""
 	}
 	rules, decisions := block("yaml", "never rm -rf"), block("text", "→ allow:")
@@ -317,22 +317,22 @@ func TestReadmeArgumentRules(t *testing.T) {
 	}
 	cfg, err := Load(LoadOptions{Env: []string{}})
 	if err != nil {
-		t.Fatalf("Load the README's rules: %v", err)
+		t.Fatalf("Load the rules of docs/agents.md: %v", err)
 	}
 	lines := strings.Split(strings.TrimSpace(decisions), "\n")
 	if len(lines) != 4 {
-		t.Fatalf("README decisions = %d lines, want 4", len(lines))
+		t.Fatalf("docs/agents.md decisions = %d lines, want 4", len(lines))
 	}
 	for _, line := range lines {
 		cmd, want, ok := strings.Cut(line, "→ ")
 		if !ok {
-			t.Fatalf("README decision line %q has no →", line)
+			t.Fatalf("docs/agents.md decision line %q has no →", line)
 		}
 		cmd = strings.TrimSpace(cmd)
 		c := permissions.Call{Capability: permissions.CapShell, Tool: "shell", Detail: cmd, Args: map[string]any{"command": cmd}}
 		v := permissions.Decide(cfg.Agents[0].Permissions, c, permissions.Approvals{})
 		if got := v.Decision.String() + ": " + v.Reason; got != want {
-			t.Errorf("README says %q decides\n  %s\ngot\n  %s", cmd, want, got)
+			t.Errorf("docs/agents.md says %q decides\n  %s\ngot\n  %s", cmd, want, got)
 		}
 	}
 }
@@ -437,10 +437,10 @@ func TestLoadAgentWarm(t *testing.T) {
 	}
 }
 
-// TestReadmeWarmAndRuntimeAgents: the README's agents with a warm pool and with gVisor
+// TestReadmeWarmAndRuntimeAgents: the agents of docs/sandboxes.md with a warm pool and with gVisor
 // load as it shows them.
 func TestReadmeWarmAndRuntimeAgents(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "README.md"))
+	b, err := os.ReadFile(filepath.Join("..", "docs", "sandboxes.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -454,7 +454,7 @@ func TestReadmeWarmAndRuntimeAgents(t *testing.T) {
 			}
 		}
 		if blk == "" {
-			t.Fatalf("README has no ```yaml block containing %q", marker)
+			t.Fatalf("docs/sandboxes.md has no ```yaml block containing %q", marker)
 		}
 		dir := t.TempDir()
 		t.Chdir(dir)
@@ -464,11 +464,11 @@ func TestReadmeWarmAndRuntimeAgents(t *testing.T) {
 		}
 		cfg, err := Load(LoadOptions{})
 		if err != nil {
-			t.Fatalf("the README's block with %q: %v", marker, err)
+			t.Fatalf("the block of docs/sandboxes.md with %q: %v", marker, err)
 		}
 		sb := cfg.Agents[0].Sandbox
 		if (marker == "warm: 2" && sb.Warm != 2) || (marker == "runtime: runsc" && sb.Runtime != "runsc") {
-			t.Errorf("the README's block with %q loads as %+v", marker, sb)
+			t.Errorf("the block of docs/sandboxes.md with %q loads as %+v", marker, sb)
 		}
 	}
 }

@@ -648,11 +648,11 @@ approvals:
 }
 
 // TestLoadApprovalsNotifyAddresses: a receiver on a loopback or private address is refused
-// at load, naming approvals.notify[i].url, unless it says allow_private: true (the README's
+// at load, naming approvals.notify[i].url, unless it says allow_private: true (docs/approvals.md's
 // internal receiver loads as printed); link-local and metadata addresses are refused even
 // then; and a password in the URL is not repeated in the error.
 func TestLoadApprovalsNotifyAddresses(t *testing.T) {
-	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	readme, err := os.ReadFile(filepath.Join("..", "docs", "approvals.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -666,12 +666,12 @@ func TestLoadApprovalsNotifyAddresses(t *testing.T) {
 		}
 	}
 	if block == "" {
-		t.Fatal("README has no ```yaml block with an allow_private receiver")
+		t.Fatal("docs/approvals.md has no ```yaml block with an allow_private receiver")
 	}
 	writeFile(t, dir, DefaultFile, block)
 	c, err := Load(LoadOptions{Env: []string{"NOTIFY_SECRET=s3cret"}})
 	if err != nil {
-		t.Fatalf("Load of the README's internal receiver: %v", err)
+		t.Fatalf("Load of the internal receiver of docs/approvals.md: %v", err)
 	}
 	if len(c.Approvals.Notify) == 0 || !c.Approvals.Notify[len(c.Approvals.Notify)-1].AllowPrivate {
 		t.Errorf("approvals.notify = %+v, want the last receiver with AllowPrivate", c.Approvals.Notify)

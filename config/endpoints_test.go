@@ -137,9 +137,9 @@ agents: [{name: writer, llm: small}]
 	}
 }
 
-// The README's example of endpoints loads as written, and its agents land where it says.
+// The example of endpoints in docs/agents.md loads as written, and its agents land where it says.
 func TestReadmeEndpointsExample(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "README.md"))
+	b, err := os.ReadFile(filepath.Join("..", "docs", "agents.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,11 +151,11 @@ func TestReadmeEndpointsExample(t *testing.T) {
 		}
 	}
 	if block == "" {
-		t.Fatal("README has no ```yaml block of endpoints (with llm: small and requests_per_minute: 60)")
+		t.Fatal("docs/agents.md has no ```yaml block of endpoints (with llm: small and requests_per_minute: 60)")
 	}
 	cfg, err := Load(LoadOptions{File: writeFile(t, t.TempDir(), "nexo.yaml", block), Env: []string{}})
 	if err != nil {
-		t.Fatalf("Load README example: %v", err)
+		t.Fatalf("Load the example of docs/agents.md: %v", err)
 	}
 	eps := cfg.Endpoints()
 	if eps["small"].Limits.RequestsPerMinute != 60 || eps["default"].Limits.RequestsPerMinute != 500 || eps["small"].Timeout != 2*time.Minute {

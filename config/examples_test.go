@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// TestExampleConfigsLoad keeps the README's example configs valid.
+// TestExampleConfigsLoad keeps the example configs the README and docs/ run valid.
 func TestExampleConfigsLoad(t *testing.T) {
 	files, _ := filepath.Glob(filepath.Join("..", "examples", "*", "*.yaml"))
 	if len(files) == 0 {

@@ -7,10 +7,10 @@ import (
 	"testing"
 )
 
-// TestReadmeToolConcurrency: the README's parallel-tools example loads as it says, and a
+// TestReadmeToolConcurrency: the parallel-tools example of docs/agents.md loads as it says, and a
 // tool_concurrency out of range stops the worker naming the field.
 func TestReadmeToolConcurrency(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "README.md"))
+	b, err := os.ReadFile(filepath.Join("..", "docs", "agents.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -22,7 +22,7 @@ func TestReadmeToolConcurrency(t *testing.T) {
 		}
 	}
 	if example == "" {
-		t.Fatal("README has no ```yaml block with tool_concurrency: 8")
+		t.Fatal("docs/agents.md has no ```yaml block with tool_concurrency: 8")
 	}
 	load := func(y string) (Config, error) {
 		dir := t.TempDir()
@@ -34,7 +34,7 @@ func TestReadmeToolConcurrency(t *testing.T) {
 	}
 	cfg, err := load(example)
 	if err != nil {
-		t.Fatalf("Load the README's example: %v", err)
+		t.Fatalf("Load the example of docs/agents.md: %v", err)
 	}
 	if len(cfg.Agents) != 1 || cfg.Agents[0].ToolConcurrency != 8 || !cfg.Agents[0].Plan {
 		t.Fatalf("agents = %+v, want researcher with tool_concurrency 8 and plan", cfg.Agents)

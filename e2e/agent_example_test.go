@@ -12,23 +12,23 @@ import (
 	"github.com/nexo-temporal/nexo/api"
 )
 
-// readmeStarterCommands returns the `bin/starter ...` lines of the README's sh blocks
-// between the headings from and to, comments removed: the commands a reader types.
+// readmeStarterCommands returns the `bin/starter ...` lines of the sh blocks between the
+// text from and the text to, in the README or the guide under docs/ that has from (to is
+// looked for after it in the same file; an empty to means the end of that file), comments
+// removed: the commands a reader types.
 func readmeStarterCommands(t *testing.T, from, to string) []string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := string(b)
-	i := strings.Index(s, from)
-	j := strings.Index(s[max(i, 0):], to)
-	if i < 0 || j < 0 {
-		t.Fatalf("README has no section %q up to %q", from, to)
+	file, s := readmeText(t, from)
+	if to != "" {
+		j := strings.Index(s, to)
+		if j < 0 {
+			t.Fatalf("%s has no %q after %q", file, to, from)
+		}
+		s = s[:j]
 	}
 	var cmds []string
 	in := false
-	for _, line := range strings.Split(s[i:i+j], "\n") {
+	for _, line := range strings.Split(s, "\n") {
 		switch {
 		case strings.HasPrefix(line, "```sh"):
 			in = true
@@ -73,7 +73,7 @@ func TestOfflineAgentDemoAsWritten(t *testing.T) {
 		`bin/starter agent scribe "Write three haikus, one per file" --wait`,
 		`bin/starter approve <id> --always --wait`,
 	}
-	cmds := readmeStarterCommands(t, "### Offline, in three terminals", "### A real model")
+	cmds := readmeStarterCommands(t, "### Offline, in three terminals", "## Sessions")
 	if !reflect.DeepEqual(cmds, want) {
 		t.Fatalf("the README's demo commands changed; update this test with them:\n%s", strings.Join(cmds, "\n"))
 	}

@@ -130,7 +130,7 @@ func TestCheckReplayLiveRuns(t *testing.T) {
 // README shows it: the real starter, no server, every history of workflows/testdata ok.
 func TestCheckReplayRecordedHistories(t *testing.T) {
 	t.Parallel()
-	cmds := readmeBlockCommands(t, "check-replay --histories")
+	cmds := readmeBlockCommands(t, "bin/starter check-replay --histories workflows/testdata")
 	if len(cmds) != 1 {
 		t.Fatalf("README's check-replay block has %q, want one --histories command", cmds)
 	}

@@ -66,7 +66,7 @@ func refundPlatform(t *testing.T, args []string) *platform {
 // the package, which the test passes to the binary it built from it.
 func readmeCustomWorker(t *testing.T) []string {
 	t.Helper()
-	for _, line := range strings.Split(readmeBlock(t, "sh", "go run ./examples/custom-worker"), "\n") {
+	for _, line := range strings.Split(readmeBlock(t, "sh", "go run ./examples/custom-worker --dev"), "\n") {
 		if w := shellWords(t, line); len(w) > 2 && w[0] == "go" && w[1] == "run" && w[2] == "./examples/custom-worker" {
 			return w[3:]
 		}
@@ -85,7 +85,7 @@ func TestCustomWorkerExampleAsWritten(t *testing.T) {
 	if want := []string{"--dev", "--config", "examples/custom-worker/nexo.yaml"}; !reflect.DeepEqual(args, want) {
 		t.Fatalf("README runs the example with %q; this test runs it with %q: update the test", args, want)
 	}
-	cmds := readmeBlockCommands(t, "go run ./examples/custom-worker")
+	cmds := readmeBlockCommands(t, "go run ./examples/custom-worker --dev")
 	verbs := make([]string, len(cmds))
 	for i, c := range cmds {
 		verbs[i] = c[0]

@@ -26,7 +26,7 @@ func TestApprovalDeadlineDenies(t *testing.T) {
 	// The README's agent, as written.
 	p.writeConfig("llm: {base_url: " + model.Start(t) + ", model: fake}\n" + readmeBlock(t, "yaml", "on_timeout: deny"))
 	p.start()
-	cmds := readmeStarterCommands(t, "### Deadlines", "### Agent definition")
+	cmds := readmeStarterCommands(t, "### Deadlines", "### Notifications")
 	if len(cmds) != 3 {
 		t.Fatalf("README's Deadlines commands = %q, want agent, approvals, show", cmds)
 	}

@@ -148,7 +148,7 @@ func TestFinishedRunsWithoutAWorker(t *testing.T) {
 	}
 
 	// The README's commands, as printed, against the failed run.
-	cmds := readmeBlockCommands(t, "stored record")
+	cmds := readmeBlockCommands(t, "bin/starter show <run-id>")
 	if len(cmds) != 3 || cmds[0][0] != "show" || cmds[1][0] != "logs" || cmds[2][0] != "rerun" {
 		t.Fatalf("README's finished-run block = %q; want show, logs, rerun", cmds)
 	}

@@ -230,7 +230,7 @@ func TestFailedFirstPromptLeavesNoSession(t *testing.T) {
 // logo.png` writes the skill's logo byte for byte.
 func TestSkillsExampleAsWritten(t *testing.T) {
 	t.Parallel()
-	cmds := readmeStarterCommands(t, "The example is in the repository, with a fake-model script", "## Sessions")
+	cmds := readmeStarterCommands(t, "The example is in the repository, with a fake-model script", "")
 	want := []string{`bin/starter agent reporter "Report on Q4" --wait`, `bin/starter artifact <id> logo.png -o logo.png`}
 	if strings.Join(cmds, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("the README's skills commands changed; update this test with them:\n%s", strings.Join(cmds, "\n"))

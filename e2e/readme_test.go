@@ -16,10 +16,11 @@ import (
 	"github.com/nexo-temporal/nexo/api"
 )
 
-// readmeBlockCommands returns the `bin/starter` commands of the README's first ```sh
-// block that contains marker, each split into arguments as a shell would (single and
-// double quotes, a trailing `# comment` dropped), without the leading bin/starter. A test
-// runs them as printed, so the README cannot drift from what works.
+// readmeBlockCommands returns the `bin/starter` commands of the first ```sh block that
+// contains marker, in the README or a guide under docs/ (see readmeBlock), each split into
+// arguments as a shell would (single and double quotes, a trailing `# comment` dropped),
+// without the leading bin/starter. A test runs them as printed, so the docs cannot drift
+// from what works.
 func readmeBlockCommands(t *testing.T, marker string) [][]string {
 	t.Helper()
 	var cmds [][]string
@@ -32,22 +33,97 @@ func readmeBlockCommands(t *testing.T, marker string) [][]string {
 	return cmds
 }
 
-// readmeBlock returns the first fenced block of language lang (```yaml, ```sh) in the
-// README that contains marker.
+// docFile is one page a user reads: the README or a guide under docs/, by its path from
+// the repository's root, with its text.
+type docFile struct {
+	name, text string
+}
+
+// docFiles are the README and every guide page (docs/*.md), README first, read at test
+// time: the blocks the tests run as written are found in any of them.
+func docFiles(t *testing.T) []docFile {
+	t.Helper()
+	names := []string{"README.md"}
+	guides, err := filepath.Glob(filepath.Join("..", "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(guides)
+	for _, g := range guides {
+		names = append(names, filepath.ToSlash(strings.TrimPrefix(g, ".."+string(filepath.Separator))))
+	}
+	var files []docFile
+	for _, name := range names {
+		b, err := os.ReadFile(filepath.Join("..", filepath.FromSlash(name)))
+		if err != nil {
+			t.Fatalf("read %s: %v", name, err)
+		}
+		files = append(files, docFile{name: name, text: string(b)})
+	}
+	return files
+}
+
+// docNames lists the files searched, for a failure message.
+func docNames(files []docFile) string {
+	names := make([]string, len(files))
+	for i, f := range files {
+		names[i] = f.name
+	}
+	return strings.Join(names, ", ")
+}
+
+// readmeBlock returns the first fenced block of language lang (```yaml, ```sh) that
+// contains marker, in the README or a guide under docs/. Within a file the first such block
+// counts; a marker found in blocks of two files is ambiguous and fails the test, naming
+// both, since which one a test runs must not depend on how the pages are ordered.
 func readmeBlock(t *testing.T, lang, marker string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "README.md"))
-	if err != nil {
-		t.Fatalf("read README: %v", err)
-	}
-	for _, block := range strings.Split(string(b), "```"+lang+"\n")[1:] {
-		block, _, _ = strings.Cut(block, "```")
-		if strings.Contains(block, marker) {
-			return block
+	_, block := readmeBlockIn(t, lang, marker)
+	return block
+}
+
+// readmeBlockIn is readmeBlock that also says which file the block is in.
+func readmeBlockIn(t *testing.T, lang, marker string) (file, block string) {
+	t.Helper()
+	files := docFiles(t)
+	for _, f := range files {
+		for _, b := range strings.Split(f.text, "```"+lang+"\n")[1:] {
+			b, _, _ = strings.Cut(b, "```")
+			if !strings.Contains(b, marker) {
+				continue
+			}
+			if file != "" {
+				t.Fatalf("```%s blocks of both %s and %s contain %q: use a marker only one of them has", lang, file, f.name, marker)
+			}
+			file, block = f.name, b
+			break
 		}
 	}
-	t.Fatalf("README has no ```%s block containing %q", lang, marker)
-	return ""
+	if file == "" {
+		t.Fatalf("no ```%s block containing %q in %s", lang, marker, docNames(files))
+	}
+	return file, block
+}
+
+// readmeText returns the file (README or guide) whose text contains marker, and that text
+// from marker on; a marker in two files fails the test, naming both.
+func readmeText(t *testing.T, marker string) (file, text string) {
+	t.Helper()
+	files := docFiles(t)
+	for _, f := range files {
+		i := strings.Index(f.text, marker)
+		if i < 0 {
+			continue
+		}
+		if file != "" {
+			t.Fatalf("both %s and %s contain %q: use a marker only one of them has", file, f.name, marker)
+		}
+		file, text = f.name, f.text[i:]
+	}
+	if file == "" {
+		t.Fatalf("none of %s contains %q", docNames(files), marker)
+	}
+	return file, text
 }
 
 // shellWords splits line into words with sh's quoting rules for ' and ", and drops a
@@ -112,22 +188,13 @@ func TestShellWords(t *testing.T) {
 }
 
 // readmeFence returns the first fenced block of any language after the heading (or other
-// text) after, with its fence line: ("```sh", body).
+// text) after, in the README or the guide that has it, with its fence line: ("```sh", body).
 func readmeFence(t *testing.T, after string) (fence, body string) {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "README.md"))
-	if err != nil {
-		t.Fatalf("read README: %v", err)
-	}
-	s := string(b)
-	i := strings.Index(s, after)
-	if i < 0 {
-		t.Fatalf("README has no %q", after)
-	}
-	s = s[i:]
+	file, s := readmeText(t, after)
 	j := strings.Index(s, "\n```")
 	if j < 0 {
-		t.Fatalf("README has no fenced block after %q", after)
+		t.Fatalf("%s has no fenced block after %q", file, after)
 	}
 	s = s[j+1:]
 	fence, s, _ = strings.Cut(s, "\n")
@@ -298,42 +365,41 @@ func TestApproveWithTheTemporalCLIAsWritten(t *testing.T) {
 	}
 }
 
-// readmeCommandBlocks are the README's blocks that show commands to type: every ```sh
-// block and every transcript (a plain block with `$ ` lines), indented ones included.
-func readmeCommandBlocks(t *testing.T) []string {
+// readmeCommandBlocks are the blocks that show commands to type, in the README and every
+// guide under docs/: every ```sh block and every transcript (a plain block with `$ `
+// lines), indented ones included.
+func readmeCommandBlocks(t *testing.T) []docFile {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "README.md"))
-	if err != nil {
-		t.Fatalf("read README: %v", err)
-	}
-	var blocks []string
-	var cur []string
-	lang, open := "", false
-	for _, line := range strings.Split(string(b), "\n") {
-		trimmed := strings.TrimSpace(line)
-		if rest, ok := strings.CutPrefix(trimmed, "```"); ok {
-			if !open {
-				lang, open, cur = rest, true, nil
+	var blocks []docFile
+	for _, f := range docFiles(t) {
+		var cur []string
+		lang, open := "", false
+		for _, line := range strings.Split(f.text, "\n") {
+			trimmed := strings.TrimSpace(line)
+			if rest, ok := strings.CutPrefix(trimmed, "```"); ok {
+				if !open {
+					lang, open, cur = rest, true, nil
+					continue
+				}
+				open = false
+				body := strings.Join(cur, "\n")
+				transcript := lang == "" && slices.ContainsFunc(cur, func(l string) bool { return strings.HasPrefix(l, "$ ") })
+				if lang == "sh" || transcript {
+					blocks = append(blocks, docFile{name: f.name, text: body})
+				}
 				continue
 			}
-			open = false
-			body := strings.Join(cur, "\n")
-			transcript := lang == "" && slices.ContainsFunc(cur, func(l string) bool { return strings.HasPrefix(l, "$ ") })
-			if lang == "sh" || transcript {
-				blocks = append(blocks, body)
+			if open {
+				cur = append(cur, trimmed)
 			}
-			continue
-		}
-		if open {
-			cur = append(cur, trimmed)
 		}
 	}
 	return blocks
 }
 
-// readmeCommandTests names, for each README block of commands (found by a line of it),
-// the tests that run its commands, or why they cannot run here; such a block says so
-// itself ("not run by the tests: ...").
+// readmeCommandTests names, for each block of commands of the README or a guide under
+// docs/ (found by a line of it), the tests (or benchmarks) that run its commands, or why
+// they cannot run here; such a block says so itself ("not run by the tests: ...").
 var readmeCommandTests = []struct {
 	marker string
 	tests  []string // in this repository's *_test.go files
@@ -382,11 +448,14 @@ var readmeCommandTests = []struct {
 	{marker: "worker --sandbox-host --pool gpu      # on each machine of pool gpu", tests: []string{"TestSandboxPoolHostInItsOwnNetworkMovesWithItsFiles"}},
 	{marker: `bin/starter agent scribe "Say something." --wait`, tests: []string{"TestRetryingModelCallIsShown"}},
 	{marker: "$GW/v1/runs/$KEEPER_RUN", tests: []string{"TestGatewayLimitedTokens"}},
+	{marker: "bin/starter schedule create pulse", tests: []string{"TestSchedulesAsWritten"}},
+	{marker: "go test ./e2e -run '^$' -bench WallCase", tests: []string{"BenchmarkWallCase", "BenchmarkCompactedRun", "BenchmarkLongSession", "BenchmarkAgentTurns"}}, // docs/performance.md; .ci/run runs every benchmark once
 }
 
-// TestEveryReadmeCommandIsExercised: every block of commands in the README is run by a
-// named test that exists, or says in the README why it is not; a block added without
-// either fails here, so the README cannot grow a command nobody runs.
+// TestEveryReadmeCommandIsExercised: every block of commands in the README and in every
+// guide under docs/ is run by a named test (or benchmark) that exists, or says in the block
+// why it is not; a block added without either fails here, so no page can grow a command
+// nobody runs.
 func TestEveryReadmeCommandIsExercised(t *testing.T) {
 	t.Parallel()
 	tests := map[string]bool{}
@@ -399,9 +468,11 @@ func TestEveryReadmeCommandIsExercised(t *testing.T) {
 			return err
 		}
 		for _, line := range strings.Split(string(b), "\n") {
-			if rest, ok := strings.CutPrefix(line, "func Test"); ok {
-				name, _, _ := strings.Cut(rest, "(")
-				tests["Test"+name] = true
+			for _, kind := range []string{"Test", "Benchmark"} {
+				if rest, ok := strings.CutPrefix(line, "func "+kind); ok {
+					name, _, _ := strings.Cut(rest, "(")
+					tests[kind+name] = true
+				}
 			}
 		}
 		return nil
@@ -413,30 +484,301 @@ func TestEveryReadmeCommandIsExercised(t *testing.T) {
 	for _, block := range readmeCommandBlocks(t) {
 		matched := -1
 		for i, e := range readmeCommandTests {
-			if strings.Contains(block, e.marker) {
+			if strings.Contains(block.text, e.marker) {
 				if matched >= 0 {
-					t.Errorf("README block matches %q and %q; make the markers distinct:\n%s", readmeCommandTests[matched].marker, e.marker, block)
+					t.Errorf("%s: block matches %q and %q; make the markers distinct:\n%s", block.name, readmeCommandTests[matched].marker, e.marker, block.text)
 				}
 				matched = i
 			}
 		}
 		if matched < 0 {
-			t.Errorf("README block of commands is exercised by no test; add one (and an entry in readmeCommandTests), or say in the block why it cannot run here (\"not run by the tests: ...\"):\n%s", block)
+			t.Errorf("%s: block of commands is exercised by no test; add one (and an entry in readmeCommandTests), or say in the block why it cannot run here (\"not run by the tests: ...\"):\n%s", block.name, block.text)
 			continue
 		}
 		used[matched] = true
-		if e := readmeCommandTests[matched]; e.notRun != "" && !strings.Contains(block, "not run by the tests:") {
-			t.Errorf("README block needs %s and is not run; it must say so (\"not run by the tests: ...\"):\n%s", e.notRun, block)
+		if e := readmeCommandTests[matched]; e.notRun != "" && !strings.Contains(block.text, "not run by the tests:") {
+			t.Errorf("%s: block needs %s and is not run; it must say so (\"not run by the tests: ...\"):\n%s", block.name, e.notRun, block.text)
 		}
 	}
 	for i, e := range readmeCommandTests {
 		if !used[i] {
-			t.Errorf("no README block contains %q any more; remove or update its entry", e.marker)
+			t.Errorf("no block of the README or docs/ contains %q any more; remove or update its entry", e.marker)
 		}
 		for _, name := range e.tests {
 			if !tests[name] {
-				t.Errorf("README block %q names test %s, which does not exist", e.marker, name)
+				t.Errorf("block %q names test %s, which does not exist", e.marker, name)
 			}
 		}
+	}
+}
+
+// readmeMaxLines is how long the README may grow: it is the front door (what Nexo is, the
+// set-up, the Quickstart, the offline demos, where to go next); everything else is a guide
+// under docs/.
+const readmeMaxLines = 400
+
+// TestReadmeIsAFrontDoor: the README stays at most readmeMaxLines lines, keeps the two
+// set-up commands (the test command exactly as .ci/run runs it) and links every guide under
+// docs/, and each guide opens as a page should: its title, a one-line purpose (one
+// paragraph), then a list of its contents.
+func TestReadmeIsAFrontDoor(t *testing.T) {
+	t.Parallel()
+	files := docFiles(t)
+	readme := files[0]
+	if n := strings.Count(strings.TrimSuffix(readme.text, "\n"), "\n") + 1; n > readmeMaxLines {
+		t.Errorf("README.md has %d lines, more than %d: move the new text to the guide under docs/ it belongs to", n, readmeMaxLines)
+	}
+	// The two set-up commands stay in the README, the test command as .ci/run runs it.
+	setup := strings.Split(strings.TrimSpace(readmeBlock(t, "sh", "GOTOOLCHAIN=go1.27.3 go run ./worker --dev")), "\n")
+	ci, err := os.ReadFile(filepath.Join("..", ".ci", "run"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cmds []string
+	for _, line := range setup {
+		if l := strings.TrimSpace(line); l != "" && !strings.HasPrefix(l, "#") {
+			cmds = append(cmds, l)
+		}
+	}
+	if len(cmds) != 2 || !strings.HasSuffix(cmds[0], " go run ./worker --dev") {
+		t.Fatalf("README.md's set-up block has %q, want the two commands: go run ./worker --dev, then go test", cmds)
+	}
+	toolchain, test, _ := strings.Cut(cmds[1], " ")
+	if !strings.HasPrefix(toolchain, "GOTOOLCHAIN=") || !strings.HasPrefix(test, "go test ") ||
+		!strings.Contains(string(ci), "\nexport "+toolchain+"\n") || !strings.Contains(string(ci), "\n"+test+"\n") {
+		t.Errorf("README.md's test command %q is not what .ci/run runs (export %s, then %s on a line of its own)", cmds[1], toolchain, test)
+	}
+	if len(files) < 2 {
+		t.Fatal("docs/ has no guide pages")
+	}
+	for _, f := range files[1:] {
+		if !strings.Contains(readme.text, "]("+f.name+")") {
+			t.Errorf("README.md does not link %s (want a link \"](%s)\" under Where to go next)", f.name, f.name)
+		}
+		paras := strings.Split(strings.TrimSpace(f.text), "\n\n")
+		if len(paras) < 3 || !strings.HasPrefix(paras[0], "# ") || strings.Contains(paras[0], "\n") ||
+			strings.HasPrefix(paras[1], "#") || strings.HasPrefix(paras[1], "- ") || !strings.HasPrefix(paras[2], "- [") {
+			t.Errorf("%s does not open with a title, a one-paragraph purpose and a contents list:\n%s", f.name, strings.Join(paras[:min(3, len(paras))], "\n\n"))
+		}
+	}
+}
+
+// TestDocsLinksResolve: every relative link of the README and of the guides under docs/
+// (outside code) names a file or folder of the repository, and its #anchor, if any, a
+// heading of that page as GitHub makes anchors of headings, so a section moved to another
+// page cannot leave a link pointing at nothing.
+func TestDocsLinksResolve(t *testing.T) {
+	t.Parallel()
+	files := docFiles(t)
+	anchors := map[string]map[string]bool{}
+	for _, f := range files {
+		anchors[f.name] = headingAnchors(f.text)
+	}
+	links := 0
+	for _, f := range files {
+		for _, l := range markdownLinks(f.text) {
+			if strings.Contains(l.target, "://") || strings.HasPrefix(l.target, "mailto:") {
+				continue
+			}
+			links++
+			path, frag, _ := strings.Cut(l.target, "#")
+			target := f.name
+			if path != "" {
+				target = filepath.ToSlash(filepath.Clean(filepath.Join(filepath.Dir(f.name), path)))
+				if _, err := os.Stat(filepath.Join("..", filepath.FromSlash(target))); err != nil {
+					t.Errorf("%s:%d: link %q: %s does not exist", f.name, l.line, l.target, target)
+					continue
+				}
+			}
+			if frag == "" {
+				continue
+			}
+			a, ok := anchors[target]
+			if !ok {
+				if !strings.HasSuffix(target, ".md") {
+					t.Errorf("%s:%d: link %q has an anchor into %s, which is no page", f.name, l.line, l.target, target)
+					continue
+				}
+				b, err := os.ReadFile(filepath.Join("..", filepath.FromSlash(target)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				a = headingAnchors(string(b))
+				anchors[target] = a
+			}
+			if !a[frag] {
+				t.Errorf("%s:%d: link %q: %s has no heading with the anchor #%s", f.name, l.line, l.target, target, frag)
+			}
+		}
+	}
+	if links == 0 {
+		t.Fatal("found no relative link at all: the link reader is broken")
+	}
+}
+
+// mdLink is a link of a Markdown page: its target and the line it is on.
+type mdLink struct {
+	target string
+	line   int
+}
+
+// markdownLinks returns the `](target)` links of text outside fenced blocks and inline
+// code (a code span may run over lines within a paragraph).
+func markdownLinks(text string) []mdLink {
+	var links []mdLink
+	fence := false
+	var para []string
+	start := 0
+	flush := func() {
+		s := stripCodeSpans(strings.Join(para, "\n"))
+		for k := 0; ; {
+			i := strings.Index(s[k:], "](")
+			if i < 0 {
+				break
+			}
+			i += k + 2
+			j := strings.IndexAny(s[i:], ") \n\t")
+			if j < 0 {
+				break
+			}
+			if s[i+j] == ')' && j > 0 {
+				links = append(links, mdLink{target: s[i : i+j], line: start + strings.Count(s[:i], "\n")})
+			}
+			k = i
+		}
+		para = nil
+	}
+	for n, line := range strings.Split(text, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "```") {
+			flush()
+			fence = !fence
+			continue
+		}
+		if fence {
+			continue
+		}
+		if strings.TrimSpace(line) == "" {
+			flush()
+			continue
+		}
+		if len(para) == 0 {
+			start = n + 1
+		}
+		para = append(para, line)
+	}
+	flush()
+	return links
+}
+
+// stripCodeSpans blanks out inline code (a run of N backticks up to the next run of N) so
+// that code such as Checkpoint[T](ctx, ...) is not read as a link; newlines are kept for
+// line numbers.
+func stripCodeSpans(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		if s[i] != '`' {
+			b.WriteByte(s[i])
+			i++
+			continue
+		}
+		n := 0
+		for i+n < len(s) && s[i+n] == '`' {
+			n++
+		}
+		ticks := strings.Repeat("`", n)
+		end := -1
+		for k := i + n; k < len(s); {
+			j := strings.Index(s[k:], ticks)
+			if j < 0 {
+				break
+			}
+			j += k
+			m := 0
+			for j+m < len(s) && s[j+m] == '`' {
+				m++
+			}
+			if m == n {
+				end = j
+				break
+			}
+			k = j + m
+		}
+		if end < 0 { // an unclosed run is plain text
+			b.WriteString(ticks)
+			i += n
+			continue
+		}
+		b.WriteString(strings.Map(func(r rune) rune {
+			if r == '\n' {
+				return r
+			}
+			return ' '
+		}, s[i:end+n]))
+		i = end + n
+	}
+	return b.String()
+}
+
+// headingAnchors returns the anchors GitHub gives the headings of a Markdown page (outside
+// fenced blocks): lower case, punctuation but - and _ dropped, spaces as -, and -1, -2 ...
+// after a repeated one.
+func headingAnchors(text string) map[string]bool {
+	anchors := map[string]bool{}
+	seen := map[string]int{}
+	fence := false
+	for _, line := range strings.Split(text, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "```") {
+			fence = !fence
+			continue
+		}
+		hashes := len(line) - len(strings.TrimLeft(line, "#"))
+		if fence || hashes == 0 || hashes > 6 || !strings.HasPrefix(line[hashes:], " ") {
+			continue
+		}
+		slug := headingSlug(line[hashes+1:])
+		if n, ok := seen[slug]; ok {
+			seen[slug] = n + 1
+			slug = fmt.Sprintf("%s-%d", slug, n+1)
+		} else {
+			seen[slug] = 0
+		}
+		anchors[slug] = true
+	}
+	return anchors
+}
+
+// headingSlug is GitHub's anchor of one heading's text.
+func headingSlug(heading string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(strings.TrimSpace(heading)) {
+		switch {
+		case r == ' ':
+			b.WriteRune('-')
+		case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+func TestHeadingSlug(t *testing.T) {
+	t.Parallel()
+	for heading, want := range map[string]string{
+		"A changed or corrupt store: `store corrupt` and `store verify`": "a-changed-or-corrupt-store-store-corrupt-and-store-verify",
+		"Every sandbox belongs to its run's host, on any fleet":          "every-sandbox-belongs-to-its-runs-host-on-any-fleet",
+		"Example workflows (registered by the shipped worker)":           "example-workflows-registered-by-the-shipped-worker",
+		"Set-up: two commands": "set-up-two-commands",
+	} {
+		if got := headingSlug(heading); got != want {
+			t.Errorf("headingSlug(%q) = %q, want %q", heading, got, want)
+		}
+	}
+	links := markdownLinks("see [a](docs/a.md#x) and `Checkpoint[T](ctx, \"n\")`,\n`x\n[b](c.md)` [d](e.md)\n```sh\n[f](g.md)\n```\n")
+	var got []string
+	for _, l := range links {
+		got = append(got, fmt.Sprintf("%s@%d", l.target, l.line))
+	}
+	if want := "docs/a.md#x@1 e.md@3"; strings.Join(got, " ") != want {
+		t.Errorf("markdownLinks = %q, want %q", strings.Join(got, " "), want)
 	}
 }

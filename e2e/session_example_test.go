@@ -44,7 +44,7 @@ func TestSessionExampleAsWritten(t *testing.T) {
 		`bin/starter session prompt assistant u42 "What is my name?"`,
 		`bin/starter session show assistant u42`,
 	}
-	cmds := readmeStarterCommands(t, "## Sessions", "- A prompt is a Temporal **update-with-start**")
+	cmds := readmeStarterCommands(t, "## Sessions", "## Writing a workflow")
 	if !reflect.DeepEqual(cmds, want) {
 		t.Fatalf("the README's Sessions commands changed; update this test with them:\n%s", strings.Join(cmds, "\n"))
 	}

@@ -366,7 +366,7 @@ func hasDotSegment(p string) bool {
 
 func (s *Server) allowedMethods(r *http.Request) []string {
 	var out []string
-	for _, m := range []string{http.MethodGet, http.MethodPost} {
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodDelete} {
 		r2 := r.Clone(r.Context())
 		r2.Method = m
 		if _, p := s.mux.Handler(r2); p != "" {
@@ -421,6 +421,12 @@ func (s *Server) routeTable() []route {
 		{method: "POST", path: "/v1/sessions/{agent}/{instance}/prompt", scope: api.ScopeOperate, handle: s.promptSession},
 		{method: "POST", path: "/v1/sessions/{agent}/{instance}/close", scope: api.ScopeOperate, handle: s.closeSession},
 		{method: "GET", path: "/v1/sessions/{agent}/{instance}/stream", scope: api.ScopeRead, handle: s.sessionStream},
+		{method: "GET", path: "/v1/schedules", scope: api.ScopeRead, handle: s.listSchedules},
+		{method: "POST", path: "/v1/schedules", scope: api.ScopeOperate, handle: s.createSchedule},
+		{method: "GET", path: "/v1/schedules/{name}", scope: api.ScopeRead, handle: s.getSchedule},
+		{method: "DELETE", path: "/v1/schedules/{name}", scope: api.ScopeOperate, handle: s.changeSchedule("delete")},
+		{method: "POST", path: "/v1/schedules/{name}/pause", scope: api.ScopeOperate, handle: s.changeSchedule("pause")},
+		{method: "POST", path: "/v1/schedules/{name}/unpause", scope: api.ScopeOperate, handle: s.changeSchedule("unpause")},
 		// The web page.
 		{method: "GET", path: "/{$}", scope: api.ScopeRead, page: true, handle: s.runsPage},
 		{method: "GET", path: "/runs/{id}", scope: api.ScopeRead, page: true, handle: s.runPage},
@@ -429,6 +435,7 @@ func (s *Server) routeTable() []route {
 		{method: "GET", path: "/runs/{id}/changes", scope: api.ScopeRead, page: true, handle: s.callChangesPage},
 		{method: "GET", path: "/sessions", scope: api.ScopeRead, page: true, handle: s.sessionsPage},
 		{method: "GET", path: "/approvals", scope: api.ScopeRead, page: true, handle: s.approvalsPage},
+		{method: "GET", path: "/schedules", scope: api.ScopeRead, page: true, handle: s.schedulesPage},
 		{method: "GET", path: "/sessions/{agent}/{instance}", scope: api.ScopeRead, page: true, handle: s.sessionPage},
 		{method: "GET", path: "/login", page: true, handle: s.loginPage},
 		{method: "POST", path: "/login", page: true, csrfExempt: true, handle: s.login},

@@ -114,6 +114,8 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"ChatMessage": api.ChatMessage{}, "ToolCall": api.ToolCall{}, "Usage": api.Usage{},
 		"ApprovalList": ApprovalList{}, "PendingCall": runs.Pending{},
 		"PendingActivity": api.PendingActivity{}, "StreamRetrying": StreamRetrying{},
+		"Schedule": api.Schedule{}, "ScheduleRun": api.ScheduleRun{}, "ScheduleList": ScheduleList{},
+		"ScheduleRequest": ScheduleBody{}, "NoteRequest": NoteBody{},
 	} {
 		want := jsonNames(reflect.TypeOf(v))
 		var got []string

@@ -72,15 +72,17 @@ func statusOf(err error) int {
 		bp  *runs.BadPathError
 		cif *runs.CallChangesUnknownError
 		np  *runs.NoPoolHostError
+		snf *runs.ScheduleNotFoundError
+		sex *runs.ScheduleExistsError
 	)
 	switch {
-	case errors.As(err, &nf), errors.Is(err, artifacts.ErrNotFound), errors.As(err, &uc):
+	case errors.As(err, &nf), errors.Is(err, artifacts.ErrNotFound), errors.As(err, &uc), errors.As(err, &snf):
 		return http.StatusNotFound
 	case errors.As(err, &bp):
 		return http.StatusBadRequest
 	case errors.Is(err, runs.ErrNoSnapshots):
 		return http.StatusConflict
-	case errors.As(err, &st), errors.As(err, &ex), errors.As(err, &rf), errors.As(err, &cif):
+	case errors.As(err, &st), errors.As(err, &ex), errors.As(err, &rf), errors.As(err, &cif), errors.As(err, &sex):
 		return http.StatusConflict
 	case errors.As(err, &np):
 		// The request is right; the fleet has no host of the pool up now (one may come).

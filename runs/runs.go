@@ -200,16 +200,8 @@ func (c *Client) Start(ctx context.Context, req StartRequest) (string, error) {
 			return "", &BadRequestError{Msg: err.Error()}
 		}
 	}
-	if !req.Unchecked {
-		if err := c.checkOffered(ctx, req.Workflow, payload); err != nil {
-			return "", err
-		}
-	}
-	// The registry's answer checkOffered just read (or a recent one): the pools it names.
-	if v, ok := c.offered.fresh(time.Now()); ok {
-		if err := c.checkPool(ctx, &v, req.Workflow, payload); err != nil {
-			return "", err
-		}
+	if err := c.checkStart(ctx, req.Workflow, payload, req.Unchecked); err != nil {
+		return "", err
 	}
 	if id == "" {
 		u, err := uuid.NewV7()
@@ -249,6 +241,25 @@ func (c *Client) Start(ctx context.Context, req StartRequest) (string, error) {
 		return "", fmt.Errorf("start %s run %s: %w", req.Workflow, id, err)
 	}
 	return id, nil
+}
+
+// checkStart is what Start asks before it starts a run of workflow with payload (and what
+// a schedule asks before it is created, so its runs start the way `starter run` would):
+// unless unchecked, whether the registry knows a worker offering the type and taking the
+// input's fields; and whether a live host serves the sandbox pool of the run's agent.
+func (c *Client) checkStart(ctx context.Context, workflow string, payload json.RawMessage, unchecked bool) error {
+	if !unchecked {
+		if err := c.checkOffered(ctx, workflow, payload); err != nil {
+			return err
+		}
+	}
+	// The registry's answer checkOffered just read (or a recent one): the pools it names.
+	if v, ok := c.offered.fresh(time.Now()); ok {
+		if err := c.checkPool(ctx, &v, workflow, payload); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // pageSummary is the Temporal UI's one-line summary of a workflow whose Nexo page is at
