@@ -68,9 +68,12 @@ func (a *Model) withNotify(spec agents.Spec) agents.Spec {
 	return spec
 }
 
-// Register registers NotifyApproval.
+// Register registers NotifyApproval (the runs recorded before the outbox) and the outbox's
+// EnqueueNotification (a run's local activity) and DeliverNotification (a notifier's).
 func (a *Notifier) Register(r Registry) {
 	r.RegisterActivityWithOptions(a.NotifyApproval, activity.RegisterOptions{Name: api.ActivityNotifyApproval})
+	r.RegisterActivityWithOptions(a.EnqueueNotification, activity.RegisterOptions{Name: api.ActivityEnqueueNotification})
+	r.RegisterActivityWithOptions(a.DeliverNotification, activity.RegisterOptions{Name: api.ActivityDeliverNotification})
 }
 
 // NotifyApproval POSTs one approval notification (a JSON api.Notification) to one receiver,

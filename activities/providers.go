@@ -21,7 +21,7 @@ import (
 //   - Tools: the built-in tools, fetch, web search and skills (tools.go, skills.go);
 //   - Host: the run's sandbox, its snapshots, park and restore, artifacts and stored
 //     records (activities.go, hostq.go, snapshot.go, park.go, record.go);
-//   - Notifier: approval notifications (notify.go).
+//   - Notifier: approval notifications (notify.go) and their outbox (outbox.go).
 //
 // New builds them all from Deps; a worker registers each on the task queues whose
 // activities it serves (platform composes them), with the KeepAlive interceptor in its
@@ -80,6 +80,8 @@ type Host struct {
 
 // Notifier sends approval notifications.
 type Notifier struct {
+	store     artifacts.Store // the stored notifications the outbox references (outbox.go)
+	outbox    NotifyOutbox    // nil: runs on this worker cannot hand notifications over
 	notify    []api.NotifyTarget
 	pageURL   string // the web page's base URL, for notifications' links
 	lookupEnv func(string) (string, bool)
@@ -120,6 +122,9 @@ type Deps struct {
 	// PageURL the web page's base URL their links point at (config gateway.url; "" for none).
 	Notify  []api.NotifyTarget
 	PageURL string
+	// Outbox hands a run's notifications to its receivers' notifier workflows (platform's,
+	// through the Temporal client); nil: runs that notify cannot hand them over here.
+	Outbox NotifyOutbox
 	// Endpoints are the named model endpoints (config llm.endpoints) by name; LLM is the
 	// endpoint "default".
 	Endpoints map[string]*LLM
@@ -185,7 +190,7 @@ func New(d Deps) *Activities {
 		MCP:      mcp,
 		Tools:    tools,
 		Host:     host,
-		Notifier: &Notifier{notify: d.Notify, pageURL: strings.TrimRight(d.PageURL, "/"), lookupEnv: d.LookupEnv},
+		Notifier: &Notifier{store: d.Store, outbox: d.Outbox, notify: d.Notify, pageURL: strings.TrimRight(d.PageURL, "/"), lookupEnv: d.LookupEnv},
 	}
 }
 

@@ -20,7 +20,7 @@ const SessionIDPrefix = "session:"
 // control characters, no spaces at either end, and not in the sessions' "session:" space nor
 // the registries' "nexo-registry:" space, nor the token limiters' "nexo-tokens:" space, nor
 // the schedules' "nexo-schedule:" space (a run taking a scheduled run's id would make the
-// schedule skip that start).
+// schedule skip that start), nor the notifiers' "nexo-notify:" space.
 func ValidateRunID(id string) error {
 	want := fmt.Sprintf("want 1-%d characters without '/', '\\', '?', '#', '%%', control characters or spaces at the ends, not \".\" or \"..\"", MaxRunIDLength)
 	switch {
@@ -40,6 +40,8 @@ func ValidateRunID(id string) error {
 		return fmt.Errorf("run id %q: ids starting with %q are reserved for the endpoints' token limiters", id, TokenLimiterIDPrefix)
 	case IsScheduleID(id):
 		return fmt.Errorf("run id %q: ids starting with %q are reserved for the runs of schedules (starter schedule ...)", id, ScheduleIDPrefix)
+	case IsNotifierID(id):
+		return fmt.Errorf("run id %q: ids starting with %q are reserved for the receivers' notifiers", id, NotifierIDPrefix)
 	}
 	return nil
 }

@@ -29,6 +29,7 @@ func TestValidateRunID(t *testing.T) {
 		{"nexo-registry:nexo", "reserved for the task queues' worker registries"},
 		{"nexo-tokens:nexo:small", "reserved for the endpoints' token limiters"},
 		{"nexo-schedule:nightly-2026-12-06T02:00:00Z", "reserved for the runs of schedules"},
+		{"nexo-notify:nexo:0123456789abcdef", "reserved for the receivers' notifiers"},
 	} {
 		t.Run(tc.id, func(t *testing.T) {
 			err := ValidateRunID(tc.id)

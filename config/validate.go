@@ -415,6 +415,36 @@ func (a Artifacts) urlProblem() string {
 	return ""
 }
 
+// CheckReceiverURLs checks the URLs the receivers' url_env variables hold, as Validate
+// checks a url: an http(s) URL whose host, when it is an address, is public (or, with
+// allow_private, not link-local or metadata). lookup reads the variables (the worker's, once
+// it took its secrets out of its environment); one that is unset is left to the send path,
+// which says so. The error names the field and the variable, never the URL, which is a
+// credential.
+func (c Config) CheckReceiverURLs(lookup func(string) (string, bool)) error {
+	var errs []error
+	for i, n := range c.Approvals.Notify {
+		if n.URLEnv == "" {
+			continue
+		}
+		raw, ok := lookup(n.URLEnv)
+		if !ok || raw == "" {
+			continue
+		}
+		field := fmt.Sprintf("approvals.notify[%d].url_env", i)
+		u, err := url.Parse(raw)
+		switch {
+		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+			errs = append(errs, fmt.Errorf("%s %s: the variable does not hold an http(s) URL", field, n.URLEnv))
+		default:
+			if problem := receiverAddress(u.Hostname(), n.AllowPrivate); problem != "" {
+				errs = append(errs, fmt.Errorf("%s %s: the URL it holds: %s", field, n.URLEnv, problem))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // receiverAddress is what is wrong with a notification receiver's host, or "": an
 // address (or localhost) that is loopback or private needs allow_private, a link-local or
 // metadata one is refused whatever it says. A name is resolved only when a notification is

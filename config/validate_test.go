@@ -216,3 +216,34 @@ func TestGatewayPageURL(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckReceiverURLs: a URL held in url_env is checked when the worker starts as a url
+// is at load, naming the field and the variable, never the URL (a credential).
+func TestCheckReceiverURLs(t *testing.T) {
+	t.Parallel()
+	var c Config
+	c.Approvals.Notify = []api.NotifyTarget{
+		{URLEnv: "PUBLIC", SecretEnv: "S"}, {URLEnv: "LOOPBACK", SecretEnv: "S"}, {URLEnv: "META", SecretEnv: "S", AllowPrivate: true},
+		{URLEnv: "INTERNAL", SecretEnv: "S", AllowPrivate: true}, {URLEnv: "NOTURL", SecretEnv: "S"}, {URLEnv: "UNSET", SecretEnv: "S"},
+	}
+	env := map[string]string{"PUBLIC": "https://hooks.slack.com/services/T0/B0/tok-1", "LOOPBACK": "http://127.0.0.1:9/tok-2",
+		"META": "http://169.254.169.254/tok-3", "INTERNAL": "http://10.0.0.7/tok-4", "NOTURL": "tok-5"}
+	err := c.CheckReceiverURLs(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, want := range []string{
+		"approvals.notify[1].url_env LOOPBACK: the URL it holds: a loopback or private address is refused",
+		"approvals.notify[2].url_env META: the URL it holds: a link-local or cloud metadata address is never a receiver",
+		"approvals.notify[4].url_env NOTURL: the variable does not hold an http(s) URL",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+	for _, leak := range []string{"tok-", "[0]", "[3]", "[5]"} {
+		if strings.Contains(err.Error(), leak) {
+			t.Errorf("error %q holds %q", err, leak)
+		}
+	}
+}

@@ -199,6 +199,15 @@ var historyScenarios = []struct {
 	// A run that closes with a notification still retrying gives it the close grace
 	// (version 1 of "notify-before-close"), then abandons it (e2e/notify_test.go).
 	{"agent notified, receiver down at close", "notifyclose_", []string{"agent_receiver_down_at_close.json"}, recordAgentNotifiedReceiverDown},
+	// A run suspended on its approval while its receiver is down, recorded before the
+	// notifications moved to the receivers' outbox (ChangeNotifyOutbox): its requested
+	// notification is a NotifyApproval activity of the run, still retrying. A run like it
+	// that is still open keeps that path to its end (e2e/notify_test.go).
+	{"agent notified, suspended with the receiver down", "notifyopen_", []string{"agent_suspended_on_approval.json"}, recordAgentNotifiedSuspended},
+	// The receivers' outboxes (version 1 of "notify-outbox", workflows/notifier): the
+	// notifications scenario again, the run handing each notification over, and the
+	// receiver's notifier after delivering them, open (e2e/notify_test.go).
+	{"agent notified through the outbox", "outbox_", []string{"agent_denied_then_edited.json", "notifier_delivered_open.json"}, recordAgentNotifiedOutbox},
 	// An endpoint with tokens_per_minute: its limiter (NexoTokenLimiter) open after two
 	// reservations and their settles, and the agent run that made them (e2e/tokenlimit_test.go).
 	{"token limiter", "tokens_", []string{"limiter_open.json", "agent_done.json"}, recordTokenLimiter},

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -10,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -182,8 +184,15 @@ func TestApprovalNotifications(t *testing.T) {
 	}
 	if h := historyText(t, rawHistory(t, p.dial(), id)); strings.Contains(h, notifySecret) {
 		t.Error("the run's history holds the notification secret")
-	} else if !strings.Contains(h, "NOTIFY_SECRET") || !strings.Contains(h, api.ActivityNotifyApproval) {
-		t.Error("the run's history names neither the secret's variable nor a NotifyApproval activity")
+	} else if !strings.Contains(h, "NOTIFY_SECRET") || !strings.Contains(h, api.ActivityEnqueueNotification) {
+		t.Error("the run's history names neither the secret's variable nor an EnqueueNotification hand-over")
+	}
+	// The receiver's outbox holds references to the notifications, and no secret either.
+	outbox := api.NotifierID("nexo", api.NotifyTarget{URL: nr.srv.URL + "/nexo", SecretEnv: "NOTIFY_SECRET", AllowPrivate: true})
+	if h := historyText(t, rawHistory(t, p.dial(), outbox)); strings.Contains(h, notifySecret) {
+		t.Error("the outbox's history holds the notification secret")
+	} else if strings.Contains(h, "launch on Monday") || !strings.Contains(h, api.ActivityDeliverNotification) {
+		t.Errorf("the outbox's history holds a notification's arguments, or no delivery:\n%.2000s", h)
 	}
 	if strings.Contains(p.output(), notifySecret) {
 		t.Error("the worker's log holds the notification secret")
@@ -204,40 +213,177 @@ func recordAgentNotified(t *testing.T, r *recorder) {
 	r.save(p.dial(), "agent_denied_then_edited.json", id, "")
 }
 
-// TestApprovalNotificationsNeverHoldTheRun: a receiver that answers 503 to everything is
-// retried, and the run still waits for its human, takes the decision and finishes; at close
-// its notifications are scheduled and never completed (abandoned, as the README says).
-func TestApprovalNotificationsNeverHoldTheRun(t *testing.T) {
+// recordAgentNotifiedOutbox: the notifications scenario on the outbox, and the receiver's
+// notifier once it delivered the four notifications, waiting for more.
+func recordAgentNotifiedOutbox(t *testing.T, r *recorder) {
+	model := notifyModel()
+	nr := newNotifyReceiver(t)
+	p := newPlatform(t)
+	p.writeConfig(notifyConfig(t, model.Start(t), nr.srv.URL))
+	p.writeWorkspace(historyBrief)
+	p.extraEnv = []string{"NOTIFY_SECRET=" + notifySecret}
+	p.start()
+	id, _ := notifiedRun(t, p, model, nr)
+	c := p.dial()
+	r.save(c, "agent_denied_then_edited.json", id, "")
+	outbox := api.NotifierID("nexo", api.NotifyTarget{URL: nr.srv.URL + "/nexo", SecretEnv: "NOTIFY_SECRET", AllowPrivate: true})
+	waitQuiet(t, c, outbox, "")
+	r.save(c, "notifier_delivered_open.json", outbox, "")
+}
+
+// TestApprovalNotificationsOutliveTheRun: a receiver that answers 503 to one run's
+// notifications for a while holds neither that run nor another: the run closes within
+// seconds of its decision (no close grace), `starter notifications` shows what is pending
+// with its attempts and last error, the other run's notifications are delivered meanwhile,
+// and once the receiver is back it gets the closed run's request and decision, in seq
+// order.
+func TestApprovalNotificationsOutliveTheRun(t *testing.T) {
 	t.Parallel()
-	p, id := runWithReceiverDown(t)
-	h := rawHistory(t, p.dial(), id)
-	scheduled := map[int64]bool{}
-	grace := false
+	var downFor atomic.Value // the run id the receiver refuses, "" once it is back
+	downFor.Store("")
+	refused := make(chan string, 256)
+	got := make(chan api.Notification, 16)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mac := hmac.New(sha256.New, []byte(notifySecret))
+		mac.Write(body)
+		if !hmac.Equal([]byte(r.Header.Get("X-Nexo-Signature")), []byte("sha256="+hex.EncodeToString(mac.Sum(nil)))) {
+			t.Errorf("notification with a bad signature: %s", body)
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		var n api.Notification
+		_ = json.Unmarshal(body, &n)
+		if down := downFor.Load().(string); down != "" && n.RunID == down {
+			select {
+			case refused <- n.Event:
+			default:
+			}
+			w.Header().Set("Retry-After", "1") // retried every second, so the test is quick
+			http.Error(w, "bridge is down", http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+		got <- n
+	}))
+	t.Cleanup(srv.Close)
+	next := func(what string) api.Notification {
+		t.Helper()
+		select {
+		case n := <-got:
+			return n
+		case <-time.After(60 * time.Second):
+			t.Fatalf("no notification within 60s, want %s", what)
+		}
+		return api.Notification{}
+	}
+	model := fakellm.New(
+		fakellm.Reply{ToolCalls: []fakellm.Call{writeCall("notes.md", "launch on Monday\n")}},
+		fakellm.Reply{Content: "Wrote notes.md."},
+		fakellm.Reply{ToolCalls: []fakellm.Call{writeCall("later.md", "after the launch\n")}},
+		fakellm.Reply{Content: "Wrote later.md."},
+	)
+	p := newPlatform(t)
+	p.writeConfig(notifyConfig(t, model.Start(t), srv.URL))
+	p.writeWorkspace(historyBrief)
+	metricsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	p.extraEnv = []string{"NOTIFY_SECRET=" + notifySecret, "NEXO_METRICS_ADDR=" + metricsAddr}
+	p.start()
+	pendingSeries := fmt.Sprintf(`nexo_notifications{receiver="%s/nexo",status="pending"}`, srv.URL)
+
+	// Run A: its receiver refuses it from its first notification on.
+	a := "outlive-a"
+	downFor.Store(a)
+	if id := strings.TrimSpace(p.ok("agent", "scribe", "Write the note.", "--id", a)); id != a {
+		t.Fatalf("started %q, want %q", id, a)
+	}
+	for seen := 0; seen < 2; seen++ {
+		select {
+		case <-refused:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("the receiver refused %d notifications of %s within 30s, want its request retried", seen, a)
+		}
+	}
+	wantPending(t, p, a, "1.1")
+	var outboxes []api.NotifierStatus
+	if err := json.Unmarshal([]byte(p.ok("notifications", "--json")), &outboxes); err != nil {
+		t.Fatal(err)
+	}
+	if len(outboxes) != 1 || len(outboxes[0].Pending) != 1 {
+		t.Fatalf("starter notifications --json = %+v, want one receiver with run %s's request pending", outboxes, a)
+	}
+	if it := outboxes[0].Pending[0]; it.RunID != a || it.Event != api.EventApprovalRequested || it.Attempts < 1 ||
+		!strings.Contains(it.LastError, "503") || outboxes[0].Receiver != srv.URL+"/nexo" {
+		t.Errorf("pending %+v of %s, want %s's request with its attempts and the 503", it, outboxes[0].Receiver, a)
+	}
+	if out := p.ok("notifications"); !strings.Contains(out, "pending") || !strings.Contains(out, a) || !strings.Contains(out, "503") {
+		t.Errorf("starter notifications does not show the pending request with its last error:\n%s", out)
+	}
+
+	if v, ok := sample(scrape(t, metricsAddr), pendingSeries); !ok || v != 1 {
+		t.Errorf("%s = %v (found %v), want 1\n%s", pendingSeries, v, ok, grepLines(scrape(t, metricsAddr), "nexo_notifications"))
+	}
+
+	// The decision: the run closes at once, its notifications still undelivered.
+	began := time.Now()
+	out := p.ok("approve", a, "--by", "ada", "--wait")
+	took := time.Since(began)
+	t.Logf("approve --wait with the receiver down took %s", took)
+	if !strings.Contains(out, "is done") || took > 10*time.Second {
+		t.Fatalf("approve --wait took %s with the receiver down (want the run done within seconds, not after a close grace):\n%s", took, out)
+	}
+	rec := p.waitStatus(a, api.StatusDone)
+	var decidedAt time.Time
+	for _, e := range rec.Events {
+		if e.Type == api.EventApprovalDecided {
+			decidedAt = e.At
+		}
+	}
+	if closed := rec.UpdatedAt.Sub(decidedAt); closed > 5*time.Second {
+		t.Errorf("run %s closed %s after its decision, want within seconds", a, closed)
+	}
+	h := rawHistory(t, p.dial(), a)
 	for _, ev := range h.Events {
-		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == api.ActivityNotifyApproval {
-			scheduled[ev.GetEventId()] = true
+		if at := ev.GetActivityTaskScheduledEventAttributes(); at != nil && at.GetActivityType().GetName() == api.ActivityNotifyApproval {
+			t.Errorf("run %s scheduled a NotifyApproval activity of its own; want its notifications in the receiver's outbox", a)
 		}
-		if a := ev.GetTimerStartedEventAttributes(); a != nil && a.GetStartToFireTimeout().AsDuration() == workflows.NotifyCloseGrace {
-			grace = true
+		if tm := ev.GetTimerStartedEventAttributes(); tm != nil && tm.GetStartToFireTimeout().AsDuration() == workflows.NotifyCloseGrace {
+			t.Errorf("run %s waited the close grace for its notifications", a)
 		}
 	}
-	if len(scheduled) != 2 {
-		t.Errorf("NotifyApproval scheduled %d times, want 2 (requested, decided)", len(scheduled))
+
+	// Run B goes through while A's notifications are still refused.
+	b := p.startAgent("Write the later note.")
+	if n := next("run " + b + "'s request"); n.RunID != b || n.Event != api.EventApprovalRequested {
+		t.Fatalf("got %s of %s, want %s's request (A's are refused)", n.Event, n.RunID, b)
 	}
-	if !grace {
-		t.Errorf("the run closed without giving its pending notification %s (notify-before-close)", workflows.NotifyCloseGrace)
+	p.ok("approve", b, "--by", "ada", "--wait")
+	if n := next("run " + b + "'s decision"); n.RunID != b || n.Event != api.EventApprovalDecided {
+		t.Fatalf("got %s of %s, want %s's decision", n.Event, n.RunID, b)
 	}
-	for _, ev := range h.Events {
-		var of int64
-		if a := ev.GetActivityTaskCompletedEventAttributes(); a != nil {
-			of = a.GetScheduledEventId()
+
+	// The receiver is back: the closed run's request, then its decision.
+	downFor.Store("")
+	req, dec := next("run "+a+"'s request, after its close"), next("run "+a+"'s decision, after its close")
+	if req.RunID != a || req.Event != api.EventApprovalRequested || dec.RunID != a || dec.Event != api.EventApprovalDecided ||
+		dec.Seq <= req.Seq || dec.Decision == nil || !dec.Decision.Approved || dec.Decision.By != "ada" {
+		t.Fatalf("after the receiver came back: %s %s (seq %d), %s %s (seq %d, decision %+v); want %s's request then its approval by ada",
+			req.RunID, req.Event, req.Seq, dec.RunID, dec.Event, dec.Seq, dec.Decision, a)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		outboxes = nil
+		_ = json.Unmarshal([]byte(p.ok("notifications", "--json")), &outboxes)
+		if len(outboxes) == 1 && len(outboxes[0].Pending) == 0 && outboxes[0].Delivered == 4 && len(outboxes[0].Failed) == 0 {
+			break
 		}
-		if a := ev.GetActivityTaskFailedEventAttributes(); a != nil {
-			of = a.GetScheduledEventId()
+		if time.Now().After(deadline) {
+			t.Fatalf("starter notifications --json = %+v, want nothing pending or failed, 4 delivered", outboxes)
 		}
-		if scheduled[of] {
-			t.Errorf("a notification to a receiver that is down closed in the run's history (%s); want it abandoned at close", ev.GetEventType())
-		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if v, ok := sample(scrape(t, metricsAddr), pendingSeries); !ok || v != 0 {
+		t.Errorf("%s = %v (found %v) once all was delivered, want 0", pendingSeries, v, ok)
 	}
 }
 
@@ -290,4 +436,55 @@ func runWithReceiverDown(t *testing.T) (*platform, string) {
 		t.Fatalf("approve --wait with a receiver down:\n%s", out)
 	}
 	return p, id
+}
+
+// recordAgentNotifiedSuspended: a run waiting for its human while its only receiver
+// answers 503, recorded once the requested notification was tried twice (so it is
+// retrying, not finished) and no workflow task is pending.
+func recordAgentNotifiedSuspended(t *testing.T, r *recorder) {
+	attempts := make(chan string, 64)
+	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case attempts <- r.URL.Path:
+		default:
+		}
+		http.Error(w, "bridge is down", http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(down.Close)
+	model := fakellm.New(
+		fakellm.Reply{ToolCalls: []fakellm.Call{writeCall("notes.md", "launch on Monday\n")}},
+		fakellm.Reply{Content: "Wrote notes.md."},
+	)
+	p := newPlatform(t)
+	p.writeConfig(notifyConfig(t, model.Start(t), down.URL))
+	p.writeWorkspace(historyBrief)
+	p.extraEnv = []string{"NOTIFY_SECRET=" + notifySecret}
+	p.start()
+	id := p.startAgent("Write the note.")
+	for seen := 0; seen < 2; seen++ {
+		select {
+		case <-attempts:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("the receiver got %d attempts within 30s, want the requested call retried", seen)
+		}
+	}
+	wantPending(t, p, id, "1.1")
+	c := p.dial()
+	// No workflow task in flight; the notification's activity is, and stays so: its
+	// retries are the server's and add nothing to the history.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		d, err := c.DescribeWorkflowExecution(context.Background(), id, "")
+		if err != nil {
+			t.Fatalf("describe %s: %v", id, err)
+		}
+		if d.GetPendingWorkflowTask() == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run %s still has a workflow task in flight after 30s", id)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	r.save(c, "agent_suspended_on_approval.json", id, "")
 }

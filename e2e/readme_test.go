@@ -427,6 +427,7 @@ var readmeCommandTests = []struct {
 	{marker: "curl -s -X POST $GW/v1/runs", tests: []string{"TestAPIAsWritten"}},
 	{marker: "export NEXO_ADA_TOKEN=$(openssl rand -hex 32)", tests: []string{"TestAccessControlAsWritten"}},
 	{marker: "bin/starter approvals --agent keeper", tests: []string{"TestApprovalsInbox"}},
+	{marker: "bin/starter notifications", tests: []string{"TestApprovalNotificationsOutliveTheRun"}},
 	{marker: `bin/starter agent scribe "write late.md"`, tests: []string{"TestApprovalDeadlineDenies"}},
 	{marker: "bin/starter rerun <id>", tests: []string{"TestDashboardArtifactAndRerun"}},
 	{marker: "go run ./examples/custom-worker --dev", tests: []string{"TestCustomWorkerExampleAsWritten"}},

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"time"
 
 	"github.com/nexo-temporal/nexo/api"
 	"github.com/nexo-temporal/nexo/runs"
@@ -81,10 +82,14 @@ func budgetOf(capability string, args json.RawMessage, decide, argsSHA256 string
 }
 
 type approvalsView struct {
-	Agent      string
-	Rows       []approvalRow
-	Error      string
-	CanApprove bool
+	Agent string
+	Rows  []approvalRow
+	Error string
+	// Notifications are the approval notifications not delivered yet or given up, by
+	// receiver; NotificationsError why they could not be read.
+	Notifications      []notificationRow
+	NotificationsError string
+	CanApprove         bool
 }
 
 // approvalsPage is the Approvals view: the inbox of every pending call with approve / deny
@@ -111,5 +116,32 @@ func (s *Server) approvalsPage(w http.ResponseWriter, r *http.Request) {
 		v.Rows = append(v.Rows, approvalRow{Pending: p, Page: page, Decide: decide,
 			Budget: budgetOf(p.Capability, p.Args, decide, p.ArgsSHA256)})
 	}
+	if outboxes, err := s.runsFor(r.Context()).Notifications(r.Context()); err != nil {
+		v.NotificationsError = err.Error()
+	} else {
+		for _, o := range outboxes {
+			for _, it := range append(append([]api.NotifyItem(nil), o.Pending...), o.Failed...) {
+				page := "/runs/" + url.PathEscape(it.RunID)
+				if agent, inst, ok := api.ParseSessionID(it.RunID); ok {
+					page = sessionPagePath(agent, inst)
+				}
+				v.Notifications = append(v.Notifications, notificationRow{NotifyItem: it, Receiver: o.Receiver, Page: page})
+			}
+		}
+	}
 	s.render(w, r, status, "approvals", "Approvals", v)
+}
+
+// notificationRow is one notification of the Approvals page's outbox table.
+type notificationRow struct {
+	api.NotifyItem
+	Receiver, Page string
+}
+
+// Next is when a pending notification's next attempt is due, or nothing.
+func (n notificationRow) Next() time.Time {
+	if n.NextAttempt == nil {
+		return time.Time{}
+	}
+	return *n.NextAttempt
 }

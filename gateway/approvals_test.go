@@ -219,3 +219,45 @@ func TestApprovalsPageBudgetForAReader(t *testing.T) {
 		t.Errorf("a reader's budget row:\n%s", row)
 	}
 }
+
+// TestApprovalsPageShowsUndeliveredNotifications: the inbox lists, under its calls, the
+// notifications the receivers' outboxes have not delivered or gave up, with their receiver,
+// attempts and last error; a token limited to some agents sees only their runs' (and no
+// count of the others').
+func TestApprovalsPageShowsUndeliveredNotifications(t *testing.T) {
+	t.Parallel()
+	next := t0.Add(time.Minute)
+	f := newLimitsFake()
+	f.fakeRuns.notifications = func(context.Context) ([]api.NotifierStatus, error) {
+		return []api.NotifierStatus{{ID: "nexo-notify:nexo:0123", Receiver: "http://10.0.0.7:8080/nexo", Delivered: 9,
+			Pending: []api.NotifyItem{{RunID: "run-agent", Workflow: api.WorkflowAgentRun, Agent: "scribe", Event: api.EventApprovalRequested,
+				Seq: 5, CallID: "1.1", At: t0, Status: api.NotifyPending, Attempts: 4, NextAttempt: &next,
+				LastError: "the receiver answered 503 Service Unavailable"}},
+			Failed: []api.NotifyItem{{RunID: "run-bill", Workflow: api.WorkflowAgentRun, Agent: "billing", Event: api.EventApprovalDecided,
+				Seq: 8, At: t0, Status: api.NotifyFailed, Attempts: 1, LastError: "the receiver answered 410 Gone"}},
+		}}, nil
+	}
+	s := newServer(t, f.fakeRuns, Options{Tokens: limitTokens})
+	page := func(secret string) string {
+		resp := do(t, s, request{method: "GET", path: "/approvals", header: bearer(secret)})
+		body := readBody(t, resp)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("status = %d: %s", resp.StatusCode, body)
+		}
+		return body
+	}
+	admin := page(adminSecret)
+	for _, want := range []string{"Notifications not delivered", "http://10.0.0.7:8080/nexo", `href="/runs/run-agent"`,
+		"503 Service Unavailable", "410 Gone", `href="/runs/run-bill"`, "next 2026-"} {
+		if !strings.Contains(admin, want) {
+			t.Errorf("admin's inbox lacks %q", want)
+		}
+	}
+	team := page(teamSecret)
+	if !strings.Contains(team, "503 Service Unavailable") {
+		t.Error("team's inbox lacks its own run's undelivered notification")
+	}
+	if strings.Contains(team, "run-bill") || strings.Contains(team, "410 Gone") {
+		t.Error("team's inbox shows another team's notification")
+	}
+}

@@ -19,8 +19,9 @@ import (
 // fakeRuns is the Runs of the handler tests: one function field per method; a call to a
 // method whose field is nil fails with an error naming it, so a test sees the stray call.
 type fakeRuns struct {
-	start func(ctx context.Context, req runs.StartRequest) (string, error)
-	get   func(ctx context.Context, id string) (api.Record, error)
+	notifications func(ctx context.Context) ([]api.NotifierStatus, error)
+	start         func(ctx context.Context, req runs.StartRequest) (string, error)
+	get           func(ctx context.Context, id string) (api.Record, error)
 	// origin, when nil, answers Origin from get.
 	origin       func(ctx context.Context, id string) (runs.Origin, error)
 	list         func(ctx context.Context, req runs.ListRequest) ([]runs.Summary, []byte, error)
@@ -162,6 +163,15 @@ func (f *fakeRuns) FollowSessionLive(ctx context.Context, agent, instance string
 		return unexpected("FollowSessionLive")
 	}
 	return f.followSession(ctx, agent, instance, fn)
+}
+
+// Notifications answers nothing when the fake has no notifications: most pages ask for
+// them alongside what a test is about.
+func (f *fakeRuns) Notifications(ctx context.Context) ([]api.NotifierStatus, error) {
+	if f.notifications == nil {
+		return nil, nil
+	}
+	return f.notifications(ctx)
 }
 
 func (f *fakeRuns) Approvals(ctx context.Context, req runs.ApprovalsRequest) ([]runs.Pending, error) {

@@ -74,6 +74,9 @@ type Runs interface {
 	FollowSessionLive(ctx context.Context, agent, instance string, fn func(rec api.Record) bool, live func(api.LiveText)) error
 
 	Approvals(ctx context.Context, req runs.ApprovalsRequest) ([]runs.Pending, error)
+	// Notifications are the receivers' outboxes: what is not delivered yet and what was
+	// given up (the Approvals page shows them).
+	Notifications(ctx context.Context) ([]api.NotifierStatus, error)
 }
 
 var _ Runs = (*runs.Client)(nil)

@@ -351,3 +351,33 @@ func (l *limitedRuns) Approvals(ctx context.Context, req runs.ApprovalsRequest) 
 	}
 	return out, nil
 }
+
+// Notifications keeps, in each receiver's outbox, the notifications of the runs the
+// limits admit (an item names its run's workflow and agent); the counts of the others are
+// not shown either, so Delivered is left out.
+func (l *limitedRuns) Notifications(ctx context.Context) ([]api.NotifierStatus, error) {
+	outboxes, err := l.inner.Notifications(ctx)
+	if err != nil {
+		return nil, err
+	}
+	keep := func(items []api.NotifyItem) []api.NotifyItem {
+		var out []api.NotifyItem
+		for _, it := range items {
+			if l.lim.admits(it.Workflow, it.Agent) {
+				out = append(out, it)
+			}
+		}
+		return out
+	}
+	var out []api.NotifierStatus
+	for _, o := range outboxes {
+		if o.Error != "" {
+			continue
+		}
+		o.Pending, o.Failed, o.Delivered = keep(o.Pending), keep(o.Failed), 0
+		if len(o.Pending)+len(o.Failed) > 0 {
+			out = append(out, o)
+		}
+	}
+	return out, nil
+}

@@ -184,6 +184,9 @@ func New(cfg config.Config, opts ...Option) (*Platform, error) {
 	if err := p.checkWorkflowNames(); err != nil {
 		return nil, err
 	}
+	if err := cfg.CheckReceiverURLs(p.opts.lookupEnv); err != nil {
+		return nil, err
+	}
 	if err := checkSkills(cfg); err != nil {
 		return nil, err
 	}
@@ -208,7 +211,7 @@ func (p *Platform) checkWorkflowNames() error {
 	var errs []error
 	for _, n := range names.order {
 		if c := names.seen[n]; c > 1 {
-			errs = append(errs, fmt.Errorf("workflow type %s is registered %d times (the platform registers AgentRun, Session, %s and %s, the options the rest; choose another name)", n, c, api.WorkflowRegistry, api.WorkflowTokenLimiter))
+			errs = append(errs, fmt.Errorf("workflow type %s is registered %d times (the platform registers AgentRun, Session, %s, %s and %s, the options the rest; choose another name)", n, c, api.WorkflowRegistry, api.WorkflowTokenLimiter, api.WorkflowNotifier))
 		}
 	}
 	return errors.Join(errs...)

@@ -81,7 +81,7 @@ func TestRegisterWorkflowsAddsTheUsersToTheShipped(t *testing.T) {
 	}
 	var r fakeRegistry
 	p.RegisterWorkflows(&r)
-	for _, want := range []string{"Greet", api.WorkflowAgentRun, api.WorkflowSession, api.WorkflowRegistry, api.WorkflowTokenLimiter} {
+	for _, want := range []string{"Greet", api.WorkflowAgentRun, api.WorkflowSession, api.WorkflowRegistry, api.WorkflowTokenLimiter, api.WorkflowNotifier} {
 		if !slices.Contains(r.workflows, want) {
 			t.Errorf("RegisterWorkflows registered %v, missing %s", r.workflows, want)
 		}

@@ -152,7 +152,7 @@ func (p *Platform) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := observeWorker(tel, tc, cfg.Temporal.Namespace, sandboxes); err != nil {
+	if err := observeWorker(tel, tc, cfg.Temporal.Namespace, cfg.Temporal.TaskQueue, sandboxes); err != nil {
 		return err
 	}
 	scope := deploymentScope(cfg)
@@ -219,6 +219,7 @@ func (p *Platform) Run(ctx context.Context) error {
 	}
 	deps.Endpoints, deps.ModelQueues = modelEndpoints(cfg, p.getenv)
 	deps.Tokens, deps.TokenWait = tokenLimiter{tc: tc, taskQueue: cfg.Temporal.TaskQueue}, tel.TokenWait
+	deps.Outbox = notifyOutbox{tc: tc}
 	acts := activities.New(deps)
 	acts.Register(w)
 	// The run's sandbox activities go to the host queue of the worker that holds its

@@ -15,6 +15,7 @@ import (
 	"github.com/nexo-temporal/nexo/config"
 	"github.com/nexo-temporal/nexo/connect"
 	"github.com/nexo-temporal/nexo/payloads"
+	"github.com/nexo-temporal/nexo/runs"
 	"github.com/nexo-temporal/nexo/telemetry"
 )
 
@@ -59,8 +60,9 @@ func telemetryOption(tel *telemetry.Telemetry) connect.Option {
 }
 
 // observeWorker registers the gauges read at every scrape: this worker's live sandboxes,
-// the namespace's runs waiting for an approval, and the payload bytes offloaded.
-func observeWorker(tel *telemetry.Telemetry, tc client.Client, namespace string, sandboxes *activities.Sandboxes) error {
+// the namespace's runs waiting for an approval, the payload bytes offloaded, and the task
+// queue's notifications not delivered or given up (nexo_notifications).
+func observeWorker(tel *telemetry.Telemetry, tc client.Client, namespace, taskQueue string, sandboxes *activities.Sandboxes) error {
 	q := fmt.Sprintf("ExecutionStatus = 'Running' AND %s IS NOT NULL", api.SearchAttributeApprovalAgent)
 	pending := func(ctx context.Context) (int64, error) {
 		resp, err := tc.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Namespace: namespace, Query: q})
@@ -68,6 +70,9 @@ func observeWorker(tel *telemetry.Telemetry, tc client.Client, namespace string,
 			return 0, err
 		}
 		return resp.GetCount(), nil
+	}
+	if err := tel.ObserveNotifications(runs.New(tc, namespace, taskQueue).Notifications); err != nil {
+		return err
 	}
 	return tel.Observe(sandboxes.Live, pending, payloads.OffloadedBytes)
 }

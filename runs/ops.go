@@ -531,7 +531,7 @@ func (c *Client) List(ctx context.Context, req ListRequest) ([]Summary, []byte, 
 
 func listQuery(req ListRequest) (string, error) {
 	// The task queues' registries and the endpoints' token limiters are workflows, not runs.
-	parts := []string{fmt.Sprintf("WorkflowType != '%s' AND WorkflowType != '%s'", api.WorkflowRegistry, api.WorkflowTokenLimiter)}
+	parts := []string{fmt.Sprintf("WorkflowType != '%s' AND WorkflowType != '%s' AND WorkflowType != '%s'", api.WorkflowRegistry, api.WorkflowTokenLimiter, api.WorkflowNotifier)}
 	if req.Workflow != "" {
 		if strings.ContainsAny(req.Workflow, `'"\`) {
 			return "", &BadRequestError{Msg: fmt.Sprintf("workflow name %q contains a quote", req.Workflow)}

@@ -162,7 +162,7 @@ func (c *Client) Usage(ctx context.Context, req UsageRequest) (UsageReport, erro
 // usageQuery lists the task queue's runs (not its registry nor its token limiters)
 // started in the range.
 func usageQuery(taskQueue string, req UsageRequest) string {
-	parts := []string{fmt.Sprintf("WorkflowType != '%s' AND WorkflowType != '%s'", api.WorkflowRegistry, api.WorkflowTokenLimiter),
+	parts := []string{fmt.Sprintf("WorkflowType != '%s' AND WorkflowType != '%s' AND WorkflowType != '%s'", api.WorkflowRegistry, api.WorkflowTokenLimiter, api.WorkflowNotifier),
 		fmt.Sprintf("TaskQueue = '%s'", strings.ReplaceAll(taskQueue, "'", ""))}
 	if !req.Since.IsZero() {
 		parts = append(parts, fmt.Sprintf("StartTime >= '%s'", req.Since.UTC().Format(time.RFC3339Nano)))

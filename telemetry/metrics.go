@@ -34,6 +34,7 @@ const (
 	metricOffloadedBytes   = "nexo_payload_offloaded_bytes"
 	metricModelCost        = "nexo_model_cost_usd"
 	metricTokenWait        = "nexo_model_token_wait"
+	metricNotifications    = "nexo_notifications"
 )
 
 // metrics are the platform's instruments; the zero value (no metrics.addr) records nothing.
@@ -191,4 +192,34 @@ func serveMetrics(addr string, reg *prometheus.Registry) (*metricsServer, error)
 	s := &metricsServer{ln: ln, srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}
 	go s.srv.Serve(ln)
 	return s, nil
+}
+
+// registerNotifications registers the nexo_notifications gauge: per receiver, the
+// notifications its outbox has not delivered yet (status pending) and those it gave up
+// (status failed, the latest api.NotifierKeepFailed), read from the notifiers at every
+// scrape.
+func registerNotifications(m metric.Meter, read func(context.Context) ([]api.NotifierStatus, error), onErr func(error)) error {
+	g, err := m.Int64ObservableGauge(metricNotifications, metric.WithDescription(
+		"Approval notifications in the receivers' outboxes, by receiver and status (pending: not delivered yet; failed: given up)."))
+	if err != nil {
+		return err
+	}
+	_, err = m.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		outboxes, err := read(cctx)
+		cancel()
+		if err != nil {
+			onErr(fmt.Errorf("read the notification outboxes for %s: %w", metricNotifications, err))
+			return nil
+		}
+		for _, ob := range outboxes {
+			if ob.Error != "" {
+				continue
+			}
+			o.ObserveInt64(g, int64(len(ob.Pending)), metric.WithAttributes(attribute.String("receiver", ob.Receiver), attribute.String("status", api.NotifyPending)))
+			o.ObserveInt64(g, int64(len(ob.Failed)), metric.WithAttributes(attribute.String("receiver", ob.Receiver), attribute.String("status", api.NotifyFailed)))
+		}
+		return nil
+	}, g)
+	return err
 }

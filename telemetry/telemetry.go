@@ -40,6 +40,8 @@ import (
 	"go.temporal.io/sdk/client"
 	temporalotel "go.temporal.io/sdk/contrib/opentelemetry"
 	"go.temporal.io/sdk/interceptor"
+
+	"github.com/nexo-temporal/nexo/api"
 )
 
 // scope is the instrumentation scope of the platform's spans and metrics.
@@ -304,6 +306,15 @@ func (t *Telemetry) Observe(sandboxesLive func() int, approvalsPending func(cont
 	}
 	return registerGauges(t.mp.Meter(scope), gauges{SandboxesLive: sandboxesLive, ApprovalsPending: approvalsPending,
 		OffloadedBytes: offloadedBytes}, func(err error) { t.opts.Logger.Warn("metrics", slog.String("error", err.Error())) })
+}
+
+// ObserveNotifications registers the nexo_notifications gauge, read through read (the
+// receivers' outboxes, runs.Client.Notifications) at every scrape.
+func (t *Telemetry) ObserveNotifications(read func(context.Context) ([]api.NotifierStatus, error)) error {
+	if t == nil || t.mp == nil {
+		return nil
+	}
+	return registerNotifications(t.mp.Meter(scope), read, func(err error) { t.opts.Logger.Warn("metrics", slog.String("error", err.Error())) })
 }
 
 // Shutdown stops /metrics and flushes and stops the exporters.

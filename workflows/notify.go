@@ -14,7 +14,7 @@ import (
 
 // NotifyRetryFor is how long one notification is retried (5xx, 408, 429, a receiver that
 // cannot be reached) before it is given up.
-const NotifyRetryFor = 6 * time.Hour
+const NotifyRetryFor = api.NotifyRetryFor
 
 // notifyOptions: a receiver may be down for hours; the notification is retried with
 // backoff within NotifyRetryFor. Other 4xx answers are non-retryable at the source.
@@ -45,6 +45,10 @@ type notifier struct {
 	// pending are the notifications started and not yet finished, which the run's close
 	// gives a moment to finish (awaitNotifications).
 	pending []workflow.Future
+	// tickets and serving order the hand-overs to the outbox (enqueueNotifications): the
+	// calls of one model reply may be gated concurrently (tool_concurrency), and a
+	// receiver's notifier must get a run's notifications in seq order.
+	tickets, serving int
 }
 
 // use makes spec's receivers the run's (the agent loop calls it before its first turn).
@@ -66,12 +70,12 @@ func (rt *runtime) emitApproval(ctx workflow.Context, eventType, callID string, 
 	rt.notifyApproval(ctx, ev, callID, data)
 }
 
-// notifyApproval starts one NotifyApproval activity per receiver for the approval event ev
-// (of call callID, with data as given to emitApproval), and does not wait for it: a slow or
-// broken receiver never holds the run. The activity runs on a disconnected context, so
-// canceling the run does not cancel a notification already under way; one still pending
-// when the run closes or continues as new is abandoned by Temporal (its later attempts are
-// not started).
+// notifyApproval notifies the receivers of the approval event ev (of call callID, with
+// data as given to emitApproval). Runs recorded since ChangeNotifyOutbox hand it to each
+// receiver's outbox (enqueueNotifications). Runs recorded before keep their path to their
+// end: one NotifyApproval activity per receiver, not waited for, on a disconnected context
+// so canceling the run does not cancel a notification under way; one still pending when
+// the run closes is given NotifyCloseGrace (awaitNotifications), then abandoned.
 func (rt *runtime) notifyApproval(ctx workflow.Context, ev api.Event, callID string, data map[string]any) {
 	n := &rt.notify
 	if len(n.targets) == 0 {
@@ -104,12 +108,68 @@ func (rt *runtime) notifyApproval(ctx workflow.Context, ev api.Event, callID str
 		}
 	}
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	if workflow.GetVersion(ctx, ChangeNotifyOutbox, workflow.DefaultVersion, 1) >= 1 {
+		rt.enqueueNotifications(dctx, ev, call)
+		return
+	}
 	dctx = workflow.WithActivityOptions(dctx, notifyOptions())
 	for _, t := range n.targets {
 		n.pending = append(n.pending, workflow.ExecuteActivity(dctx, api.ActivityNotifyApproval, api.NotifyApprovalRequest{
 			RunID: rt.rec.ID, Workflow: rt.rec.Workflow, Agent: n.agent, Target: t,
 			Event: ev.Type, Seq: ev.Seq, At: ev.At, Call: call,
 		}))
+	}
+}
+
+// enqueueOptions: handing a notification over is a blob write and a signal-with-start,
+// milliseconds; its retries cover a store or frontend that blinks. The budget is short
+// because the run waits for it, and what it bounds is only the hand-over: the delivery
+// has its own NotifyRetryFor in the notifier.
+func enqueueOptions() workflow.LocalActivityOptions {
+	return workflow.LocalActivityOptions{
+		ScheduleToCloseTimeout: 2 * time.Minute,
+		StartToCloseTimeout:    30 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:        time.Second,
+			BackoffCoefficient:     2,
+			MaximumInterval:        15 * time.Second,
+			NonRetryableErrorTypes: []string{api.ErrTypeBadInput},
+		},
+	}
+}
+
+// enqueueNotifications hands the notification of event ev (whose call is call) to the
+// notifier of each receiver (package workflows/notifier), one receiver after the other
+// and waiting for each, and one event after the other in seq order (the notifier drops a
+// seq it has seen a later one of), so a receiver's notifier gets a run's notifications in
+// seq order.
+// The hand-over is a local activity: its input (the whole notification) stays out of the
+// run's history, which records one marker per receiver; the notifier holds a reference to
+// the stored notification. Nothing of the delivery is the run's any more: the run closes
+// or continues as new at once, and the notification keeps its whole retry window.
+//
+// A hand-over that fails (the blob store or Temporal's frontend down for minutes) is
+// logged and the run goes on: a notification never fails its run.
+func (rt *runtime) enqueueNotifications(ctx workflow.Context, ev api.Event, call json.RawMessage) {
+	n := &rt.notify
+	// The event was appended with its seq just now, with no yield since: taking a ticket
+	// here puts the hand-overs in seq order, whatever goroutine each runs in.
+	ticket := n.tickets
+	n.tickets++
+	_ = workflow.Await(ctx, func() bool { return n.serving == ticket }) // ctx is disconnected: it is not canceled
+	defer func() { n.serving++ }()
+	lctx := workflow.WithLocalActivityOptions(ctx, enqueueOptions())
+	tq := workflow.GetInfo(ctx).TaskQueueName
+	for _, t := range n.targets {
+		err := workflow.ExecuteLocalActivity(lctx, api.ActivityEnqueueNotification, api.EnqueueNotificationRequest{
+			TaskQueue: tq,
+			Request: api.NotifyApprovalRequest{RunID: rt.rec.ID, Workflow: rt.rec.Workflow, Agent: n.agent, Target: t,
+				Event: ev.Type, Seq: ev.Seq, At: ev.At, Call: call},
+		}).Get(lctx, nil)
+		if err != nil {
+			workflow.GetLogger(ctx).Warn("approval notification not handed to its receiver's outbox", "receiver", t.Name(),
+				"event", ev.Type, "seq", ev.Seq, "error", err)
+		}
 	}
 }
 

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,19 +17,23 @@ import (
 	"github.com/nexo-temporal/nexo/api"
 )
 
-// notifyFake records every NotifyApproval attempt and fails each with err (nil: delivered).
+// notifyFake records every notification a run hands to its receivers' outbox
+// (EnqueueNotification, the path of runs since ChangeNotifyOutbox) and, for the runs of
+// the replayed histories before it, every NotifyApproval attempt, which fails with err
+// (nil: delivered).
 type notifyFake struct {
 	mu       sync.Mutex
 	attempts []api.NotifyApprovalRequest
+	queues   []string // the task queue each hand-over named
 	err      error
-	// decided, when set, gets the receiver URL of every approval_decided attempt.
+	// decided, when set, gets the receiver URL of every approval_decided hand-over.
 	decided chan string
 }
 
 func (f *notifyFake) register(env interface {
 	RegisterActivityWithOptions(a any, options activity.RegisterOptions)
 }) {
-	env.RegisterActivityWithOptions(func(_ context.Context, req api.NotifyApprovalRequest) error {
+	record := func(req api.NotifyApprovalRequest) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.attempts = append(f.attempts, req)
@@ -37,8 +43,18 @@ func (f *notifyFake) register(env interface {
 			default:
 			}
 		}
+	}
+	env.RegisterActivityWithOptions(func(_ context.Context, req api.NotifyApprovalRequest) error {
+		record(req)
 		return f.err
 	}, activity.RegisterOptions{Name: api.ActivityNotifyApproval})
+	env.RegisterActivityWithOptions(func(_ context.Context, req api.EnqueueNotificationRequest) error {
+		record(req.Request)
+		f.mu.Lock()
+		f.queues = append(f.queues, req.TaskQueue)
+		f.mu.Unlock()
+		return nil
+	}, activity.RegisterOptions{Name: api.ActivityEnqueueNotification})
 }
 
 // sent is, per event type and receiver URL, how many attempts there were.
@@ -52,10 +68,11 @@ func (f *notifyFake) sent() map[string]int {
 	return out
 }
 
-// TestApprovalNotifiesEveryReceiverWithoutBlocking: a gated call starts a notification per
-// receiver when it is requested and when it is decided, carrying the call (the decided one
-// with what the request said); receivers that keep failing do not hold the run, which
-// finishes with its answer while their notifications are still being retried.
+// TestApprovalNotifiesEveryReceiverWithoutBlocking: a gated call hands a notification per
+// receiver to the receivers' outbox when it is requested and when it is decided, in seq
+// order, carrying the call (the decided one with what the request said); nothing of the
+// delivery is the run's, so it closes as soon as its answer is in, with no grace for
+// receivers that may be down.
 func TestApprovalNotifiesEveryReceiverWithoutBlocking(t *testing.T) {
 	t.Parallel()
 	env := newEnv(t)
@@ -65,29 +82,10 @@ func TestApprovalNotifiesEveryReceiverWithoutBlocking(t *testing.T) {
 		toolReply(call("write_file", `{"path":"notes.md","content":"hi"}`)),
 		text("Wrote notes.md."),
 	}}
-	n := &notifyFake{err: errors.New("receiver down (503)"), decided: make(chan string, 64)}
-	// The decided notifications start with the tool call, in the same workflow task; the
-	// test environment drops activities still unstarted when the run closes, so the tool
-	// waits until both receivers were tried (a real run has its tool call and a model call
-	// to go: its notifications are long dispatched by then).
-	f.beforeTool = func() {
-		seen := map[string]bool{}
-		deadline := time.After(10 * time.Second)
-		for len(seen) < 2 {
-			select {
-			case url := <-n.decided:
-				seen[url] = true
-			case <-deadline:
-				t.Errorf("the decided call's notifications did not start with its tool call (tried: %v)", seen)
-				return
-			}
-		}
-	}
+	n := &notifyFake{err: errors.New("receiver down (503)")}
 	f.register(env)
 	n.register(env)
-	var atRequest map[string]int
 	env.RegisterDelayedCallback(func() {
-		atRequest = n.sent()
 		env.SignalWorkflow(api.SignalApproval, api.ApprovalSignal{CallID: "1.1", Approved: true, By: "ada"})
 	}, time.Hour)
 	env.ExecuteWorkflow(api.WorkflowAgentRun, agentInput(t, "scribe"))
@@ -99,23 +97,21 @@ func TestApprovalNotifiesEveryReceiverWithoutBlocking(t *testing.T) {
 	if res.Content != "Wrote notes.md." {
 		t.Errorf("result = %+v, want the model's answer", res)
 	}
-	for _, url := range []string{"https://a.example/hook", "https://b.example/hook"} {
-		if atRequest["approval_requested "+url] < 2 {
-			t.Errorf("requested call: %d attempts to %s within the hour it waited, want it retried (%v)", atRequest["approval_requested "+url], url, atRequest)
-		}
-		if n.sent()["approval_decided "+url] == 0 {
-			t.Errorf("decided call: no notification to %s (%v)", url, n.sent())
+	var got []string
+	for _, a := range n.attempts {
+		got = append(got, a.Event+" "+a.Target.URL)
+	}
+	want := []string{"approval_requested https://a.example/hook", "approval_requested https://b.example/hook",
+		"approval_decided https://a.example/hook", "approval_decided https://b.example/hook"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("hand-overs = %v, want %v (each once, in seq order)", got, want)
+	}
+	for _, q := range n.queues {
+		if q == "" {
+			t.Errorf("a hand-over names no task queue, want the run's")
 		}
 	}
-	var decided *api.NotifyApprovalRequest
-	for i, a := range n.attempts {
-		if a.Event == api.EventApprovalDecided {
-			decided = &n.attempts[i]
-		}
-	}
-	if decided == nil {
-		t.Fatal("no decided notification")
-	}
+	decided := n.attempts[2]
 	var c map[string]any
 	_ = json.Unmarshal(decided.Call, &c)
 	if c["call_id"] != "1.1" || c["tool"] != "write_file" || c["capability"] != "write" || c["detail"] != "notes.md" ||
@@ -125,12 +121,12 @@ func TestApprovalNotifiesEveryReceiverWithoutBlocking(t *testing.T) {
 	if args, _ := c["args"].(map[string]any); args["path"] != "notes.md" {
 		t.Errorf("decided call args = %v, want the requested arguments", c["args"])
 	}
-	if decided.RunID == "" || decided.Agent != "scribe" || decided.Workflow != api.WorkflowAgentRun || decided.Seq == 0 {
-		t.Errorf("decided request = %+v, want the run, its agent and the event's seq", decided)
+	if decided.RunID == "" || decided.Agent != "scribe" || decided.Workflow != api.WorkflowAgentRun || decided.Seq <= n.attempts[0].Seq {
+		t.Errorf("decided request = %+v, want the run, its agent and the event's seq (after the request's)", decided)
 	}
 	rec := queryRecord(t, env)
-	if took := rec.UpdatedAt.Sub(rec.CreatedAt); took > 2*time.Hour {
-		t.Errorf("the run closed %s after it started; it waited an hour for its human and must not wait on the receivers (retried for %s)", took, NotifyRetryFor)
+	if took := rec.UpdatedAt.Sub(rec.CreatedAt); took >= time.Hour+NotifyCloseGrace {
+		t.Errorf("the run closed %s after it started, decided at 1h: it waited on its receivers", took)
 	}
 	for _, e := range rec.Events {
 		if e.Type == "failed" || e.Type == "notify_failed" {
@@ -234,5 +230,97 @@ func TestEscalationNotifiesWithTheRequestedCall(t *testing.T) {
 	_ = json.Unmarshal(attempts[1].Call, &c)
 	if c["tool"] != "shell" || c["detail"] != "make deploy" || c["after"] != "24h" {
 		t.Errorf("escalated call = %v, want the requested shell make deploy with the escalation's own fields", c)
+	}
+}
+
+// TestRunsBeforeTheOutboxKeepTheirActivities: a run that took the notifications' old path
+// (ChangeNotifyOutbox at DefaultVersion, as every run recorded before it replays) still
+// notifies through NotifyApproval activities of its own, retried, and gives them the close
+// grace, as it did: the outbox changes nothing for it.
+func TestRunsBeforeTheOutboxKeepTheirActivities(t *testing.T) {
+	t.Parallel()
+	env := newEnv(t)
+	env.OnGetVersion(ChangeNotifyOutbox, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+	spec := approveSpec()
+	spec.Notify = []api.NotifyTarget{{URL: "https://a.example/hook", SecretEnv: "A_SECRET"}}
+	f := &agentFakes{spec: spec, script: []api.ChatMessage{
+		toolReply(call("write_file", `{"path":"notes.md","content":"hi"}`)),
+		text("Wrote notes.md."),
+	}}
+	n := &notifyFake{err: errors.New("receiver down (503)")}
+	f.register(env)
+	n.register(env)
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(api.SignalApproval, api.ApprovalSignal{CallID: "1.1", Approved: true, By: "ada"})
+	}, time.Hour)
+	env.ExecuteWorkflow(api.WorkflowAgentRun, agentInput(t, "scribe"))
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatalf("run failed: %v", err)
+	}
+	if len(n.queues) != 0 {
+		t.Errorf("a run on the old path handed %d notifications to the outbox", len(n.queues))
+	}
+	if got := n.sent()["approval_requested https://a.example/hook"]; got < 2 {
+		t.Errorf("the requested call's NotifyApproval was attempted %d times within the hour, want it retried", got)
+	}
+	rec := queryRecord(t, env)
+	if took := rec.UpdatedAt.Sub(rec.CreatedAt); took < time.Hour+NotifyCloseGrace {
+		t.Errorf("the run closed %s after it started, decided at 1h: want the %s close grace of notify-before-close", took, NotifyCloseGrace)
+	}
+}
+
+// TestConcurrentApprovalsHandOverInSeqOrder: approval events of calls gated at once (the
+// calls of one reply under tool_concurrency, each in its own goroutine) reach the
+// receiver's outbox one after the other in seq order, even when the first hand-over is
+// slow: the notifier drops a seq older than one it already has, so a hand-over that
+// overtook another would lose it.
+func TestConcurrentApprovalsHandOverInSeqOrder(t *testing.T) {
+	t.Parallel()
+	env := newEnv(t)
+	var mu sync.Mutex
+	var seqs []int64
+	second := make(chan struct{})
+	var once sync.Once
+	env.RegisterActivityWithOptions(func(_ context.Context, req api.EnqueueNotificationRequest) error {
+		if strings.Contains(string(req.Request.Call), `"1.1"`) {
+			// The first event's hand-over is slow: one that does not wait its turn overtakes
+			// it meanwhile (and would close second); one that waits never comes.
+			select {
+			case <-second:
+			case <-time.After(time.Second):
+			}
+		} else {
+			once.Do(func() { close(second) })
+		}
+		mu.Lock()
+		seqs = append(seqs, req.Request.Seq)
+		mu.Unlock()
+		return nil
+	}, activity.RegisterOptions{Name: api.ActivityEnqueueNotification})
+	spec := approveSpec()
+	spec.Notify = []api.NotifyTarget{{URL: "https://a.example/hook", SecretEnv: "A_SECRET"}}
+	env.RegisterWorkflowWithOptions(Wrap("Concurrent", func(ctx workflow.Context, _ struct{}) (string, error) {
+		rt, err := runtimeOf(ctx, "concurrent")
+		if err != nil {
+			return "", err
+		}
+		rt.notify.use(spec)
+		wg := workflow.NewWaitGroup(ctx)
+		for _, id := range []string{"1.1", "1.2", "1.3"} {
+			wg.Add(1)
+			workflow.Go(ctx, func(ctx workflow.Context) {
+				defer wg.Done()
+				rt.emitApproval(ctx, api.EventApprovalRequested, id, map[string]any{"call_id": id, "tool": "shell"})
+			})
+		}
+		wg.Wait(ctx)
+		return "ok", nil
+	}, Options{}), workflow.RegisterOptions{Name: "Concurrent"})
+	env.ExecuteWorkflow("Concurrent", struct{}{})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if len(seqs) != 3 || !slices.IsSorted(seqs) {
+		t.Errorf("hand-overs in the order %v, want the three requests in seq order", seqs)
 	}
 }

@@ -136,10 +136,12 @@ func structFields(t reflect.Type, visited map[reflect.Type]bool, out *[]string) 
 }
 
 // Types are the workflow types runs can be started of: every one registered, sorted,
-// except the platform's own, which are not runs (the registry, the token limiters).
+// except the platform's own, which are not runs (the registry, the token limiters, the notifiers).
 func (t *TypeRecorder) Types() []string {
 	out := sortedUnique(t.names)
-	return slices.DeleteFunc(out, func(n string) bool { return n == api.WorkflowRegistry || n == api.WorkflowTokenLimiter })
+	return slices.DeleteFunc(out, func(n string) bool {
+		return n == api.WorkflowRegistry || n == api.WorkflowTokenLimiter || n == api.WorkflowNotifier
+	})
 }
 
 // functionName is the SDK's default type name of a workflow function: its name without

@@ -131,7 +131,7 @@ func TestTypeRecorderLeavesOutTheTokenLimiter(t *testing.T) {
 	rec := RecordTypes(s.NewTestWorkflowEnvironment())
 	RegisterAll(rec)
 	for _, typ := range rec.Types() {
-		if typ == api.WorkflowTokenLimiter || typ == api.WorkflowRegistry {
+		if typ == api.WorkflowTokenLimiter || typ == api.WorkflowRegistry || typ == api.WorkflowNotifier {
 			t.Errorf("Types() = %v lists %s", rec.Types(), typ)
 		}
 	}

@@ -87,6 +87,14 @@ const (
 	// the close.
 	ChangeNotifyBeforeClose = "notify-before-close"
 
+	// ChangeNotifyOutbox: an approval event's notifications are handed to the notifier
+	// workflow of each receiver (package workflows/notifier; a local activity per receiver,
+	// EnqueueNotification) instead of being NotifyApproval activities of the run, so the
+	// run closes at once and no notification is abandoned at its close or continue-as-new.
+	// Asked at the first notified approval event; a run that asked before (DefaultVersion)
+	// keeps its activities and the close grace of notify-before-close to its end.
+	ChangeNotifyOutbox = "notify-outbox"
+
 	// ChangeParallelTools: an agent with tool_concurrency > 1 runs the tool calls of one
 	// model reply concurrently. Asked only for such an agent's reply with two calls or more,
 	// so every history recorded before (tool_concurrency did not exist) replays the
@@ -139,6 +147,7 @@ func ChangeIDs() []string {
 		ChangeLiveRegistry,
 		ChangeModelEndpointQueue,
 		ChangeNotifyBeforeClose,
+		ChangeNotifyOutbox,
 		ChangeParallelTools,
 		ChangePlanTool,
 		ChangeRecordAtClose,
