@@ -48,7 +48,7 @@ func commands() []*command {
 	return []*command{
 		runCmd(), agentCmd(), sessionCmd(), showCmd(), listCmd(), logsCmd(), resumeCmd(), approveCmd(), denyCmd(), answerCmd(), approvalsCmd(),
 		artifactsCmd(), artifactCmd(), cancelCmd(), rerunCmd(), forkCmd(), workflowsCmd(),
-		sandboxCmd(), storeCmd(), skillCmd(), mcpCmd(), scheduleCmd(), serveCmd(), checkReplayCmd(), usageCmd(),
+		sandboxCmd(), storeCmd(), skillCmd(), workerCmd(), mcpCmd(), scheduleCmd(), serveCmd(), checkReplayCmd(), usageCmd(),
 	}
 }
 
