@@ -258,3 +258,39 @@ func TestWorkerNewRefusesBadInput(t *testing.T) {
 		t.Errorf("a refused worker new wrote into the non-empty directory: %d entries", len(ents))
 	}
 }
+
+// TestCustomWorkerReadmeRunsTheTestedCommands: every command of examples/custom-worker's
+// README is one of the README's (run as written by TestCustomWorkerExampleAsWritten and
+// TestWorkerNewAsWritten), so the example's page cannot drift from what the tests run.
+func TestCustomWorkerReadmeRunsTheTestedCommands(t *testing.T) {
+	t.Parallel()
+	tested := map[string]bool{}
+	for _, block := range readmeCommandBlocks(t) {
+		for _, line := range strings.Split(block, "\n") {
+			if w := shellWords(t, line); len(w) > 0 {
+				tested[strings.Join(w, "\x00")] = true
+			}
+		}
+	}
+	b, err := os.ReadFile(filepath.Join("..", "examples", "custom-worker", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, block := range strings.Split(string(b), "```sh\n")[1:] {
+		block, _, _ = strings.Cut(block, "```")
+		for _, line := range strings.Split(block, "\n") {
+			w := shellWords(t, line)
+			if len(w) == 0 {
+				continue
+			}
+			n++
+			if !tested[strings.Join(w, "\x00")] {
+				t.Errorf("examples/custom-worker/README.md runs %q, which no README block the tests run has: use the README's command", line)
+			}
+		}
+	}
+	if n < 6 {
+		t.Errorf("examples/custom-worker/README.md has %d commands, want its build, run and worker new commands", n)
+	}
+}
