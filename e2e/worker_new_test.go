@@ -294,3 +294,49 @@ func TestCustomWorkerReadmeRunsTheTestedCommands(t *testing.T) {
 		t.Errorf("examples/custom-worker/README.md has %d commands, want its build, run and worker new commands", n)
 	}
 }
+
+// TestWorkerNewWithoutReplaceFollowsItsReadme: without --replace, worker new says what is
+// missing, and the new module's README's two commands (the replace line to a checkout and
+// go mod tidy), run as written with this checkout, make it build and pass its tests.
+func TestWorkerNewWithoutReplaceFollowsItsReadme(t *testing.T) {
+	t.Parallel()
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newPlatform(t)
+	dir := filepath.Join(p.dir, "plain")
+	r := p.starter("worker", "new", dir, "--module", "example.com/plain")
+	if r.code != 0 || !strings.Contains(r.stdout, "go mod edit -replace github.com/nexo-temporal/nexo=/path/to/nexo && go mod tidy") {
+		t.Fatalf("worker new without --replace: exit %d, want the replace and tidy named as the next step:\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "go.sum")); err == nil {
+		t.Error("worker new without --replace wrote a go.sum")
+	}
+	readme, err := os.ReadFile(filepath.Join(dir, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var block string
+	for _, b := range strings.Split(string(readme), "```sh\n")[1:] {
+		if b, _, _ = strings.Cut(b, "```"); strings.Contains(b, "go mod edit -replace") {
+			block = b
+		}
+	}
+	var cmds [][]string
+	for _, line := range strings.Split(block, "\n") {
+		if w := shellWords(t, line); len(w) > 0 {
+			cmds = append(cmds, w)
+		}
+	}
+	want := [][]string{{"go", "mod", "edit", "-replace", "github.com/nexo-temporal/nexo=/path/to/your/nexo/checkout"}, {"go", "mod", "tidy"}}
+	if !slices.EqualFunc(cmds, want, slices.Equal[[]string]) {
+		t.Fatalf("the new module's README says %q, this test runs %q: update the test", cmds, want)
+	}
+	for _, c := range cmds {
+		goIn(t, nil, append([]string{"-C", dir}, substitute(c[1:], map[string]string{"/path/to/your/nexo/checkout": root})...), false)
+	}
+	if out, _ := goIn(t, nil, []string{"-C", dir, "test", "-count=1", "./..."}, false); !strings.Contains(out, "ok  \texample.com/plain/review") {
+		t.Errorf("go test ./... after the README's replace and tidy:\n%s", out)
+	}
+}

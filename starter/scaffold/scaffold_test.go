@@ -36,7 +36,7 @@ func TestCreateWritesAModuleRequiringNexo(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"go.mod", "main.go", "README.md", ".gitignore", "nexo.yaml", "writer.script.json",
-		"review/review.go", "review/desk.go", "review/replay_test.go", "cmd/record/main.go",
+		"review/review.go", "review/desk.go", "review/replay_test.go", "review/review_test.go", "cmd/record/main.go",
 		"testdata/draft_review_approved.json", "testdata/draft_review_denied.json"} {
 		if !slices.Contains(written, want) {
 			t.Errorf("Create wrote %q, want %s among them", written, want)
