@@ -254,6 +254,10 @@ func TestWorkerNewRefusesBadInput(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(p.dir, "acme")); err == nil {
 		t.Error("a refused worker new created acme/")
 	}
+	// It talks to no Temporal: its help lists its own flags, not the server's.
+	if h := p.starter("worker", "--help"); h.code != 0 || !strings.Contains(h.stdout, "--module") || !strings.Contains(h.stdout, "--replace") || strings.Contains(h.stdout, "--address") {
+		t.Errorf("starter worker --help: exit %d\n%s", h.code, h.stdout)
+	}
 	if ents, _ := os.ReadDir(full); len(ents) != 1 {
 		t.Errorf("a refused worker new wrote into the non-empty directory: %d entries", len(ents))
 	}

@@ -18,7 +18,7 @@ import (
 // touches the file system (and, with --replace, runs go mod tidy), never Temporal.
 func workerCmd() *command {
 	return &command{
-		name: "worker", args: "new <dir> --module <path> [--replace <nexo checkout>]",
+		name: "worker", args: "new <dir> --module <path> [--replace <nexo checkout>]", offline: true,
 		summary: "Create a Go module of your own worker (platform.Main, a workflow, its replay test, a fixture recorder, a README).",
 		flags: func(fs *pflag.FlagSet) {
 			fs.String("module", "", "new: the module path of the worker (such as example.com/acme)")
