@@ -434,6 +434,7 @@ var readmeCommandTests = []struct {
 	{marker: "$ starter check-replay", tests: []string{"TestCheckReplayLiveRuns"}},
 	{marker: "bin/starter doctor --json", tests: []string{"TestDoctor"}},
 	{marker: "go run ./examples/custom-worker check-replay --config", tests: []string{"TestCustomWorkerExampleAsWritten"}},
+	{marker: "bin/starter worker new ../acme --module example.com/acme", tests: []string{"TestWorkerNewAsWritten"}},
 	{marker: "bin/starter show <run-id>", tests: []string{"TestFinishedRunsWithoutAWorker"}},
 	{marker: "bin/starter store gc --dry-run", tests: []string{"TestStoreGCRemovesOnlyWhatNoRunNeeds"}},
 	{marker: "bin/starter store verify --json", tests: []string{"TestChangedThreadSegmentFailsTheRunAtOnce"}},

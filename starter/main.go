@@ -26,6 +26,9 @@ type command struct {
 	summary string
 	flags   func(fs *pflag.FlagSet)
 	run     func(ctx context.Context, e *env, fs *pflag.FlagSet, args []string) error
+	// offline: the command reads no config and dials no Temporal, so it has none of
+	// their flags (which would only mislead in its --help).
+	offline bool
 }
 
 // usageError is a mistake in the command line: exit code 2 and the command's usage.
@@ -48,7 +51,7 @@ func commands() []*command {
 	return []*command{
 		runCmd(), agentCmd(), sessionCmd(), showCmd(), listCmd(), logsCmd(), resumeCmd(), approveCmd(), denyCmd(), answerCmd(), approvalsCmd(),
 		artifactsCmd(), artifactCmd(), cancelCmd(), rerunCmd(), forkCmd(), workflowsCmd(), doctorCmd(),
-		sandboxCmd(), storeCmd(), skillCmd(), mcpCmd(), scheduleCmd(), serveCmd(), checkReplayCmd(), usageCmd(), notificationsCmd(),
+		sandboxCmd(), storeCmd(), skillCmd(), workerCmd(), mcpCmd(), scheduleCmd(), serveCmd(), checkReplayCmd(), usageCmd(), notificationsCmd(),
 	}
 }
 
@@ -137,7 +140,9 @@ func newFlagSet(c *command) *pflag.FlagSet {
 	if c.flags != nil {
 		c.flags(fs)
 	}
-	bindCommonFlags(fs)
+	if !c.offline {
+		bindCommonFlags(fs)
+	}
 	return fs
 }
 

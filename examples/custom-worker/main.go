@@ -1,8 +1,9 @@
 // Command custom-worker is a user's own Nexo worker: the whole platform (the shipped
 // workflows, agents, sandboxes, gateway, and the embedded server under --dev) plus the
-// workflow RefundRequest and the activities of a small shop. Copy this folder to start
-// yours (the workflow and the activities are package refund, so that their tests link no
-// Temporal server):
+// workflow RefundRequest and the activities of a small shop (package refund, so that their
+// tests link no Temporal server). For a worker of your own outside this repository, do not
+// copy it: `starter worker new <dir> --module <path>` writes a module of that shape (see
+// README.md here):
 //
 //	go run ./examples/custom-worker --dev --config examples/custom-worker/nexo.yaml
 package main
