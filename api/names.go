@@ -26,6 +26,14 @@ const (
 	// waiting and removes it when the call is decided, so `starter approvals` (the inbox
 	// across runs and sessions) is one visibility query.
 	SearchAttributeApprovalAgent = "NexoApprovalAgent"
+	// SearchAttributeAgent is the keyword search attribute naming the agent a run runs
+	// (an AgentRun's input.agent, a session's agent), set when the run is started, so the
+	// Runs page finds an agent's runs with one visibility query.
+	SearchAttributeAgent = "NexoAgent"
+	// MemoPrompt is the memo key holding the start of an AgentRun's prompt (at most
+	// MemoPromptRunes runes), set when the run is started, so a list of runs can show
+	// what each was asked without reading each run's input.
+	MemoPrompt = "nexo.prompt"
 
 	// DefaultTaskQueue is the task queue workers poll and starters target unless configured.
 	DefaultTaskQueue = "nexo"
@@ -35,7 +43,11 @@ const (
 
 // SearchAttributes are the keyword search attributes every namespace Nexo runs in needs:
 // the dev server registers them, the worker checks them at start.
-var SearchAttributes = []string{SearchAttributeStatus, SearchAttributeApprovalAgent}
+var SearchAttributes = []string{SearchAttributeStatus, SearchAttributeApprovalAgent, SearchAttributeAgent}
+
+// MemoPromptRunes bounds the prompt a run's memo holds (MemoPrompt): a list shows its
+// start, the run's input holds it whole.
+const MemoPromptRunes = 200
 
 // Activity names. Workflows reference activities by these names only, never by importing
 // their implementations.

@@ -82,7 +82,7 @@ type Options struct {
 	Namespace string
 	// SearchAttributes are registered on Namespace (also in an existing database) before the
 	// server starts. The keyword attributes of api.SearchAttributes (NexoStatus,
-	// NexoApprovalAgent) are always registered; it is an error to ask for one with another
+	// NexoApprovalAgent, NexoAgent) are always registered; it is an error to ask for one with another
 	// type.
 	SearchAttributes map[string]enumspb.IndexedValueType
 	// Logger receives the server's logs. Default slog.Default().

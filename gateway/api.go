@@ -116,6 +116,7 @@ func listRequest(q url.Values) (runs.ListRequest, error) {
 		req.Status = st
 	}
 	req.Workflow = q.Get("workflow")
+	req.Search = strings.TrimSpace(q.Get("q"))
 	limit, err := listLimit(q)
 	if err != nil {
 		return req, err

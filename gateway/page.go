@@ -127,18 +127,49 @@ func (s *Server) pageError(w http.ResponseWriter, r *http.Request, status int, d
 
 // runsView is the body of the runs list.
 type runsView struct {
-	Statuses []api.Status
+	// Chips are the status filter's links, each keeping the search.
+	Chips    []statusChip
 	Status   string
 	Workflow string
-	Runs     []runs.Summary
+	// Search is the search box's term (?q=): an id prefix, a workflow type or an agent.
+	Search string
+	Runs   []runs.Summary
 	// Next links the next page, if any (built from url.Values, so safe as a URL).
 	Next  template.URL
 	Error string
 }
 
+// statusChip is one link of the status filter ("" is all).
+type statusChip struct {
+	Status string
+	URL    template.URL
+	Active bool
+}
+
+// runsURL is the Runs page's link for these filters (from url.Values, so safe as a URL):
+// the URL holds the whole view, so a link reproduces it.
+func runsURL(q url.Values) template.URL {
+	if e := q.Encode(); e != "" {
+		return template.URL("/?" + e)
+	}
+	return "/"
+}
+
 func (s *Server) runsPage(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	v := runsView{Statuses: api.Statuses, Status: q.Get("status"), Workflow: q.Get("workflow")}
+	v := runsView{Status: q.Get("status"), Workflow: q.Get("workflow"), Search: q.Get("q")}
+	for _, st := range append([]api.Status{""}, api.Statuses...) {
+		cq := url.Values{}
+		for _, k := range []string{"q", "workflow", "limit"} {
+			if q.Get(k) != "" {
+				cq.Set(k, q.Get(k))
+			}
+		}
+		if st != "" {
+			cq.Set("status", string(st))
+		}
+		v.Chips = append(v.Chips, statusChip{Status: string(st), URL: runsURL(cq), Active: string(st) == v.Status})
+	}
 	req, err := listRequest(q)
 	status := http.StatusOK
 	if err == nil {
@@ -146,7 +177,7 @@ func (s *Server) runsPage(w http.ResponseWriter, r *http.Request) {
 		v.Runs, next, err = s.runsFor(r.Context()).List(r.Context(), req)
 		if len(next) > 0 {
 			q.Set("page_token", encodePageToken(next)) // q is this request's own copy
-			v.Next = template.URL("/?" + q.Encode())
+			v.Next = runsURL(q)
 		}
 	}
 	if err != nil {
@@ -185,6 +216,93 @@ type runView struct {
 	// Retrying says what each retried activity of the run waits on (runs.RetryLine), as
 	// of the page's rendering; the live stream's retrying events keep it current.
 	Retrying []string
+	// Usage is what the run's model calls spent, nil when it made none.
+	Usage *usageView
+}
+
+// usageView is the run page's usage box: the totals, one row per model, and the budget
+// the run met, if any.
+type usageView struct {
+	Total  api.UsageSum
+	Models []usageRow
+	// Budgets are the bounds the run's budget pauses named (raises included), one per
+	// agent and scope, in the order they were first met. An agent whose budget was
+	// never reached shows none: its bounds are the worker's, not the run's.
+	Budgets []budgetLine
+}
+
+type usageRow struct {
+	Name string
+	api.UsageSum
+}
+
+// budgetLine is one budget bound as the run's last pause or raise of it said.
+type budgetLine struct {
+	Agent, Scope         string
+	UsedTokens           int
+	MaxTokens            int
+	UsedCost, MaxCost    float64
+	Raised, Denied       bool
+}
+
+// usageOf builds the usage box of rec, nil for a run without model calls.
+func usageOf(rec api.Record) *usageView {
+	u := rec.Usage
+	if u == nil || u.Calls == 0 {
+		return nil
+	}
+	v := &usageView{Total: u.UsageSum}
+	for _, name := range slices.Sorted(maps.Keys(u.ByModel)) {
+		n := name
+		if strings.TrimSpace(n) == "" {
+			n = "(unnamed)"
+		}
+		v.Models = append(v.Models, usageRow{Name: n, UsageSum: u.ByModel[name]})
+	}
+	index := map[string]int{}
+	for _, ev := range rec.Events {
+		if ev.Type != api.EventBudgetExceeded && ev.Type != api.EventBudgetRaised && ev.Type != api.EventBudgetDenied {
+			continue
+		}
+		var d struct {
+			Agent      string  `json:"agent"`
+			Scope      string  `json:"scope"`
+			UsedTokens int     `json:"used_tokens"`
+			MaxTokens  int     `json:"max_tokens"`
+			UsedCost   float64 `json:"used_cost"`
+			MaxCost    float64 `json:"max_cost"`
+		}
+		if json.Unmarshal(ev.Data, &d) != nil {
+			continue
+		}
+		key := d.Agent + "\x00" + d.Scope
+		i, ok := index[key]
+		if !ok {
+			if ev.Type != api.EventBudgetExceeded {
+				continue
+			}
+			i = len(v.Budgets)
+			index[key] = i
+			v.Budgets = append(v.Budgets, budgetLine{Agent: d.Agent, Scope: d.Scope})
+		}
+		b := &v.Budgets[i]
+		switch ev.Type {
+		case api.EventBudgetExceeded:
+			b.UsedTokens, b.MaxTokens, b.UsedCost, b.MaxCost = d.UsedTokens, d.MaxTokens, d.UsedCost, d.MaxCost
+			b.Raised, b.Denied = false, false
+		case api.EventBudgetRaised:
+			if d.MaxTokens > 0 {
+				b.MaxTokens = d.MaxTokens
+			}
+			if d.MaxCost > 0 {
+				b.MaxCost = d.MaxCost
+			}
+			b.Raised = true
+		case api.EventBudgetDenied:
+			b.Denied = true
+		}
+	}
+	return v
 }
 
 // callView is one tool call on the run page.
@@ -215,6 +333,7 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 	for _, p := range rec.Retrying {
 		v.Retrying = append(v.Retrying, runs.RetryLine(p, time.Now()))
 	}
+	v.Usage = usageOf(rec)
 	if s.temporalUI != "" {
 		// Without a run id the UI shows the workflow id's latest run, which is this run.
 		v.TemporalURL = s.temporalUI + "/namespaces/" + url.PathEscape(s.namespace) + "/workflows/" + url.PathEscape(rec.ID)

@@ -320,7 +320,7 @@ func poolNote(cfg config.Config, pool string) string {
 // checkSearchAttribute fails fast when the namespace lacks a search attribute Nexo
 // upserts (api.SearchAttributes): without NexoStatus every status upsert fails and
 // `starter list --status` cannot work; without NexoApprovalAgent `starter approvals`
-// finds nothing.
+// finds nothing; without NexoAgent no AgentRun or session can start (it is set at start).
 func checkSearchAttribute(ctx context.Context, tc client.Client, namespace string) error {
 	resp, err := tc.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: namespace})
 	if err != nil {

@@ -479,13 +479,22 @@ type Summary struct {
 	Status    api.Status `json:"status"`
 	CreatedAt time.Time  `json:"created_at"`
 	ClosedAt  *time.Time `json:"closed_at,omitempty"`
+	// Agent is the agent the run runs (an AgentRun's, a session's), "" when not known:
+	// other workflows, and AgentRuns started before runs recorded it.
+	Agent string `json:"agent,omitempty"`
+	// Prompt is the start of an AgentRun's prompt (api.MemoPromptRunes runes), "" when
+	// the run recorded none.
+	Prompt string `json:"prompt,omitempty"`
 }
 
 // ListRequest filters List.
 type ListRequest struct {
-	Status    api.Status // empty: any
-	Workflow  string     // empty: any
-	Limit     int        // 0: 50; at most MaxListLimit
+	Status   api.Status // empty: any
+	Workflow string     // empty: any
+	// Search, when set, keeps the runs whose id starts with it, whose workflow type is it
+	// or whose agent is it.
+	Search    string
+	Limit     int // 0: 50; at most MaxListLimit
 	PageToken []byte
 }
 
@@ -517,8 +526,17 @@ func (c *Client) List(ctx context.Context, req ListRequest) ([]Summary, []byte, 
 	}
 	out := make([]Summary, 0, len(resp.GetExecutions()))
 	now := time.Now()
+	seen := map[string]bool{}
 	for _, e := range resp.GetExecutions() {
-		s := Summary{ID: e.GetExecution().GetWorkflowId(), Workflow: e.GetType().GetName(),
+		// A run is its workflow id: `show` reads the id's latest execution, so an earlier
+		// one (a session's run before a reopen, a first prompt's failed start and the
+		// retry that failed too) is not listed as a second run. Newest come first.
+		id := e.GetExecution().GetWorkflowId()
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		s := Summary{ID: id, Workflow: e.GetType().GetName(), Agent: rowAgent(e), Prompt: c.rowPrompt(e.GetMemo()),
 			CreatedAt: e.GetStartTime().AsTime().UTC(), Status: summaryStatus(e, now)}
 		if e.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 			t := e.GetCloseTime().AsTime().UTC()
@@ -531,7 +549,16 @@ func (c *Client) List(ctx context.Context, req ListRequest) ([]Summary, []byte, 
 
 func listQuery(req ListRequest) (string, error) {
 	// The task queues' registries and the endpoints' token limiters are workflows, not runs.
-	parts := []string{fmt.Sprintf("WorkflowType != '%s' AND WorkflowType != '%s' AND WorkflowType != '%s'", api.WorkflowRegistry, api.WorkflowTokenLimiter, api.WorkflowNotifier)}
+	// An execution that continued as new is never a run's latest: its successor is listed.
+	parts := []string{fmt.Sprintf("WorkflowType != '%s' AND WorkflowType != '%s' AND WorkflowType != '%s' AND ExecutionStatus != 'ContinuedAsNew'",
+		api.WorkflowRegistry, api.WorkflowTokenLimiter, api.WorkflowNotifier)}
+	if req.Search != "" {
+		c, err := searchClause(req.Search)
+		if err != nil {
+			return "", err
+		}
+		parts = append(parts, c)
+	}
 	if req.Workflow != "" {
 		if strings.ContainsAny(req.Workflow, `'"\`) {
 			return "", &BadRequestError{Msg: fmt.Sprintf("workflow name %q contains a quote", req.Workflow)}

@@ -214,8 +214,11 @@ func (c *Client) Start(ctx context.Context, req StartRequest) (string, error) {
 	if req.Options != nil {
 		args = append(args, req.Options)
 	}
+	attrs, memo := startAttributes(req.Workflow, payload)
 	_, err := c.tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                       id,
+		TypedSearchAttributes:    attrs,
+		Memo:                     memo,
 		TaskQueue:                c.taskQueue,
 		StartDelay:               req.StartDelay,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,

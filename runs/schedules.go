@@ -119,17 +119,20 @@ func (c *Client) CreateSchedule(ctx context.Context, req ScheduleRequest) (api.S
 		spec.CronExpressions = []string{memo.Cron}
 	}
 	id := api.ScheduleID(req.Name)
+	attrs, runMemo := startAttributes(req.Workflow, payload)
 	_, err := c.tc.ScheduleClient().Create(ctx, client.ScheduleOptions{
 		ID:   id,
 		Spec: spec,
 		Action: &client.ScheduleWorkflowAction{
 			// Temporal appends the scheduled time: nexo-schedule:nightly-2026-12-07T02:00:00Z.
-			ID:            id,
-			Workflow:      req.Workflow,
-			Args:          []any{payload},
-			TaskQueue:     c.taskQueue,
-			StaticSummary: c.pageSummary(req.Workflow+" run of schedule "+req.Name, "/schedules"),
-			StaticDetails: c.pageDetails("/schedules"),
+			ID:                    id,
+			Workflow:              req.Workflow,
+			Args:                  []any{payload},
+			TaskQueue:             c.taskQueue,
+			TypedSearchAttributes: attrs,
+			Memo:                  runMemo,
+			StaticSummary:         c.pageSummary(req.Workflow+" run of schedule "+req.Name, "/schedules"),
+			StaticDetails:         c.pageDetails("/schedules"),
 		},
 		// A run that outlasts its interval is not joined by a second one.
 		Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_SKIP,

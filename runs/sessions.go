@@ -189,6 +189,7 @@ func (c *Client) promptOnce(ctx context.Context, id string, in api.SessionInput,
 		TaskQueue:                c.taskQueue,
 		WorkflowIDConflictPolicy: conflict,
 		WorkflowIDReusePolicy:    reuse,
+		TypedSearchAttributes:    sessionAttributes(in.Agent),
 		StaticSummary:            c.pageSummary("session "+in.Agent+"/"+in.Instance, sessionPath(in.Agent, in.Instance)),
 		StaticDetails:            c.pageDetails(sessionPath(in.Agent, in.Instance)),
 	}, api.WorkflowSession, mustRaw(in))
@@ -379,8 +380,12 @@ func (c *Client) ListSessions(ctx context.Context, limit int) ([]SessionSummary,
 				st = closedStatus(d.GetWorkflowExecutionInfo().GetStatus())
 			}
 		}
-		out = append(out, SessionSummary{ID: id, Agent: agent, Instance: inst, Status: st,
-			Summary: Summary{CreatedAt: e.GetStartTime().AsTime().UTC()}})
+		sum := Summary{ID: id, Workflow: api.WorkflowSession, Status: st, Agent: agent, CreatedAt: e.GetStartTime().AsTime().UTC()}
+		if st != api.StatusRunning {
+			t := e.GetCloseTime().AsTime().UTC()
+			sum.ClosedAt = &t
+		}
+		out = append(out, SessionSummary{ID: id, Agent: agent, Instance: inst, Status: st, Summary: sum})
 	}
 	return out, nil
 }

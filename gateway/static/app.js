@@ -333,6 +333,11 @@
     let current = null; // the turn being written
     let es = null;
     let prompting = false;
+    // fresh: the page was rendered before the session existed. Its stream is tried until
+    // the session's first prompt (from this page or anywhere else) creates it; wait is the
+    // pause between tries.
+    let fresh = root.dataset.status === "new";
+    let wait = 1000;
 
     function el(tag, cls, text) {
       const e = document.createElement(tag);
@@ -562,7 +567,27 @@
     function startStream() {
       if (es) return;
       es = new EventSource(base + "/stream?after=" + encodeURIComponent(last));
-      es.onopen = function () { live.textContent = "● live"; live.className = "live"; };
+      es.onopen = function () {
+        live.textContent = "● live";
+        live.className = "live";
+        if (!fresh) return;
+        fresh = false;
+        if (!prompting) {
+          // Another client's prompt created the session: the server draws it whole (its
+          // turns, the close button), the stream then goes on from its last finished turn.
+          es.close();
+          es = null;
+          location.reload();
+          return;
+        }
+        const detail = document.getElementById("session-detail");
+        if (detail) {
+          detail.textContent = "Session created by this prompt · ";
+          const a = el("a", "", "record");
+          a.href = "/runs/" + encodeURIComponent(root.dataset.id);
+          detail.appendChild(a);
+        }
+      };
       es.onmessage = function (e) { onEvent(JSON.parse(e.data)); };
       es.addEventListener("live", function (e) { onLive("text", JSON.parse(e.data)); });
       es.addEventListener("live_thinking", function (e) { onLive("thinking", JSON.parse(e.data)); });
@@ -590,9 +615,14 @@
         if (es && es.readyState === EventSource.CLOSED) {
           // The session does not exist yet (404): a prompt in flight is creating it.
           es = null;
-          live.textContent = "not live";
+          live.textContent = fresh ? "waiting for the first prompt" : "not live";
           live.className = "muted";
-          if (prompting) setTimeout(startStream, 500);
+          if (prompting) {
+            setTimeout(startStream, 500);
+          } else if (fresh) {
+            setTimeout(startStream, wait);
+            wait = Math.min(wait * 2, 5000);
+          }
         } else {
           live.textContent = "reconnecting…";
           live.className = "muted";
@@ -643,6 +673,6 @@
       });
     }
 
-    if (root.dataset.status !== "new" && !closedStatuses.includes(root.dataset.status)) startStream();
+    if (fresh || !closedStatuses.includes(root.dataset.status)) startStream();
   }
 })();
