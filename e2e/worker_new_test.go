@@ -270,7 +270,7 @@ func TestCustomWorkerReadmeRunsTheTestedCommands(t *testing.T) {
 	t.Parallel()
 	tested := map[string]bool{}
 	for _, block := range readmeCommandBlocks(t) {
-		for _, line := range strings.Split(block, "\n") {
+		for _, line := range strings.Split(block.text, "\n") {
 			if w := shellWords(t, line); len(w) > 0 {
 				tested[strings.Join(w, "\x00")] = true
 			}
