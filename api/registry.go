@@ -153,8 +153,8 @@ func NewRegistryView(workers []RegisteredWorker) RegistryView {
 		v.Agents = append(v.Agents, w.Agents...)
 		v.Workers = append(v.Workers, w)
 	}
-	v.Workflows = sortedUnique(v.Workflows)
-	v.Agents = sortedUnique(v.Agents)
+	v.Workflows = SortedUnique(v.Workflows)
+	v.Agents = SortedUnique(v.Agents)
 	v.Inputs = mergeInputs(v.Workers)
 	return v
 }
@@ -180,7 +180,7 @@ func mergeInputs(workers []RegisteredWorker) map[string][]string {
 			delete(out, typ)
 			continue
 		}
-		out[typ] = sortedUnique(out[typ])
+		out[typ] = SortedUnique(out[typ])
 	}
 	if len(out) == 0 {
 		return nil
@@ -188,7 +188,8 @@ func mergeInputs(workers []RegisteredWorker) map[string][]string {
 	return out
 }
 
-func sortedUnique(s []string) []string {
+// SortedUnique is s sorted without duplicates, never nil.
+func SortedUnique(s []string) []string {
 	out := slices.Clone(s)
 	slices.Sort(out)
 	out = slices.Compact(out)

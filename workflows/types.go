@@ -93,7 +93,7 @@ func InputFields(t reflect.Type) (fields []string, ok bool) {
 	}
 	fields = []string{}
 	structFields(t, map[reflect.Type]bool{}, &fields)
-	return sortedUnique(fields), true
+	return api.SortedUnique(fields), true
 }
 
 func decodesItself(t reflect.Type) bool {
@@ -138,7 +138,7 @@ func structFields(t reflect.Type, visited map[reflect.Type]bool, out *[]string) 
 // Types are the workflow types runs can be started of: every one registered, sorted,
 // except the platform's own, which are not runs (the registry, the token limiters, the notifiers).
 func (t *TypeRecorder) Types() []string {
-	out := sortedUnique(t.names)
+	out := api.SortedUnique(t.names)
 	return slices.DeleteFunc(out, func(n string) bool {
 		return n == api.WorkflowRegistry || n == api.WorkflowTokenLimiter || n == api.WorkflowNotifier
 	})
@@ -156,15 +156,4 @@ func functionName(fn any) string {
 		name = name[i+1:]
 	}
 	return strings.TrimSuffix(name, "-fm")
-}
-
-// sortedUnique is s sorted without duplicates, never nil.
-func sortedUnique(s []string) []string {
-	out := slices.Clone(s)
-	slices.Sort(out)
-	out = slices.Compact(out)
-	if out == nil {
-		out = []string{}
-	}
-	return out
 }

@@ -166,10 +166,10 @@ func registerWorker(workers map[string]api.RegisteredWorker, a api.WorkerAnnounc
 	if _, known := workers[a.Identity]; !known && len(workers) >= registryMaxWorkers {
 		return "too many workers"
 	}
-	a.Workflows = sortedUnique(a.Workflows)
-	a.Agents = sortedUnique(a.Agents)
+	a.Workflows = api.SortedUnique(a.Workflows)
+	a.Agents = api.SortedUnique(a.Agents)
 	for typ, fields := range a.Inputs {
-		a.Inputs[typ] = sortedUnique(fields)
+		a.Inputs[typ] = api.SortedUnique(fields)
 	}
 	workers[a.Identity] = api.RegisteredWorker{WorkerAnnouncement: a, SeenAt: now}
 	return ""
@@ -202,14 +202,4 @@ func registryView(workers map[string]api.RegisteredWorker) api.RegistryView {
 		list = append(list, workers[id])
 	}
 	return api.NewRegistryView(list)
-}
-
-func sortedUnique(s []string) []string {
-	out := slices.Clone(s)
-	slices.Sort(out)
-	out = slices.Compact(out)
-	if out == nil {
-		out = []string{}
-	}
-	return out
 }
