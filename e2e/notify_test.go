@@ -319,6 +319,10 @@ func TestApprovalNotificationsOutliveTheRun(t *testing.T) {
 	if out := p.ok("notifications"); !strings.Contains(out, "pending") || !strings.Contains(out, a) || !strings.Contains(out, "503") {
 		t.Errorf("starter notifications does not show the pending request with its last error:\n%s", out)
 	}
+	if r := p.starter("doctor"); r.code == 0 || !strings.Contains(r.stdout, "FAIL  notifications: receiver "+srv.URL+"/nexo: 1 retrying (oldest: run "+a) ||
+		!strings.Contains(r.stdout, "503") {
+		t.Errorf("starter doctor with a refused notification: exit %d, want 1 with a FAIL naming the receiver, run %s and the 503:\n%s", r.code, a, r.stdout)
+	}
 
 	if v, ok := sample(scrape(t, metricsAddr), pendingSeries); !ok || v != 1 {
 		t.Errorf("%s = %v (found %v), want 1\n%s", pendingSeries, v, ok, grepLines(scrape(t, metricsAddr), "nexo_notifications"))
@@ -326,11 +330,11 @@ func TestApprovalNotificationsOutliveTheRun(t *testing.T) {
 
 	// The decision: the run closes at once, its notifications still undelivered.
 	began := time.Now()
-	out := p.ok("approve", a, "--by", "ada", "--wait")
+	ar := p.starter("approve", a, "--by", "ada", "--wait")
 	took := time.Since(began)
 	t.Logf("approve --wait with the receiver down took %s", took)
-	if !strings.Contains(out, "is done") || took > 10*time.Second {
-		t.Fatalf("approve --wait took %s with the receiver down (want the run done within seconds, not after a close grace):\n%s", took, out)
+	if ar.code != 0 || !strings.Contains(ar.stderr, "is done") || took > 10*time.Second {
+		t.Fatalf("approve --wait took %s with the receiver down, exit %d (want the run done within seconds, not after a close grace):\n%s%s", took, ar.code, ar.stdout, ar.stderr)
 	}
 	rec := p.waitStatus(a, api.StatusDone)
 	var decidedAt time.Time

@@ -238,11 +238,11 @@ type usageRow struct {
 
 // budgetLine is one budget bound as the run's last pause or raise of it said.
 type budgetLine struct {
-	Agent, Scope         string
-	UsedTokens           int
-	MaxTokens            int
-	UsedCost, MaxCost    float64
-	Raised, Denied       bool
+	Agent, Scope      string
+	UsedTokens        int
+	MaxTokens         int
+	UsedCost, MaxCost float64
+	Raised, Denied    bool
 }
 
 // usageOf builds the usage box of rec, nil for a run without model calls.

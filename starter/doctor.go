@@ -65,6 +65,7 @@ var doctorChecks = []doctorCheck{
 	{"models", checkModels},
 	{"sandboxes", checkSandboxes},
 	{"ports", checkPorts},
+	{"notifications", checkNotifications},
 }
 
 // doctor is what the checks share: the config (loaded and valid before any check runs),
@@ -85,7 +86,7 @@ const doctorTimeout = 5 * time.Second
 
 func doctorCmd() *command {
 	return &command{
-		name: "doctor", args: "", summary: "Check in one go what a run needs: config, Temporal, live workers and what they offer, one artifact store, model endpoints, Docker/bubblewrap, ports; exit 1 naming the fixes.",
+		name: "doctor", args: "", summary: "Check in one go what a run needs: config, Temporal, live workers and what they offer, one artifact store, model endpoints, Docker/bubblewrap, ports, undelivered notifications; exit 1 naming the fixes.",
 		flags: func(fs *pflag.FlagSet) {
 			fs.Bool("json", false, `print {"ok": bool, "checks": [{check, status, detail, fix}]}`)
 		},
@@ -451,4 +452,59 @@ func isGateway(ctx context.Context, addr string) bool {
 	defer cancel()
 	status, body, err := endpointRequest(cctx, http.MethodGet, "http://"+addr+"/v1/openapi.json", "", nil)
 	return err == nil && (status == http.StatusUnauthorized || status == http.StatusOK && bytes.Contains(body, []byte(`"openapi"`)))
+}
+
+// checkNotifications fails when a receiver's outbox holds notifications it could not
+// deliver: given up (failed), or pending after at least one refused attempt. A
+// notification not yet tried, or none at all, is fine.
+func checkNotifications(ctx context.Context, d *doctor) []checkResult {
+	if d.rc == nil {
+		return []checkResult{skip("notifications", "Temporal did not answer")}
+	}
+	cctx, cancel := context.WithTimeout(ctx, doctorTimeout)
+	defer cancel()
+	sts, err := d.rc.Notifications(cctx)
+	if err != nil {
+		return []checkResult{fail("notifications", "see starter notifications", "%v", err)}
+	}
+	return notificationResults(sts)
+}
+
+// notificationResults is one result per receiver with undelivered notifications, or one
+// ok line when there are none.
+func notificationResults(sts []api.NotifierStatus) []checkResult {
+	const fix = "make the receiver answer (its URL, its secret, its 2xx); starter notifications lists each one with its run and last error"
+	var out []checkResult
+	delivered := int64(0)
+	for _, st := range sts {
+		delivered += st.Delivered
+		if st.Error != "" {
+			out = append(out, fail("notifications", fix, "the outbox %s did not answer: %s", st.ID, st.Error))
+			continue
+		}
+		var retrying []api.NotifyItem
+		for _, it := range st.Pending {
+			if it.LastError != "" {
+				retrying = append(retrying, it)
+			}
+		}
+		if len(st.Failed) == 0 && len(retrying) == 0 {
+			continue
+		}
+		var parts []string
+		if len(st.Failed) > 0 {
+			last := st.Failed[len(st.Failed)-1]
+			parts = append(parts, fmt.Sprintf("%d given up (last: run %s %s after %d attempts: %s)", len(st.Failed), last.RunID, last.Event, last.Attempts, last.LastError))
+		}
+		if len(retrying) > 0 {
+			first := retrying[0]
+			parts = append(parts, fmt.Sprintf("%d retrying (oldest: run %s %s since %s, attempt %d: %s)", len(retrying), first.RunID, first.Event,
+				first.At.UTC().Format(time.RFC3339), first.Attempts, first.LastError))
+		}
+		out = append(out, fail("notifications", fix, "receiver %s: %s", st.Receiver, strings.Join(parts, "; ")))
+	}
+	if len(out) == 0 {
+		return []checkResult{ok("notifications", "none undelivered (%d receiver(s), %d delivered)", len(sts), delivered)}
+	}
+	return out
 }
