@@ -317,8 +317,8 @@ func TestDecideAsWritten(t *testing.T) {
 	if r := run(2, 1); !strings.Contains(r.stderr, "starter approve: run "+id+` refused the decision on tool call 9.9: unknown tool call "9.9": the pending call is 2.1 (write_file)`) {
 		t.Errorf("approve --call 9.9 said %q", r.stderr)
 	}
-	if out := run(3, 0).stdout; !strings.Contains(out, "with edited arguments") || !strings.Contains(out, "You edited my call; I wrote the file where you said.") {
-		t.Errorf("approve --args --wait:\n%s", out)
+	if r := run(3, 0); !strings.Contains(r.stdout+r.stderr, "with edited arguments") || !strings.Contains(r.stdout+r.stderr, "You edited my call; I wrote the file where you said.") {
+		t.Errorf("approve --args --wait:\n%s%s", r.stdout, r.stderr)
 	}
 	if b, err := os.ReadFile(filepath.Join(ws, "drafts", "haiku.md")); err != nil || string(b) != "Edited by a human.\n" {
 		t.Errorf("drafts/haiku.md = %q, %v", b, err)
@@ -327,8 +327,8 @@ func TestDecideAsWritten(t *testing.T) {
 		t.Error("the edited call wrote notes.md too")
 	}
 	run(4, 0)
-	if out := run(5, 0).stdout; !strings.Contains(out, "answered tool call 2.1 (write_file)") || !strings.Contains(out, "You answered for me, so I wrote nothing.") {
-		t.Errorf("answer --wait:\n%s", out)
+	if r := run(5, 0); !strings.Contains(r.stdout+r.stderr, "answered tool call 2.1 (write_file)") || !strings.Contains(r.stdout+r.stderr, "You answered for me, so I wrote nothing.") {
+		t.Errorf("answer --wait:\n%s%s", r.stdout, r.stderr)
 	}
 	if _, err := os.Stat(filepath.Join(ws, "notes.md")); err == nil {
 		t.Error("the answered call wrote notes.md")

@@ -154,7 +154,7 @@ func TestWorkerNewAsWritten(t *testing.T) {
 	if k := strings.Index(r.stderr, "started DraftReview run "); k >= 0 {
 		id = strings.Fields(r.stderr[k+len("started DraftReview run "):])[0]
 	}
-	if id == "" || !strings.Contains(r.stdout, "is suspended: review the note about the spring sale (draft.md)") {
+	if id == "" || !strings.Contains(r.stdout+r.stderr, "is suspended: review the note about the spring sale (draft.md)") {
 		t.Fatalf("run --wait did not stop at the review:\n%s\n%s", r.stdout, r.stderr)
 	}
 	var replies []struct{ Content string }

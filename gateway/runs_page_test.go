@@ -244,7 +244,7 @@ func TestRunPageShowsUsageAndCost(t *testing.T) {
 	}
 	box := boxes[0]
 	total := findAll(box, func(n *html.Node) bool { return attr(n, "id") == "usage-total" })
-	if want := "3 calls, 1500 tokens (1330 in, 170 out), ≥ $0.0007 (1 unpriced calls)"; len(total) != 1 || textOf(total[0]) != want {
+	if want := "3 calls, 1500 tokens (1330 in, 170 out), ≥ $0.000706 (1 unpriced calls)"; len(total) != 1 || textOf(total[0]) != want {
 		t.Errorf("usage total %q, want %q", textOf(total[0]), want)
 	}
 	var models []string
@@ -255,7 +255,7 @@ func TestRunPageShowsUsageAndCost(t *testing.T) {
 		}
 		models = append(models, strings.Join(cells, " "))
 	}
-	if want := []string{"gpt-small 2 1300 150 1450 $0.0007", "local-<llama> 1 30 20 50 unpriced"}; strings.Join(models, "|") != strings.Join(want, "|") {
+	if want := []string{"gpt-small 2 1300 150 1450 $0.000706", "local-<llama> 1 30 20 50 unpriced"}; strings.Join(models, "|") != strings.Join(want, "|") {
 		t.Errorf("model rows %q, want %q", models, want)
 	}
 	budget := findAll(box, func(n *html.Node) bool { return hasClass(n, "budget-line") })

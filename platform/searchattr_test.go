@@ -44,11 +44,13 @@ func TestCheckSearchAttribute(t *testing.T) {
 		attrs map[string]enumspb.IndexedValueType
 		want  string // "" ok
 	}{
-		{"both", map[string]enumspb.IndexedValueType{api.SearchAttributeStatus: kw, api.SearchAttributeApprovalAgent: kw}, ""},
-		{"no inbox attribute", map[string]enumspb.IndexedValueType{api.SearchAttributeStatus: kw},
+		{"all", map[string]enumspb.IndexedValueType{api.SearchAttributeStatus: kw, api.SearchAttributeApprovalAgent: kw, api.SearchAttributeAgent: kw}, ""},
+		{"no inbox attribute", map[string]enumspb.IndexedValueType{api.SearchAttributeStatus: kw, api.SearchAttributeAgent: kw},
 			"search attribute NexoApprovalAgent is not registered in namespace ns; create it with: temporal operator search-attribute create --namespace ns --name NexoApprovalAgent --type Keyword"},
+		{"no agent attribute", map[string]enumspb.IndexedValueType{api.SearchAttributeStatus: kw, api.SearchAttributeApprovalAgent: kw},
+			"search attribute NexoAgent is not registered in namespace ns; create it with: temporal operator search-attribute create --namespace ns --name NexoAgent --type Keyword"},
 		{"none", nil,
-			"search attribute NexoStatus, NexoApprovalAgent is not registered in namespace ns; create it with: temporal operator search-attribute create --namespace ns --name NexoStatus --type Keyword --name NexoApprovalAgent --type Keyword"},
+			"search attribute NexoStatus, NexoApprovalAgent, NexoAgent is not registered in namespace ns; create it with: temporal operator search-attribute create --namespace ns --name NexoStatus --type Keyword --name NexoApprovalAgent --type Keyword --name NexoAgent --type Keyword"},
 		{"wrong type", map[string]enumspb.IndexedValueType{api.SearchAttributeStatus: kw, api.SearchAttributeApprovalAgent: enumspb.INDEXED_VALUE_TYPE_TEXT},
 			"search attribute NexoApprovalAgent in namespace ns has type Text, want Keyword"},
 	} {
