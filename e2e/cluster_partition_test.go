@@ -134,8 +134,15 @@ func clusterPartition(t *testing.T, ctx context.Context, c *cluster.Cluster, cl 
 	if err := iso.Heal(); err != nil {
 		t.Fatal(err)
 	}
-	// Healed and alone again: the same worker serves a whole run.
+	// Healed and alone again: the same worker serves a whole run, once it answers again. A
+	// start's registry check refuses ("could not check") while no worker answers the
+	// registry's query, which a worker whose connections are still reconnecting after the
+	// heal does not yet: wait for its answer, bounded, as a user retrying would.
 	alone()
+	pollUntil(t, 90*time.Second, "the healed worker answers the registry's query", func(ctx context.Context) error {
+		_, err := cl.QueryWorkflow(ctx, api.RegistryID("nexo"), "", api.QueryRegistry)
+		return err
+	})
 	id2 := startAgent(t, p, "filer", "fault healed")
 	agentDone(t, p, c, id2, "healed done", map[string]string{"p.txt": "healed"})
 	for _, tag := range []string{"healed-1", "healed-2"} {
