@@ -2,17 +2,25 @@ package e2e
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 )
 
 // Parallel tests each start servers on ports of their own. A port picked by listening on
-// port 0 and closing at once can be picked again by another test (or by the kernel for an
-// outgoing connection) before the process meant to bind it does; so a port is held open by
-// a listener of ours until the moment that process starts, then parked in TIME_WAIT (the
-// kernel gives a port in TIME_WAIT to no port-0 bind, while the server's own bind, with
-// SO_REUSEADDR, succeeds), and never handed out twice in one run of the package.
+// port 0 and closing at once can be picked again by another test, by another process of the
+// same `go test ./...` (worker processes, the cluster tests, the benchmarks' servers), or by
+// the kernel as the source port of an outgoing connection, before the process meant to bind
+// it does (CI saw `check frontend port 39183: ... address already in use`). So holdPort
+// takes its ports below the kernel's ephemeral range, which neither a port-0 bind nor an
+// outgoing connection in any process ever gets, by binding candidates explicitly; holds each
+// open with a listener of ours until the moment its server starts; then parks it in
+// TIME_WAIT (the server's own bind, with SO_REUSEADDR, succeeds); and never hands a port out
+// twice in one run of the package.
 
 // heldPort is a loopback port this process holds open until release.
 type heldPort struct {
@@ -25,6 +33,7 @@ var portsGiven = struct {
 	sync.Mutex
 	m    map[int]bool
 	held map[int]*heldPort // the ports still held, for releasePort
+	next int               // the next candidate of holdPort
 }{m: map[int]bool{}, held: map[int]*heldPort{}}
 
 // releasePort releases port if this process holds it (see heldPort.release): for a server
@@ -42,29 +51,53 @@ func releasePort(port int) error {
 // holdPort reserves a loopback port for t; it is released when t ends at the latest.
 func holdPort(t testing.TB) *heldPort {
 	t.Helper()
-	for range 100 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("reserve a loopback port: %v", err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
+	lo, hi := heldRange()
+	for range hi - lo + 1 {
 		portsGiven.Lock()
+		port := portsGiven.next
+		if port < lo || port > hi {
+			port = lo + rand.IntN(hi-lo+1) // a random start, so reruns do not meet old TIME_WAITs
+		}
+		portsGiven.next = port + 1
 		dup := portsGiven.m[port]
-		portsGiven.m[port] = true
 		portsGiven.Unlock()
-		if dup { // given to an earlier test of this run: keep it held while we pick another
-			defer l.Close()
+		if dup { // given to an earlier test of this run
+			continue
+		}
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil { // someone else's: try the next
 			continue
 		}
 		h := &heldPort{Port: port, l: l}
 		portsGiven.Lock()
+		portsGiven.m[port] = true
 		portsGiven.held[port] = h
 		portsGiven.Unlock()
 		t.Cleanup(func() { _ = h.release() })
 		return h
 	}
-	t.Fatal("reserve a loopback port: 100 tries gave ports already handed out")
+	t.Fatalf("reserve a loopback port: every port in %d-%d is taken or was handed out", lo, hi)
 	return nil
+}
+
+// heldRange is where holdPort looks: from 10000 to just below the kernel's ephemeral range
+// (net.ipv4.ip_local_port_range, 32768-60999 by default), or, when that range starts too low
+// to leave room, the top of the port space above it.
+func heldRange() (lo, hi int) {
+	ephLo, ephHi := 32768, 60999
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			a, errA := strconv.Atoi(f[0])
+			z, errZ := strconv.Atoi(f[1])
+			if errA == nil && errZ == nil && a <= z {
+				ephLo, ephHi = a, z
+			}
+		}
+	}
+	if ephLo-1 >= 10000+1000 {
+		return 10000, ephLo - 1
+	}
+	return max(ephHi+1, 10000), 65535
 }
 
 // release lets the port go just before the process that binds it starts: the listener
@@ -105,8 +138,9 @@ func freePort(t testing.TB) int {
 	return h.Port
 }
 
-// TestPortsAreNeverHandedOutTwice: ports held by parallel tests differ, a released port can
-// be bound by the process it was meant for, and it is not handed out again.
+// TestPortsAreNeverHandedOutTwice: ports held by parallel tests differ and lie outside the
+// kernel's ephemeral range, a released port can be bound by the process it was meant for,
+// and it is not handed out again.
 func TestPortsAreNeverHandedOutTwice(t *testing.T) {
 	t.Parallel()
 	seen := map[int]bool{}
@@ -115,6 +149,15 @@ func TestPortsAreNeverHandedOutTwice(t *testing.T) {
 		h := holdPort(t)
 		if seen[h.Port] {
 			t.Fatalf("port %d handed out twice", h.Port)
+		}
+		if lo, hi := heldRange(); h.Port < lo || h.Port > hi {
+			t.Fatalf("port %d outside %d-%d", h.Port, lo, hi)
+		}
+		if l, err := net.Listen("tcp", "127.0.0.1:0"); err == nil { // what another process's port-0 bind gets
+			if p := l.Addr().(*net.TCPAddr).Port; p == h.Port {
+				t.Fatalf("a port-0 bind got held port %d", p)
+			}
+			l.Close()
 		}
 		seen[h.Port] = true
 		held = append(held, h)
