@@ -24,6 +24,13 @@ const (
 	// kept current as workers join and leave, so a client reads who is registered with
 	// DescribeWorkflowExecution while no worker is up to answer QueryRegistry.
 	MemoRegistryLive = "nexo.registry.live"
+	// MemoRegistryWorkers is the registry's memo key holding the announcement of each
+	// worker it holds (sorted by identity, At cleared), kept current as they change, so
+	// the check before a start reads what the workers offer with DescribeWorkflowExecution:
+	// the server alone answers it, at once under load and with no worker's task to wait
+	// for. Null when the announcements together pass MaxRegistryMemo: clients ask
+	// QueryRegistry then. Absent from registries older than "registry-memo".
+	MemoRegistryWorkers = "nexo.registry.workers"
 
 	// RegistryIDPrefix starts the workflow id of a registry (RegistryID); ordinary runs may
 	// not take it.
@@ -43,6 +50,10 @@ const RegistryAnnouncements = 3
 // a worker older than the live rule, announcing hourly, stays a day and an hour (clients
 // also leave such an entry out once its identity no longer polls the task queue).
 const RegistryExpiry = 25 * time.Hour
+
+// MaxRegistryMemo bounds the JSON of MemoRegistryWorkers (each change of it is written
+// to the registry's history): beyond it the memo holds null and clients ask the query.
+const MaxRegistryMemo = 32 << 10
 
 // RegistryID is the workflow id of the registry of taskQueue.
 func RegistryID(taskQueue string) string { return RegistryIDPrefix + taskQueue }

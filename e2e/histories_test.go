@@ -118,6 +118,8 @@ var historyScenarios = []struct {
 	// The same on the live rule (version 1 of "registry-live"): announcements with a TTL, the
 	// stopped worker's goodbye, the memo of live identities.
 	{"worker registry, two workers, live rule", "live_", []string{"registry_two_workers_one_stopped.json"}, recordRegistryTwoWorkers},
+	// The same with the announcements in the memo (version 1 of "registry-memo").
+	{"worker registry, two workers, announcements in the memo", "memo_", []string{"registry_two_workers_one_stopped.json"}, recordRegistryTwoWorkers},
 	// A run canceled during a tool call closes canceled (version 1 of "cancel-outcome").
 	{"agent canceled in a tool call", "", []string{"agent_canceled_in_tool_call.json"}, recordAgentCanceledInTool},
 	// Issue 14: the scenarios no fixture held yet, on the code of their day.

@@ -83,13 +83,17 @@ const registryTries = 3
 // for gone (a long poll lasts up to about a minute).
 const livePollerAge = 90 * time.Second
 
-// askRegistry asks the registry what the workers offer, for the check of a start. A query
+// askRegistry asks the registry what the workers offer, for the check of a start: from its
+// memo when that answers (memoRegistry), which needs no worker. Otherwise a query
 // that times out is asked again, with a longer timeout; when every try timed out and
 // workers do poll the task queue, it fails with a CheckUnavailableError, so a slow answer
 // never turns the check off. When no worker polls (none started, or all gone) there is
 // nothing to check against, the run will wait for one: a NoRegistryError, as when the
 // registry does not exist.
 func (c *Client) askRegistry(ctx context.Context, workflow string) (api.RegistryView, error) {
+	if v, ok := c.memoRegistry(ctx); ok {
+		return v, nil
+	}
 	start := time.Now()
 	timeout := c.RegistryTimeout
 	var err error
@@ -106,6 +110,49 @@ func (c *Client) askRegistry(ctx context.Context, workflow string) (api.Registry
 	}
 	return api.RegistryView{}, &CheckUnavailableError{Workflow: workflow, TaskQueue: c.taskQueue, Tries: registryTries,
 		Waited: time.Since(start), Err: err}
+}
+
+// memoRegistry reads what the workers offer from the registry's memo
+// (api.MemoRegistryWorkers) and the task queue's pollers, two answers of the server alone,
+// so a start's check neither waits for a worker's task nor gives up under load. It answers
+// (ok) only when the registry is running, its memo holds the announcements, and every
+// worker it lists polls the task queue (within livePollerAge): a worker just started (not
+// polling yet) or killed (not dropped yet) leaves the answer to the query, as before.
+func (c *Client) memoRegistry(ctx context.Context) (api.RegistryView, bool) {
+	d, err := c.tc.DescribeWorkflowExecution(ctx, api.RegistryID(c.taskQueue), "")
+	if err != nil || d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return api.RegistryView{}, false
+	}
+	p, ok := d.GetWorkflowExecutionInfo().GetMemo().GetFields()[api.MemoRegistryWorkers]
+	if !ok {
+		return api.RegistryView{}, false
+	}
+	var list []api.WorkerAnnouncement
+	if err := c.DataConverter.FromPayload(p, &list); err != nil || list == nil {
+		return api.RegistryView{}, false
+	}
+	if len(list) > 0 {
+		resp, err := c.tc.DescribeTaskQueue(ctx, c.taskQueue, enumspb.TASK_QUEUE_TYPE_WORKFLOW)
+		if err != nil {
+			return api.RegistryView{}, false
+		}
+		polling := map[string]bool{}
+		for _, p := range resp.GetPollers() {
+			if t := p.GetLastAccessTime(); t != nil && time.Since(t.AsTime()) < livePollerAge {
+				polling[p.GetIdentity()] = true
+			}
+		}
+		for _, a := range list {
+			if !polling[a.Identity] {
+				return api.RegistryView{}, false
+			}
+		}
+	}
+	workers := make([]api.RegisteredWorker, len(list))
+	for i, a := range list {
+		workers[i] = api.RegisteredWorker{WorkerAnnouncement: a}
+	}
+	return api.NewRegistryView(workers), true
 }
 
 // registryTimedOut reports whether a registry query failed by running out of time.

@@ -347,16 +347,26 @@ func TestLiveWorkersDropsGoneWorkersOlderThanTheRule(t *testing.T) {
 type memoClient struct {
 	starterClient
 	live []string
+	// workers is the memo of announcements (api.MemoRegistryWorkers): absent when unset,
+	// null when workersNull.
+	workers     []api.WorkerAnnouncement
+	workersNull bool
+	describes   int
 }
 
 func (m *memoClient) DescribeWorkflowExecution(_ context.Context, id, _ string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
 	if id != api.RegistryID("nexo") {
 		return nil, serviceerror.NewNotFound("no such workflow")
 	}
-	info := &workflowpb.WorkflowExecutionInfo{Status: enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, Memo: &commonpb.Memo{}}
+	m.describes++
+	info := &workflowpb.WorkflowExecutionInfo{Status: enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, Memo: &commonpb.Memo{Fields: map[string]*commonpb.Payload{}}}
 	if m.live != nil {
 		p, _ := converter.GetDefaultDataConverter().ToPayload(m.live)
-		info.Memo.Fields = map[string]*commonpb.Payload{api.MemoRegistryLive: p}
+		info.Memo.Fields[api.MemoRegistryLive] = p
+	}
+	if m.workers != nil || m.workersNull {
+		p, _ := converter.GetDefaultDataConverter().ToPayload(m.workers)
+		info.Memo.Fields[api.MemoRegistryWorkers] = p
 	}
 	return &workflowservice.DescribeWorkflowExecutionResponse{WorkflowExecutionInfo: info}, nil
 }
@@ -386,6 +396,51 @@ func TestStartCheckCountsOnlyRegisteredPollers(t *testing.T) {
 			}
 			if !tt.refused && (err != nil || len(fake.started) != 1) {
 				t.Errorf("Start: err = %v, started %v, want the run started", err, fake.started)
+			}
+		})
+	}
+}
+
+// TestStartCheckReadsTheRegistryMemo: a registry whose memo holds the workers'
+// announcements answers the check with no query (its query would never answer here, as
+// under load or with no worker to run it): a type no worker offers and an unknown input
+// field are refused, a known one starts. When a listed worker does not poll (just started,
+// or killed), the memo is null (too big) or absent (an older registry), the check asks the
+// query as before.
+func TestStartCheckReadsTheRegistryMemo(t *testing.T) {
+	offer := []api.WorkerAnnouncement{{Identity: "worker@host", Workflows: []string{"DocumentApproval"},
+		Inputs: map[string][]string{"DocumentApproval": {"doc_id"}}, TTLSeconds: 60}}
+	for _, tt := range []struct {
+		name      string
+		workers   []api.WorkerAnnouncement
+		null      bool
+		polled    time.Duration
+		workflow  string
+		input     string
+		want      string // in the error; "" the run starts
+		wantQuery bool
+	}{
+		{"unknown type, from the memo", offer, false, time.Second, "DocumentAproval", `{}`, `did you mean "DocumentApproval"`, false},
+		{"unknown field, from the memo", offer, false, time.Second, "DocumentApproval", `{"docid":"1"}`, `unknown field "docid"`, false},
+		{"known type and field", offer, false, time.Second, "DocumentApproval", `{"doc_id":"1"}`, "", false},
+		{"a listed worker does not poll", offer, false, 0, "DocumentAproval", `{}`, "", true},
+		{"memo too big (null)", nil, true, time.Second, "DocumentAproval", `{}`, "could not check", true},
+		{"older registry (no memo)", nil, false, time.Second, "DocumentAproval", `{}`, "could not check", true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			fake := &memoClient{starterClient: starterClient{registry: &api.RegistryView{}, polled: tt.polled},
+				live: []string{"worker@host"}, workers: tt.workers, workersNull: tt.null}
+			c := New(fake, "default", "nexo")
+			c.RegistryTimeout = 10 * time.Millisecond
+			_, err := c.Start(context.Background(), StartRequest{Workflow: tt.workflow, ID: "r1", Payload: json.RawMessage(tt.input)})
+			switch {
+			case tt.want == "" && err != nil:
+				t.Errorf("Start: %v, want the run started", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Errorf("Start: err = %v, want one saying %q", err, tt.want)
+			}
+			if asked := fake.registryQueries > 0; asked != tt.wantQuery {
+				t.Errorf("registry queries %d, want asked %v", fake.registryQueries, tt.wantQuery)
 			}
 		})
 	}

@@ -73,6 +73,11 @@ const (
 	// this one; the string is spelled there once.
 	ChangeLiveRegistry = registry.ChangeLiveRegistry
 
+	// ChangeRegistryMemo: the worker registry also publishes each worker's announcement in
+	// its memo (api.MemoRegistryWorkers), so the check before a start needs no worker's
+	// task to answer. Defined in workflows/registry.
+	ChangeRegistryMemo = registry.ChangeRegistryMemo
+
 	// ChangeModelEndpointQueue: the model calls (CompleteChat, CompactThread) of an agent
 	// whose endpoint has a request rate limit go to the endpoint's own task queue
 	// (spec.ModelQueue, api.ModelTaskQueue), which every worker polls at the endpoint's
@@ -151,6 +156,7 @@ func ChangeIDs() []string {
 		ChangeParallelTools,
 		ChangePlanTool,
 		ChangeRecordAtClose,
+		ChangeRegistryMemo,
 		ChangeSnapshots,
 		ChangeStrictResume,
 		ChangeThinkingEvents,

@@ -6,6 +6,7 @@
 package registry
 
 import (
+	"encoding/json"
 	"maps"
 	"slices"
 	"strings"
@@ -44,6 +45,14 @@ const registryMaxWorkers = 1000
 // as new at the first message of the live rule it receives, so it takes the rule at once.
 const ChangeLiveRegistry = "registry-live"
 
+// ChangeRegistryMemo is the change id of the announcements in the memo (listed in
+// workflows/versions.go as workflows.ChangeRegistryMemo): version 1 of a registry on the
+// live rule publishes, beside the identities, what each worker announced
+// (api.MemoRegistryWorkers), in the same memo upsert, so a client checks a start with one
+// DescribeWorkflowExecution instead of a query that needs a worker's task. A registry
+// recorded before publishes the identities only until it continues as new.
+const ChangeRegistryMemo = "registry-memo"
+
 // Workflow is the registry of one task queue (workflow id api.RegistryID): workers
 // announce what they offer with the api.SignalRegister signal (signal-with-start creates
 // the registry on the first one), and api.QueryRegistry answers with the union, so a
@@ -76,6 +85,7 @@ func Workflow(ctx workflow.Context, st State) error {
 		}
 		return w.TTL()
 	}
+	withAnnouncements := live && workflow.GetVersion(ctx, ChangeRegistryMemo, workflow.DefaultVersion, 1) >= 1
 	logger := workflow.GetLogger(ctx)
 	announcements := workflow.GetSignalChannel(ctx, api.SignalRegister)
 	departures := workflow.GetSignalChannel(ctx, api.SignalDeregister)
@@ -95,16 +105,24 @@ func Workflow(ctx workflow.Context, st State) error {
 	published, havePublished := "", false
 	publish := func() {
 		ids := slices.Sorted(maps.Keys(st.Workers))
-		if key := strings.Join(ids, "\n"); !havePublished || key != published {
-			if ids == nil {
-				ids = []string{}
-			}
-			if err := workflow.UpsertMemo(ctx, map[string]any{api.MemoRegistryLive: ids}); err != nil {
-				logger.Warn("registry: publish the live workers in the memo", "error", err)
-				return
-			}
-			published, havePublished = key, true
+		if ids == nil {
+			ids = []string{}
 		}
+		key := strings.Join(ids, "\n")
+		fields := map[string]any{api.MemoRegistryLive: ids}
+		if withAnnouncements {
+			list, raw := memoAnnouncements(st.Workers)
+			fields[api.MemoRegistryWorkers] = list
+			key += "\x00" + raw
+		}
+		if havePublished && key == published {
+			return
+		}
+		if err := workflow.UpsertMemo(ctx, fields); err != nil {
+			logger.Warn("registry: publish the live workers in the memo", "error", err)
+			return
+		}
+		published, havePublished = key, true
 	}
 	received := 0
 	for {
@@ -194,6 +212,24 @@ func nextExpiry(workers map[string]api.RegisteredWorker, ttl func(api.Registered
 		}
 	}
 	return next, !next.IsZero()
+}
+
+// memoAnnouncements is what MemoRegistryWorkers holds: each worker's announcement, sorted by
+// identity, without its send time (which changes with every refresh while nothing it
+// offers does), and the JSON of that; nil (null in the memo) when the JSON passes
+// api.MaxRegistryMemo.
+func memoAnnouncements(workers map[string]api.RegisteredWorker) ([]api.WorkerAnnouncement, string) {
+	list := make([]api.WorkerAnnouncement, 0, len(workers))
+	for _, id := range slices.Sorted(maps.Keys(workers)) {
+		a := workers[id].WorkerAnnouncement
+		a.At = time.Time{}
+		list = append(list, a)
+	}
+	raw, err := json.Marshal(list)
+	if err != nil || len(raw) > api.MaxRegistryMemo {
+		return nil, "null"
+	}
+	return list, string(raw)
 }
 
 func registryView(workers map[string]api.RegisteredWorker) api.RegistryView {

@@ -2,11 +2,13 @@ package registry
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/mock"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
@@ -242,5 +244,108 @@ func TestRegistryRecordedBeforeTheLiveRuleMigrates(t *testing.T) {
 				t.Errorf("carried workers %v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestRegistryPublishesAnnouncementsInItsMemo: on "registry-memo" the registry keeps what
+// each worker announced in its memo beside the identities, without the send time, in one
+// upsert per change: a refresh that changes nothing writes nothing, a departure and a new
+// agent do; announcements past api.MaxRegistryMemo publish null (clients ask the query).
+func TestRegistryPublishesAnnouncementsInItsMemo(t *testing.T) {
+	t.Parallel()
+	env := newEnv(t)
+	var upserts []map[string]any
+	env.OnUpsertMemo(mock.Anything).Run(func(args mock.Arguments) {
+		upserts = append(upserts, args.Get(0).(map[string]any))
+	}).Return(nil)
+	signal := func(at time.Duration, name string, v any) {
+		env.RegisterDelayedCallback(func() { env.SignalWorkflow(name, v) }, at)
+	}
+	a := func(id string, agents []string, at time.Duration) api.WorkerAnnouncement {
+		return api.WorkerAnnouncement{Identity: id, Workflows: []string{"AgentRun"}, Agents: agents,
+			Pools: map[string]string{"scribe": "gpu"}, TTLSeconds: 3600, At: time.Unix(0, 0).Add(at)}
+	}
+	signal(time.Minute, api.SignalRegister, a("w1", []string{"scribe"}, time.Minute))
+	signal(2*time.Minute, api.SignalRegister, a("w2", []string{"keeper"}, 2*time.Minute))
+	signal(3*time.Minute, api.SignalRegister, a("w1", []string{"scribe"}, 3*time.Minute)) // a refresh
+	signal(4*time.Minute, api.SignalDeregister, api.WorkerDeparture{Identity: "w2"})
+	signal(5*time.Minute, api.SignalRegister, a("w1", []string{"clerk", "scribe"}, 5*time.Minute))
+	huge := a("w3", nil, 6*time.Minute)
+	for i := range 3000 {
+		huge.Agents = append(huge.Agents, fmt.Sprintf("agent-%04d-with-a-long-name", i))
+	}
+	signal(6*time.Minute, api.SignalRegister, huge)
+	env.RegisterDelayedCallback(env.CancelWorkflow, 7*time.Minute)
+	env.ExecuteWorkflow(api.WorkflowRegistry, State{})
+
+	type published struct {
+		ids    []string
+		agents [][]string // per announcement; nil list: null
+	}
+	var got []published
+	for _, u := range upserts {
+		p := published{ids: u[api.MemoRegistryLive].([]string)}
+		list, _ := u[api.MemoRegistryWorkers].([]api.WorkerAnnouncement)
+		if list != nil {
+			p.agents = [][]string{}
+		}
+		for _, w := range list {
+			if !w.At.IsZero() {
+				t.Errorf("announcement of %s in the memo keeps its send time %v", w.Identity, w.At)
+			}
+			if w.Pools["scribe"] != "gpu" || w.TTLSeconds != 3600 {
+				t.Errorf("announcement of %s in the memo = %+v, want its pools and TTL", w.Identity, w)
+			}
+			p.agents = append(p.agents, w.Agents)
+		}
+		got = append(got, p)
+	}
+	want := []published{
+		{ids: []string{}, agents: [][]string{}},
+		{ids: []string{"w1"}, agents: [][]string{{"scribe"}}},
+		{ids: []string{"w1", "w2"}, agents: [][]string{{"scribe"}, {"keeper"}}},
+		// the refresh at 3m: nothing
+		{ids: []string{"w1"}, agents: [][]string{{"scribe"}}},
+		{ids: []string{"w1"}, agents: [][]string{{"clerk", "scribe"}}},
+		{ids: []string{"w1", "w3"}, agents: nil}, // past MaxRegistryMemo
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d upserts, want %d: %+v", len(got), len(want), got)
+	}
+	for i := range want {
+		if !reflect.DeepEqual(got[i].ids, want[i].ids) || len(got[i].agents) != len(want[i].agents) || (got[i].agents == nil) != (want[i].agents == nil) {
+			t.Errorf("upsert %d = %+v, want %+v", i, got[i], want[i])
+			continue
+		}
+		for j := range want[i].agents {
+			if !slices.Equal(got[i].agents[j], want[i].agents[j]) {
+				t.Errorf("upsert %d announcement %d agents %v, want %v", i, j, got[i].agents[j], want[i].agents[j])
+			}
+		}
+	}
+}
+
+// TestRegistryBeforeTheMemoPublishesIdentitiesOnly: a registry recorded before
+// "registry-memo" keeps publishing the identities alone.
+func TestRegistryBeforeTheMemoPublishesIdentitiesOnly(t *testing.T) {
+	t.Parallel()
+	env := newEnv(t)
+	env.OnGetVersion(ChangeRegistryMemo, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+	var upserts []map[string]any
+	env.OnUpsertMemo(mock.Anything).Run(func(args mock.Arguments) {
+		upserts = append(upserts, args.Get(0).(map[string]any))
+	}).Return(nil)
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(api.SignalRegister, api.WorkerAnnouncement{Identity: "w1", Workflows: []string{"AgentRun"}, TTLSeconds: 3600})
+	}, time.Minute)
+	env.RegisterDelayedCallback(env.CancelWorkflow, 2*time.Minute)
+	env.ExecuteWorkflow(api.WorkflowRegistry, State{})
+	if len(upserts) != 2 {
+		t.Fatalf("upserts %v, want two", upserts)
+	}
+	for _, u := range upserts {
+		if _, ok := u[api.MemoRegistryWorkers]; ok || len(u) != 1 {
+			t.Errorf("upsert %v, want the identities only", u)
+		}
 	}
 }
