@@ -275,6 +275,11 @@ func (p *Platform) Run(ctx context.Context) error {
 		return err
 	}
 	ann.Store = &st
+	if dev && gwLn != nil {
+		// The page this worker serves, so a starter not told where it is (gateway.url)
+		// links its runs there (runs.Client.PageURLFromWorkers).
+		ann.PageURL = cfg.Gateway.PageURL()
+	}
 	stopAnnouncing := startAnnouncing(ctx, tc, cfg.Temporal.TaskQueue, ann, logger)
 	defer stopAnnouncing()
 	if err := reportPeers(ctx, tc, cfg.Temporal.TaskQueue, ann, stdout); err != nil {
