@@ -57,6 +57,19 @@ func TestPortBaseMovesThePlatform(t *testing.T) {
 	id := strings.TrimSpace(p.ok("run", "DocumentApproval", "--input", `{"doc_id":"42"}`))
 	checkLink("starter with NEXO_PORT_BASE", id)
 
+	// doctor says where the address came from, and finds the moved ports held by the platform.
+	doc := p.starter("doctor").stdout
+	for _, want := range []string{
+		fmt.Sprintf("ok    temporal: 127.0.0.1:%d (from env NEXO_PORT_BASE)", p.frontend),
+		fmt.Sprintf("ok    port 127.0.0.1:%d: Temporal frontend (worker --dev): in use by the running platform", p.frontend),
+		fmt.Sprintf("ok    port 127.0.0.1:%d: Temporal Web UI (worker --dev): in use by the running platform", p.ui),
+		fmt.Sprintf("ok    port 127.0.0.1:%d: gateway (worker --dev, starter serve): in use by the running platform", p.gateway),
+	} {
+		if !strings.Contains(doc, want) {
+			t.Errorf("starter doctor with NEXO_PORT_BASE does not say %q:\n%s", want, doc)
+		}
+	}
+
 	// The same starter told only where Temporal is: without the registry's page it
 	// would link to 127.0.0.1:8234.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
