@@ -81,6 +81,12 @@ type WorkerAnnouncement struct {
 	// credentials, so a worker joining a fleet whose store differs says so. Nil from workers
 	// older than the store announcement.
 	Store *StoreAnnouncement `json:"store,omitempty"`
+	// PageURL is the base URL of the Nexo web page this worker serves (`worker --dev`: its
+	// gateway, gateway.url or http://<gateway.addr>), without a trailing slash, so a
+	// client whose config names no gateway.url links the runs it starts to the page where
+	// it is (the gateway's port moves with the worker's config). "" when the worker serves
+	// no page, or from workers older than it.
+	PageURL string `json:"page_url,omitempty"`
 	// TTLSeconds is how long the registry keeps the worker after this announcement (the
 	// worker announces again well before); 0 (a worker older than the live rule) is
 	// RegistryExpiry.
@@ -153,6 +159,18 @@ type RegistryView struct {
 	// rolling deploy knows is accepted); a type some worker offers unchecked is absent.
 	Inputs  map[string][]string `json:"inputs,omitempty"`
 	Workers []RegisteredWorker  `json:"workers"`
+}
+
+// PageURL is the web page a live worker announced it serves (WorkerAnnouncement.PageURL):
+// the one announced most recently when several did; "" when none did.
+func (v RegistryView) PageURL() string {
+	url, seen := "", time.Time{}
+	for _, w := range v.Workers {
+		if w.PageURL != "" && (url == "" || w.SeenAt.After(seen)) {
+			url, seen = w.PageURL, w.SeenAt
+		}
+	}
+	return url
 }
 
 // NewRegistryView is the view of workers (in the order given): the union of what they

@@ -219,7 +219,7 @@ func publishedPorts(t *testing.T) map[string][]string {
 	out := map[string][]string{}
 	for name, svc := range loadCompose(t) {
 		for _, p := range svc.Ports {
-			if rest, ok := strings.CutPrefix(p.Value, "127.0.0.1:"); ok {
+			if rest, ok := strings.CutPrefix(composeDefaults(p.Value), "127.0.0.1:"); ok {
 				out[name] = append(out[name], rest)
 			}
 		}

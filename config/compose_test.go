@@ -102,7 +102,7 @@ func TestComposePortsAreLoopbackOnly(t *testing.T) {
 		for _, port := range svc.Ports {
 			switch port.Kind {
 			case yaml.ScalarNode:
-				rest, ok := strings.CutPrefix(port.Value, "127.0.0.1:")
+				rest, ok := strings.CutPrefix(composeDefaults(port.Value), "127.0.0.1:")
 				if !ok {
 					t.Errorf("service %q publishes %q: want it bound to 127.0.0.1", name, port.Value)
 					continue

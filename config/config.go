@@ -8,7 +8,7 @@
 // default (see Defaults). Every key below can come from any of the four:
 //
 //	key                      environment variable             default
-//	temporal.address         NEXO_TEMPORAL_ADDRESS            127.0.0.1:7233
+//	temporal.address         NEXO_TEMPORAL_ADDRESS            127.0.0.1:7233 (127.0.0.1:base)
 //	temporal.namespace       NEXO_TEMPORAL_NAMESPACE          default
 //	temporal.task_queue      NEXO_TEMPORAL_TASK_QUEUE         nexo
 //	temporal.api_key_env     NEXO_TEMPORAL_API_KEY_ENV        "" (no API key)
@@ -20,9 +20,10 @@
 //	temporal.profile         NEXO_TEMPORAL_PROFILE            "" (TEMPORAL_PROFILE, else "default"; "off": read none)
 //	worker.activity_heartbeat_timeout NEXO_WORKER_ACTIVITY_HEARTBEAT_TIMEOUT 10s (at least 1s)
 //	worker.registry_ttl      NEXO_WORKER_REGISTRY_TTL         1m (3s to 24h; the worker announces itself every third of it)
+//	port_base                NEXO_PORT_BASE                   7233 (moves the keys below marked "base"; 1-64534)
 //	dev.ip                   NEXO_DEV_IP                      127.0.0.1
-//	dev.frontend_port        NEXO_DEV_FRONTEND_PORT           7233
-//	dev.ui_port              NEXO_DEV_UI_PORT                 8233 (0 disables the UI)
+//	dev.frontend_port        NEXO_DEV_FRONTEND_PORT           7233 (base)
+//	dev.ui_port              NEXO_DEV_UI_PORT                 8233 (base+1000; 0 disables the UI)
 //	dev.db_path              NEXO_DEV_DB_PATH                 .nexo/temporal.db
 //	artifacts.url            NEXO_ARTIFACTS_URL               file://.nexo/artifacts
 //	artifacts.inline_limit   NEXO_ARTIFACTS_INLINE_LIMIT      32768
@@ -49,7 +50,7 @@
 //	mcp.credentials_file     NEXO_MCP_CREDENTIALS_FILE        .nexo/mcp-credentials.json
 //	search.url               NEXO_SEARCH_URL                  "" (no web_search backend)
 //	search.api_key_env       NEXO_SEARCH_API_KEY_ENV          ""
-//	gateway.addr             NEXO_GATEWAY_ADDR                127.0.0.1:8234
+//	gateway.addr             NEXO_GATEWAY_ADDR                127.0.0.1:8234 (127.0.0.1:base+1001)
 //	gateway.max_body_bytes   NEXO_GATEWAY_MAX_BODY_BYTES      1048576
 //	gateway.tokens           NEXO_GATEWAY_TOKENS              none (a list; set it in the file)
 //	gateway.codec_origins    NEXO_GATEWAY_CODEC_ORIGINS       none (comma-separated in the environment)
@@ -59,6 +60,11 @@
 //	telemetry.capture_content NEXO_TELEMETRY_CAPTURE_CONTENT  false (no prompts, completions or tool args on spans)
 //	metrics.addr             NEXO_METRICS_ADDR                "" (no /metrics endpoint)
 //	metrics.public           NEXO_METRICS_PUBLIC              false (metrics.addr on every interface refused)
+//
+// port_base moves every key marked "base" that is not set itself (in the file, the
+// environment or a flag): NEXO_PORT_BASE=17233 gives 17233, 18233 and 18234, and the
+// starter dials 127.0.0.1:17233. A temporal.address it gives counts as set, so a Temporal
+// client profile does not override it.
 //
 // The environment variable of a key is NEXO_ followed by the key in upper case with "."
 // replaced by "_". An empty variable counts as unset.
@@ -148,6 +154,7 @@ func Defaults() Config {
 		},
 		SkillsPath: "skills",
 		MCP:        MCP{CredentialsFile: ".nexo/mcp-credentials.json"},
+		PortBase:   DefaultPortBase,
 	}
 }
 
@@ -156,6 +163,8 @@ func Defaults() Config {
 type Config struct {
 	// notes are Load's warnings (Warnings, config/strict.go).
 	notes []string
+	// portBased are the keys port_base set (FromPortBase, config/ports.go).
+	portBased []string
 
 	Temporal  Temporal  `mapstructure:"temporal"`
 	Worker    Worker    `mapstructure:"worker"`
@@ -183,6 +192,11 @@ type Config struct {
 	Telemetry Telemetry `mapstructure:"telemetry"`
 	// Metrics is the worker's Prometheus endpoint (config/telemetry.go).
 	Metrics Metrics `mapstructure:"metrics"`
+	// PortBase moves the local platform's three ports at once (config/ports.go): the
+	// embedded frontend (dev.frontend_port) to it, the Web UI (dev.ui_port) to base+1000,
+	// the gateway (gateway.addr) to base+1001, and temporal.address to 127.0.0.1:base,
+	// each unless set itself. Default 7233: 7233, 8233, 8234.
+	PortBase int `mapstructure:"port_base"`
 }
 
 // Approvals configures approvals beyond the agents' permissions.

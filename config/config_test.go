@@ -60,6 +60,7 @@ func TestDefaults(t *testing.T) {
 		Gateway:    Gateway{Addr: "127.0.0.1:8234", MaxBodyBytes: 1 << 20},
 		SkillsPath: "skills",
 		MCP:        MCP{CredentialsFile: ".nexo/mcp-credentials.json"},
+		PortBase:   7233,
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Load() =\n%+v\nwant\n%+v", got, want)

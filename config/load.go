@@ -115,6 +115,7 @@ func Load(opts LoadOptions) (Config, error) {
 	if decodeErr != nil {
 		return Config{}, fmt.Errorf("decode config%s: %w", inFile(file), fieldErrors(decodeErr, env))
 	}
+	applyPortBase(v, opts.Flags, &cfg) // before givenAtDefault: an address the base gave counts as given
 	cfg.Temporal.givenAtDefault = givenAtDefault(v, opts.Flags, cfg.Temporal)
 	if file != "" && env[envName("agents")] == "" && !flagSet(opts.Flags, "agents") {
 		if err := agentsAsWritten(file, &cfg); err != nil {

@@ -76,13 +76,7 @@ func givenAtDefault(v *viper.Viper, fs *pflag.FlagSet, t Temporal) map[string]bo
 		if t.value(key) != Defaults().Temporal.value(key) {
 			continue // Given sees it from the value
 		}
-		set := v.InConfig(key) || flagSet(fs, key)
-		for name, k := range flagKeys {
-			if k == key && flagSet(fs, name) {
-				set = true
-			}
-		}
-		if set {
+		if keyGiven(v, fs, key) {
 			if out == nil {
 				out = map[string]bool{}
 			}

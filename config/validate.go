@@ -123,6 +123,12 @@ func (c Config) Validate() error {
 		bad("temporal.tls.enabled", false, "cert_file, key_file, ca_file or server_name is set; set enabled: true or remove them")
 	}
 
+	// port_base, before the ports it moves: a bad base moved none of them
+	if c.PortBase < 1 || c.PortBase > MaxPortBase {
+		bad(PortBaseKey, c.PortBase, "want 1-%d: the gateway takes base+%d, which must be a port too (set by %s or %s)",
+			MaxPortBase, GatewayPortOffset, PortBaseKey, PortBaseEnv)
+	}
+
 	// dev
 	d := c.Dev
 	if net.ParseIP(d.IP) == nil {

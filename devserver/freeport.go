@@ -1,11 +1,47 @@
 package devserver
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"runtime"
 	"strconv"
+	"syscall"
 )
+
+// The services whose ports Options names, as PortError.Service says them.
+const (
+	ServiceFrontend = "frontend"
+	ServiceUI       = "UI"
+)
+
+// PortError: Start could not bind a port Options named (FrontendPort, UIPort). It
+// matches ErrPortTaken when something else listens there. The package names the port by
+// its service; a caller that knows which setting chose it (package platform) names that.
+type PortError struct {
+	// Service is ServiceFrontend or ServiceUI.
+	Service string
+	// Port is the port Options named.
+	Port int
+	// Err is the listen error.
+	Err error
+}
+
+func (e *PortError) Error() string {
+	if e.Taken() {
+		return fmt.Sprintf("%s port %d is taken (%v)", e.Service, e.Port, e.Err)
+	}
+	return fmt.Sprintf("%s port %d cannot be bound (%v)", e.Service, e.Port, e.Err)
+}
+
+func (e *PortError) Unwrap() error { return e.Err }
+
+// Is matches ErrPortTaken when the port is taken.
+func (e *PortError) Is(target error) bool { return target == ErrPortTaken && e.Taken() }
+
+// Taken reports whether the listen failed because something else listens on the port
+// (rather than, say, a privileged port or an IP this machine does not have).
+func (e *PortError) Taken() bool { return errors.Is(e.Err, syscall.EADDRINUSE) }
 
 // FreePort returns a TCP port on ip that nothing listens on right now.
 //

@@ -48,6 +48,9 @@ var (
 	ErrSearchAttributeType = errors.New("search attribute has the wrong type")
 	// ErrNotTemporalDB means Options.DBPath names a SQLite file that holds other tables.
 	ErrNotTemporalDB = errors.New("database file holds tables but no Temporal schema; choose another path or delete it")
+	// ErrPortTaken is matched (errors.Is) by the PortError of a port something else
+	// already listens on.
+	ErrPortTaken = errors.New("port is taken")
 
 	// errUnsupported is what schemaTx answers for everything but Exec.
 	errUnsupported = errors.New("not supported while setting up the schema")
@@ -143,7 +146,7 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 	}
 	if opts.UIPort != 0 {
 		if err := checkPortFree(opts.IP, opts.UIPort); err != nil {
-			return nil, fmt.Errorf("check UI port %d: %w", opts.UIPort, err)
+			return nil, &PortError{Service: ServiceUI, Port: opts.UIPort, Err: err}
 		}
 	}
 
@@ -277,7 +280,7 @@ func pickPorts(ip string, frontend int) (servicePorts, error) {
 	var ps servicePorts
 	if frontend != 0 {
 		if err := checkPortFree(ip, frontend); err != nil {
-			return ps, fmt.Errorf("check frontend port %d: %w", frontend, err)
+			return ps, &PortError{Service: ServiceFrontend, Port: frontend, Err: err}
 		}
 		ps.frontend = frontend
 	}

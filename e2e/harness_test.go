@@ -113,6 +113,9 @@ type platform struct {
 	wrap func(*exec.Cmd) error
 	// held are the ports above, held by this process until the worker starts.
 	held []*heldPort
+	// portBase, when set, is the NEXO_PORT_BASE the platform's processes get in place of
+	// the per-port settings (frontend, ui and gateway are then base, +1000, +1001).
+	portBase int
 }
 
 // newPlatform picks free ports and a fresh directory; start() runs the worker.
@@ -137,11 +140,16 @@ func (p *platform) releasePorts() {
 
 func (p *platform) env() []string {
 	p.releasePorts()
-	return append(append(os.Environ(),
+	ports := []string{
 		fmt.Sprintf("NEXO_TEMPORAL_ADDRESS=127.0.0.1:%d", p.frontend),
 		fmt.Sprintf("NEXO_DEV_FRONTEND_PORT=%d", p.frontend),
 		fmt.Sprintf("NEXO_DEV_UI_PORT=%d", p.ui),
 		fmt.Sprintf("NEXO_GATEWAY_ADDR=127.0.0.1:%d", p.gateway),
+	}
+	if p.portBase != 0 {
+		ports = []string{fmt.Sprintf("NEXO_PORT_BASE=%d", p.portBase)}
+	}
+	return append(append(append(os.Environ(), ports...),
 		"NEXO_DEV_DB_PATH="+filepath.Join(p.dir, ".nexo", "temporal.db"),
 		"NEXO_LOG_LEVEL=warn",
 	), p.extraEnv...)

@@ -100,6 +100,60 @@ func heldRange() (lo, hi int) {
 	return max(ephHi+1, 10000), 65535
 }
 
+// portBaseOffsets are the ports NEXO_PORT_BASE moves, less the base: worker --dev's
+// frontend, Web UI and gateway (config.UIPortOffset, config.GatewayPortOffset).
+var portBaseOffsets = []int{0, 1000, 1001}
+
+// holdPortBase reserves a NEXO_PORT_BASE for t: a base in 20000-30000 whose three ports
+// (portBaseOffsets) this process could listen on, each held like holdPort's until
+// released, and none handed out before in this run. The range lies below Linux's
+// ephemeral ports, so no port-0 listener or outgoing connection takes them meanwhile.
+func holdPortBase(t testing.TB) (int, []*heldPort) {
+	t.Helper()
+	for range 200 {
+		base := 20000 + rand.IntN(10001)
+		portsGiven.Lock()
+		free := true
+		for _, off := range portBaseOffsets {
+			free = free && !portsGiven.m[base+off]
+		}
+		if free { // claimed before the listens: a port that fails stays claimed, unused
+			for _, off := range portBaseOffsets {
+				portsGiven.m[base+off] = true
+			}
+		}
+		portsGiven.Unlock()
+		if !free {
+			continue
+		}
+		var held []*heldPort
+		for _, off := range portBaseOffsets {
+			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", base+off))
+			if err != nil {
+				break
+			}
+			held = append(held, &heldPort{Port: base + off, l: l})
+		}
+		if len(held) != len(portBaseOffsets) { // something else has one: try another base
+			for _, h := range held {
+				h.l.Close()
+			}
+			continue
+		}
+		portsGiven.Lock()
+		for _, h := range held {
+			portsGiven.held[h.Port] = h
+		}
+		portsGiven.Unlock()
+		for _, h := range held {
+			t.Cleanup(func() { _ = h.release() })
+		}
+		return base, held
+	}
+	t.Fatal("reserve a port base: 200 bases in 20000-30000 had a port taken")
+	return 0, nil
+}
+
 // release lets the port go just before the process that binds it starts: the listener
 // accepts one connection of ours and closes its side first, so the port itself is the
 // side in TIME_WAIT. Releasing twice is fine.

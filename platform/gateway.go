@@ -19,12 +19,12 @@ import (
 )
 
 // serveGateway serves the HTTP API and the web page next to the embedded server on ln,
-// until ctx ends. An address already in use (listenErr) is reported, not fatal: the
+// until ctx ends. An address already in use (listenErr, a PortError) is reported, not fatal: the
 // platform works without its page, and a second `worker --dev` must still start. Tokens
 // whose secret is missing stop the worker.
 func serveGateway(ctx context.Context, cfg config.Config, tc client.Client, store artifacts.Store, ln net.Listener, listenErr error, getenv func(string) string, stdout io.Writer, logger *slog.Logger) error {
 	if ln == nil {
-		fmt.Fprintf(stdout, "Nexo HTTP API not started: %v (set gateway.addr or NEXO_GATEWAY_ADDR)\n", listenErr)
+		fmt.Fprintf(stdout, "Nexo HTTP API not started: %v\n", listenErr) // a PortError names the settings
 		return nil
 	}
 	rc := runs.New(tc, cfg.Temporal.Namespace, cfg.Temporal.TaskQueue)

@@ -84,6 +84,9 @@ func (p *Platform) Run(ctx context.Context) error {
 		if errors.Is(gwErr, gateway.ErrOpenNonLoopback) {
 			return gwErr
 		}
+		if gwErr != nil {
+			gwErr = &PortError{Key: "gateway.addr", Value: cfg.Gateway.Addr, FromBase: cfg.FromPortBase("gateway.addr"), Err: gwErr}
+		}
 		defer func() {
 			if gwLn != nil { // not handed to the gateway
 				gwLn.Close()
@@ -103,7 +106,7 @@ func (p *Platform) Run(ctx context.Context) error {
 			CodecEndpoint: codec,
 		})
 		if err != nil {
-			return fmt.Errorf("start embedded Temporal server: %w", err)
+			return fmt.Errorf("start embedded Temporal server: %w", portError(cfg, err))
 		}
 		defer func() {
 			if err := srv.Stop(); err != nil {
@@ -272,6 +275,11 @@ func (p *Platform) Run(ctx context.Context) error {
 		return err
 	}
 	ann.Store = &st
+	if dev && gwLn != nil {
+		// The page this worker serves, so a starter not told where it is (gateway.url)
+		// links its runs there (runs.Client.PageURLFromWorkers).
+		ann.PageURL = cfg.Gateway.PageURL()
+	}
 	stopAnnouncing := startAnnouncing(ctx, tc, cfg.Temporal.TaskQueue, ann, logger)
 	defer stopAnnouncing()
 	if err := reportPeers(ctx, tc, cfg.Temporal.TaskQueue, ann, stdout); err != nil {

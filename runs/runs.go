@@ -144,6 +144,13 @@ type Client struct {
 	// started through the Client carries a link to its page there as the static summary
 	// and details the Temporal Web UI shows, the way back from the UI. "" for none.
 	PageURL string
+	// PageURLFromWorkers links the runs started to the page a live worker of the task
+	// queue announced it serves (api.WorkerAnnouncement.PageURL), read from the registry
+	// answer the start was checked against, and to PageURL only when none announced one
+	// (or the start was unchecked): for a client whose config does not say where the page
+	// is (the starter without gateway.url), since the gateway's port moves with the
+	// worker's config.
+	PageURLFromWorkers bool
 	// DataConverter decodes what the Temporal client hands over undecoded (a model call's
 	// heartbeat details, the memo): the one tc was dialled with (default: the SDK's).
 	DataConverter converter.DataConverter
@@ -268,19 +275,35 @@ func (c *Client) checkStart(ctx context.Context, workflow string, payload json.R
 // pageSummary is the Temporal UI's one-line summary of a workflow whose Nexo page is at
 // path: Markdown, which the UI renders with the link ("" without a PageURL).
 func (c *Client) pageSummary(what, path string) string {
-	if c.PageURL == "" {
+	base := c.pageBase()
+	if base == "" {
 		return ""
 	}
-	return fmt.Sprintf("%s · [open in Nexo](%s)", what, markdownURL(c.PageURL+path))
+	return fmt.Sprintf("%s · [open in Nexo](%s)", what, markdownURL(base+path))
 }
 
 // pageDetails is the Temporal UI's details of a workflow whose Nexo page is at path.
 func (c *Client) pageDetails(path string) string {
-	if c.PageURL == "" {
+	base := c.pageBase()
+	if base == "" {
 		return ""
 	}
-	u := markdownURL(c.PageURL + path)
+	u := markdownURL(base + path)
 	return fmt.Sprintf("Its record, events, artifacts and approvals in Nexo: [%s](%s)", u, u)
+}
+
+// pageBase is the base URL of the web page the links of a start point at: a live
+// worker's announced page when PageURLFromWorkers and the registry answer the start was
+// checked against (a recent one) names one, else PageURL.
+func (c *Client) pageBase() string {
+	if c.PageURLFromWorkers {
+		if v, ok := c.offered.fresh(time.Now()); ok {
+			if u := v.PageURL(); u != "" {
+				return u
+			}
+		}
+	}
+	return c.PageURL
 }
 
 // markdownURL escapes what would end a Markdown link target early.

@@ -277,6 +277,52 @@ func TestStartLinksTheRunToItsPage(t *testing.T) {
 	}
 }
 
+// TestStartLinksToTheAnnouncedPage: with PageURLFromWorkers (the starter without
+// gateway.url) a run links to the page a live worker announced it serves, the latest
+// announcement when several did, whatever PageURL guessed; with no page announced, or
+// without PageURLFromWorkers, PageURL.
+func TestStartLinksToTheAnnouncedPage(t *testing.T) {
+	worker := func(id, page string, seen time.Time) api.RegisteredWorker {
+		w := liveWorker
+		w.Identity, w.PageURL, w.SeenAt = id, page, seen
+		return w
+	}
+	now := time.Now()
+	tests := []struct {
+		name      string
+		workers   []api.RegisteredWorker
+		fromWorks bool
+		want      string
+	}{
+		{"one worker serves the page", []api.RegisteredWorker{worker("a", "http://127.0.0.1:21001", now)}, true,
+			"http://127.0.0.1:21001/runs/r"},
+		{"the latest announcement of two", []api.RegisteredWorker{
+			worker("a", "http://127.0.0.1:21001", now.Add(-time.Minute)), worker("b", "", now),
+			worker("c", "http://127.0.0.1:31001", now.Add(-time.Second))}, true,
+			"http://127.0.0.1:31001/runs/r"},
+		{"no worker serves a page", []api.RegisteredWorker{worker("a", "", now)}, true,
+			"http://127.0.0.1:8234/runs/r"},
+		{"gateway.url given: its own", []api.RegisteredWorker{worker("a", "http://127.0.0.1:21001", now)}, false,
+			"http://127.0.0.1:8234/runs/r"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fake := &starterClient{registry: &api.RegistryView{Workflows: []string{"DocumentApproval"}, Workers: tt.workers}}
+			c := New(fake, "default", "nexo")
+			c.PageURL, c.PageURLFromWorkers = "http://127.0.0.1:8234", tt.fromWorks
+			if _, err := c.Start(context.Background(), StartRequest{Workflow: "DocumentApproval", ID: "r"}); err != nil {
+				t.Fatal(err)
+			}
+			if want := "DocumentApproval run · [open in Nexo](" + tt.want + ")"; fake.options[0].StaticSummary != want {
+				t.Errorf("StaticSummary = %q, want %q", fake.options[0].StaticSummary, want)
+			}
+			if !strings.Contains(fake.options[0].StaticDetails, "("+tt.want+")") {
+				t.Errorf("StaticDetails = %q, want a link to %s", fake.options[0].StaticDetails, tt.want)
+			}
+		})
+	}
+}
+
 // TestStartRefusesWhenTheCheckCannotBeMade: a registry that does not answer in time while
 // workers poll the task queue is asked again with longer timeouts, then the start is
 // refused with "could not check" and what to do, not let through unchecked (an unknown

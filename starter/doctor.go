@@ -160,6 +160,12 @@ func (d *doctor) addressSource() string {
 	if _, set := os.LookupEnv("NEXO_TEMPORAL_ADDRESS"); set {
 		return "env NEXO_TEMPORAL_ADDRESS"
 	}
+	if d.cfg.FromPortBase("temporal.address") {
+		if _, set := os.LookupEnv(config.PortBaseEnv); set {
+			return "env " + config.PortBaseEnv
+		}
+		return "config " + config.PortBaseKey
+	}
 	if d.cfg.Temporal.Given("temporal.address") {
 		return "config temporal.address"
 	}
@@ -426,7 +432,7 @@ func checkPorts(ctx context.Context, d *doctor) []checkResult {
 			out = append(out, ok(check, "%s: in use by the running platform", p.what))
 			continue
 		}
-		out = append(out, fail(check, fmt.Sprintf("stop what holds it, or move it: %s (%s)", p.setting, p.env),
+		out = append(out, fail(check, fmt.Sprintf("stop what holds it, or move it: %s (%s), or %s to move all three", p.setting, p.env, config.PortBaseEnv),
 			"%s: taken by another program: %v", p.what, errors.Unwrap(err)))
 	}
 	return out

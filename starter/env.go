@@ -127,6 +127,9 @@ func (e *env) runs(ctx context.Context) (*runs.Client, error) {
 	e.client.Payloads = payloads.NewDriver(store)
 	e.client.Blobs = store                   // closed runs' stored records
 	e.client.PageURL = cfg.Gateway.PageURL() // the Temporal UI links each run started back to its page
+	// Unless gateway.url says where the page is, the page a live worker serves (its
+	// gateway.addr may not be ours).
+	e.client.PageURLFromWorkers = cfg.Gateway.URL == ""
 	return e.client, nil
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/nexo-temporal/nexo/config"
 	"github.com/nexo-temporal/nexo/gateway"
 	"github.com/nexo-temporal/nexo/gateway/gwconfig"
 )
@@ -40,6 +41,10 @@ func serveCmd() *command {
 			rc, err := e.runs(ctx)
 			if err != nil {
 				return err
+			}
+			rc.PageURLFromWorkers = false // this gateway is the page its runs link to
+			if cfg.Gateway.URL == "" {
+				rc.PageURL = config.Gateway{Addr: addr}.PageURL() // --addr, when given
 			}
 			store, err := e.artifactStore(ctx)
 			if err != nil {

@@ -6,6 +6,8 @@ package dev
 
 import (
 	"context"
+	"errors"
+	"strconv"
 
 	"github.com/nexo-temporal/nexo/devserver"
 	"github.com/nexo-temporal/nexo/platform"
@@ -27,6 +29,12 @@ func start(ctx context.Context, o platform.DevServerOptions) (platform.DevServer
 		Logger:        o.Logger,
 		CodecEndpoint: o.CodecEndpoint,
 	})
+	var pe *devserver.PortError
+	if errors.As(err, &pe) {
+		// The setting that chose the port, for the message (platform.PortError).
+		key := map[string]string{devserver.ServiceFrontend: "dev.frontend_port", devserver.ServiceUI: "dev.ui_port"}[pe.Service]
+		return nil, &platform.PortError{Key: key, Value: strconv.Itoa(pe.Port), Err: err}
+	}
 	if err != nil {
 		return nil, err // not a typed nil in the interface
 	}

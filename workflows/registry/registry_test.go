@@ -349,3 +349,31 @@ func TestRegistryBeforeTheMemoPublishesIdentitiesOnly(t *testing.T) {
 		}
 	}
 }
+
+// TestRegistryKeepsTheAnnouncedPage: the page a worker announces it serves is in the
+// registry's answer (so a starter links runs there), and goes when the worker does.
+func TestRegistryKeepsTheAnnouncedPage(t *testing.T) {
+	t.Parallel()
+	env := newEnv(t)
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(api.SignalRegister, api.WorkerAnnouncement{Identity: "dev", Workflows: []string{"AgentRun"},
+			TTLSeconds: 60, PageURL: "http://127.0.0.1:21001"})
+		env.SignalWorkflow(api.SignalRegister, api.WorkerAnnouncement{Identity: "plain", Workflows: []string{"AgentRun"}, TTLSeconds: 600})
+	}, time.Minute)
+	env.RegisterDelayedCallback(func() {
+		if got := queryRegistry(t, env).PageURL(); got != "http://127.0.0.1:21001" {
+			t.Errorf("PageURL() with the dev worker registered = %q, want http://127.0.0.1:21001", got)
+		}
+	}, 90*time.Second)
+	env.RegisterDelayedCallback(func() {
+		if got := queryRegistry(t, env).PageURL(); got != "" {
+			t.Errorf("PageURL() after the dev worker's TTL = %q, want none", got)
+		}
+	}, 3*time.Minute)
+	env.RegisterDelayedCallback(env.CancelWorkflow, 4*time.Minute)
+	env.ExecuteWorkflow(api.WorkflowRegistry, State{})
+	var canceled *temporal.CanceledError
+	if err := env.GetWorkflowError(); !errors.As(err, &canceled) {
+		t.Fatalf("workflow error = %v, want the cancellation", err)
+	}
+}
