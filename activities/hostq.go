@@ -329,6 +329,7 @@ func (s *Sandboxes) ReapMoved(ctx context.Context, keep func(runID string) (bool
 		}
 		removed = append(removed, runID)
 	}
+	s.reapDirMarks(ctx, keep, logger)
 	s.mu.Lock()
 	var virtual []string
 	for key, sb := range s.live {

@@ -287,6 +287,12 @@ func (s *Sandboxes) create(ctx context.Context, runID string, spec api.SandboxSp
 	if err != nil {
 		return nil, fmt.Errorf("open %s sandbox for run %s: %w", spec.Type, runID, err)
 	}
+	if isUserDir(spec) {
+		if err := s.markDirRun(runID); err != nil {
+			_ = sb.Close(ctx)
+			return nil, fmt.Errorf("open %s sandbox for run %s: %w", specType(spec), runID, err)
+		}
+	}
 	return sb, nil
 }
 
@@ -314,6 +320,11 @@ func (s *Sandboxes) Release(ctx context.Context, runID string, spec api.SandboxS
 	if ownsDir(spec) && usableRunID(runID) {
 		if err := os.RemoveAll(filepath.Join(s.root, runID)); err != nil {
 			errs = append(errs, fmt.Errorf("remove workspace of run %s: %w", runID, err))
+		}
+	}
+	if isUserDir(spec) && usableRunID(runID) {
+		if err := s.unmarkDirRun(runID); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)

@@ -299,7 +299,8 @@ func (a *Tools) shell(ctx context.Context, sb sandbox.Sandbox, cmd string, timeo
 }
 
 // CollectOutputs returns the sandbox files matching an agent's `produces` patterns: a
-// pattern with * ? [ is globbed, a plain path is included when it exists.
+// pattern with * ? [ is globbed, a plain path is included when it exists. In a user's own
+// directory only the files the run changed count (dirruns.go).
 func (a *Tools) CollectOutputs(ctx context.Context, req api.CollectOutputsRequest) ([]string, error) {
 	sb, err := a.sandboxes.Open(ctx, req.RunID, req.Sandbox)
 	if err != nil {
@@ -319,7 +320,15 @@ func (a *Tools) CollectOutputs(ctx context.Context, req api.CollectOutputsReques
 		}
 	}
 	slices.Sort(out)
-	return slices.Compact(out), nil
+	out = slices.Compact(out)
+	// A user's directory holds earlier runs' files too: only what this run changed is its
+	// output (dirruns.go).
+	if l, ok := sb.(interface{ RealDir() string }); ok && isUserDir(req.Sandbox) {
+		if since, marked := a.sandboxes.dirRunSince(req.RunID); marked {
+			out = changedSince(l.RealDir(), out, since)
+		}
+	}
+	return out, nil
 }
 
 // RestoreArtifacts writes recorded artifacts back into the run's sandbox (into/<name>).

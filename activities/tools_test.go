@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -740,4 +741,106 @@ func TestActivitiesRegistered(t *testing.T) {
 
 	_, err = tenv.ExecuteActivity(api.ActivityResolveAgent, "nobody")
 	wantAppError(t, err, true, api.ErrTypeAgentUnavailable)
+}
+
+// TestCollectOutputsInAUserDir: a user's own directory keeps earlier runs' files, so a
+// run's outputs there are the matching files it wrote or changed, not every match (issue
+// 29, item 6: the README's three-haiku run listed the first run's notes.md as its own).
+// The mark survives the sandbox being opened again (a worker restart) and goes with the
+// run's release.
+func TestCollectOutputsInAUserDir(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, activities.Deps{})
+	ctx := context.Background()
+	user := t.TempDir()
+	writeFile(t, filepath.Join(user, "notes.md"), "an earlier run's")
+	writeFile(t, filepath.Join(user, "kept.md"), "an earlier run's, changed by this one")
+	waitClockTick(t, user)
+
+	spec := api.SandboxSpec{Type: api.SandboxLocal, Dir: user}
+	patterns := []string{"notes.md", "*.md"}
+	collect := func(run string) []string {
+		t.Helper()
+		got, err := e.a.Tools.CollectOutputs(ctx, api.CollectOutputsRequest{RunID: run, Sandbox: spec, Patterns: patterns})
+		if err != nil {
+			t.Fatalf("CollectOutputs of %s: %v", run, err)
+		}
+		return got
+	}
+	sb, err := e.sbs.Open(ctx, "run-a", spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.sbs.Release(ctx, "run-a", spec) })
+	for _, p := range []string{"haiku1.md", "kept.md"} {
+		if _, err := sb.Write(ctx, p, []byte("by run a")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, want := collect("run-a"), []string{"haiku1.md", "kept.md"}; !slices.Equal(got, want) {
+		t.Errorf("run a's outputs = %q, want %q (what it wrote, not the earlier notes.md)", got, want)
+	}
+	// Opened again (this worker restarted): the mark of the run's first use stays.
+	e.sbs.Forget("run-a", spec)
+	if got, want := collect("run-a"), []string{"haiku1.md", "kept.md"}; !slices.Equal(got, want) {
+		t.Errorf("run a's outputs after its sandbox was opened again = %q, want %q", got, want)
+	}
+
+	// The next run in the same directory wrote nothing yet: no outputs; then a change of a
+	// file's mode only is a change too.
+	waitClockTick(t, user)
+	if got := collect("run-b"); len(got) != 0 {
+		t.Errorf("run b's outputs before it changed anything = %q, want none", got)
+	}
+	t.Cleanup(func() { _ = e.sbs.Release(ctx, "run-b", spec) })
+	if err := os.Chmod(filepath.Join(user, "notes.md"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := collect("run-b"), []string{"notes.md"}; !slices.Equal(got, want) {
+		t.Errorf("run b's outputs = %q, want %q", got, want)
+	}
+
+	// Released, run a leaves no mark: a later use of the id starts anew.
+	if err := e.sbs.Release(ctx, "run-a", spec); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(e.root, ".nexo-dir-runs", "run-a")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("run a's mark after its release: %v, want it gone", err)
+	}
+	if entries, err := os.ReadDir(user); err != nil || len(entries) != 3 {
+		t.Errorf("the user's directory after the release holds %d entries (%v), want its 3 files untouched", len(entries), err)
+	}
+}
+
+// waitClockTick waits until a file made in dir gets a later time than every file there:
+// file times come from the kernel's coarse clock, so files written in the same tick as a
+// run's first use count as that run's. Bounded; no fixed sleep.
+func waitClockTick(t *testing.T, dir string) {
+	t.Helper()
+	var newest time.Time
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, en := range entries {
+		if fi, err := en.Info(); err == nil && fi.ModTime().After(newest) {
+			newest = fi.ModTime()
+		}
+	}
+	probe := filepath.Join(t.TempDir(), "tick")
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		writeFile(t, probe, "")
+		fi, err := os.Stat(probe)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.ModTime().After(newest) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the file clock did not pass %v in 5s", newest)
+		}
+		runtime.Gosched()
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -135,6 +136,11 @@ func TestOfflineAgentDemoAsWritten(t *testing.T) {
 	if countEvents(rec, "approval_decided") != 1 {
 		t.Errorf("approval_decided events = %d, want 1", countEvents(rec, "approval_decided"))
 	}
+	// The runs share ./workspace: the denied run wrote nothing, so the first run's
+	// notes.md is not its artifact (issue 29, item 6).
+	if names := artifactNames(rec); len(names) != 0 {
+		t.Errorf("the denied run's artifacts = %q, want none: it wrote nothing", names)
+	}
 	// Approving a second run over the existing file works too (no "read it first").
 	id2 := strings.TrimSpace(p.ok("agent", "scribe", "Write a haiku to notes.md"))
 	p.waitStatus(id2, api.StatusSuspended)
@@ -163,8 +169,18 @@ func TestOfflineAgentDemoAsWritten(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(p.dir, "workspace", name)); err != nil {
 			t.Errorf("%s not written: %v", name, err)
 		}
-		if _, ok := rec.FindArtifact(name); !ok {
-			t.Errorf("%s is not an artifact", name)
-		}
 	}
+	if names, want := artifactNames(rec), []string{"haiku1.md", "haiku2.md", "haiku3.md"}; !reflect.DeepEqual(names, want) {
+		t.Errorf("the three-haiku run's artifacts = %q, want %q: what it wrote, not the earlier runs' notes.md", names, want)
+	}
+}
+
+// artifactNames are the names of the run's artifacts, sorted.
+func artifactNames(rec api.Record) []string {
+	var names []string
+	for _, a := range rec.Artifacts {
+		names = append(names, a.Name)
+	}
+	slices.Sort(names)
+	return names
 }

@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -14,27 +17,27 @@ import (
 	"github.com/nexo-temporal/nexo/fakellm"
 )
 
-// budgetConfig: the agent counter (read_only: it may glob) whose budget is one token, so
-// its first model call spends it and it pauses before the second; the model is priced.
-func budgetConfig(modelURL string) string {
-	return `llm:
-  base_url: ` + modelURL + `
-  model: fake-model
-  prices:
-    fake-model: {input_per_mtok: 1000, output_per_mtok: 2000}
-agents:
-  - name: counter
-    instructions: You count files.
-    budget: {max_tokens: 1}
-`
+// budgetConfig is the budget demo's shipped config (examples/agents/budget.yaml): the agent
+// counter (read_only: it may glob) whose budget is one token, so its first model call
+// spends it and it pauses before the second; the model is priced.
+func budgetConfig(t *testing.T, modelURL string) string {
+	t.Helper()
+	cfg, err := os.ReadFile(filepath.Join("..", "examples", "agents", "budget.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return regexp.MustCompile(`(?m)^  base_url: .*$`).ReplaceAllString(string(cfg), "  base_url: "+modelURL)
 }
 
-// budgetModel globs, then answers; every run of counter makes at most these two calls.
-func budgetModel() *fakellm.Server {
-	return fakellm.New(
-		fakellm.Reply{ToolCalls: []fakellm.Call{{Name: "glob", Arguments: json.RawMessage(`{"pattern":"*"}`)}}},
-		fakellm.Reply{Content: "There are no files."},
-	)
+// budgetModel is the demo's shipped script (examples/agents/counter.script.json): it
+// globs, then answers; every run of counter makes at most these two calls.
+func budgetModel(t *testing.T) *fakellm.Server {
+	t.Helper()
+	model, err := fakellm.Load(filepath.Join("..", "examples", "agents", "counter.script.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return model
 }
 
 // TestBudgetEndToEnd, through the real worker and starter: a run that spent its budget
@@ -45,9 +48,9 @@ func budgetModel() *fakellm.Server {
 // a bad time.
 func TestBudgetEndToEnd(t *testing.T) {
 	t.Parallel()
-	model := budgetModel()
+	cfg, _ := shippedDemo(t, "bin/starter approve <id> --budget +50000") // the docs' demo, as shipped
 	p := newPlatform(t)
-	p.writeConfig(budgetConfig(model.Start(t)))
+	p.writeConfig(cfg)
 	p.start()
 
 	id := strings.TrimSpace(p.ok("agent", "counter", "Count the files."))
@@ -199,9 +202,9 @@ func TestBudgetInTheBrowser(t *testing.T) {
 	if chrome == "" {
 		t.Skip("no chromium binary found on PATH (Debian: apt-get install -y chromium); skipping the browser test")
 	}
-	model := budgetModel()
+	model := budgetModel(t)
 	p := newPlatform(t)
-	p.writeConfig(budgetConfig(model.Start(t)))
+	p.writeConfig(budgetConfig(t, model.Start(t)))
 	p.start()
 	raised := strings.TrimSpace(p.ok("agent", "counter", "Count the files."))
 	p.waitStatus(raised, api.StatusSuspended)
@@ -324,9 +327,9 @@ func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 // recordAgentBudget records the budget scenarios (version 1 of "agent-budget"): a run
 // paused on its budget and still waiting, one raised and done, one denied and done.
 func recordAgentBudget(t *testing.T, r *recorder) {
-	model := budgetModel()
+	model := budgetModel(t)
 	p := newPlatform(t)
-	p.writeConfig(budgetConfig(model.Start(t)))
+	p.writeConfig(budgetConfig(t, model.Start(t)))
 	p.start()
 	c := p.dial()
 

@@ -7,28 +7,24 @@ import (
 	"time"
 
 	"github.com/nexo-temporal/nexo/api"
-	"github.com/nexo-temporal/nexo/fakellm"
 )
 
-// TestApprovalDeadlineDenies: an agent with approval_timeout 5s and on_timeout deny asks
-// for a write nobody decides. While it waits, `starter approvals` and `starter show` print
-// when the call expires; when the deadline passes the run goes on by itself, the model is
-// told "no decision within 5s" (the standing reply answers only that), nothing was written,
-// and the record says the call was denied by timeout.
+// TestApprovalDeadlineDenies runs docs/approvals.md's Deadlines demo as printed, with the
+// shipped examples/approvals/deadline.yaml and its script: an agent with approval_timeout
+// 5s and on_timeout deny asks for a write nobody decides. While it waits, `starter
+// approvals` and `starter show` print when the call expires; when the deadline passes the
+// run goes on by itself, the model is told the call was denied by its deadline and says
+// so (the script's reply for that outcome, not the one for an approval), nothing was
+// written, and the record says the call was denied by timeout.
 func TestApprovalDeadlineDenies(t *testing.T) {
 	t.Parallel()
-	args, _ := json.Marshal(map[string]string{"path": "late.md", "content": "too late"})
-	model := fakellm.New(
-		fakellm.Reply{Match: "no decision within 5s", Content: "Nobody decided in time; late.md is not written."},
-		fakellm.Reply{ToolCalls: []fakellm.Call{{Name: "write_file", Arguments: args}}},
-	)
+	cfg, _ := shippedDemo(t, `bin/starter agent scribe "write late.md"`)
 	p := newPlatform(t)
-	// The README's agent, as written.
-	p.writeConfig("llm: {base_url: " + model.Start(t) + ", model: fake}\n" + readmeBlock(t, "yaml", "on_timeout: deny"))
+	p.writeConfig(cfg)
 	p.start()
 	cmds := readmeStarterCommands(t, "### Deadlines", "### Notifications")
-	if len(cmds) != 3 {
-		t.Fatalf("README's Deadlines commands = %q, want agent, approvals, show", cmds)
+	if len(cmds) != 4 {
+		t.Fatalf("the Deadlines commands = %q, want agent, approvals, show, show", cmds)
 	}
 	run := strings.TrimSpace(p.ok(shellArgs(cmds[0])...))
 
@@ -59,9 +55,13 @@ func TestApprovalDeadlineDenies(t *testing.T) {
 	}
 
 	rec := p.waitStatus(run, api.StatusDone)
+	const timedOut = "Nobody decided in time, so late.md is not written."
 	var res api.AgentResult
-	if err := json.Unmarshal(rec.Result, &res); err != nil || res.Content != "Nobody decided in time; late.md is not written." {
+	if err := json.Unmarshal(rec.Result, &res); err != nil || res.Content != timedOut {
 		t.Errorf("result = %s (%v), want the model's answer to being told no decision within 5s", rec.Result, err)
+	}
+	if out := p.ok(shellArgs(strings.ReplaceAll(cmds[3], "<id>", run))...); !strings.Contains(out, timedOut) {
+		t.Errorf("starter show after the deadline lacks the model's answer:\n%s", out)
 	}
 	var decided map[string]any
 	for _, e := range rec.Events {

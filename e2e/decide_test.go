@@ -333,4 +333,19 @@ func TestDecideAsWritten(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(ws, "notes.md")); err == nil {
 		t.Error("the answered call wrote notes.md")
 	}
+
+	// An edit the run refuses (its path leaves the workspace): the model is told, and its
+	// last word says it wrote nothing, not that it wrote where the human said (issue 29,
+	// item 6).
+	refused := strings.TrimSpace(p.ok("agent", "scribe", "Write a haiku to notes.md"))
+	p.waitStatus(refused, api.StatusSuspended)
+	p.ok("approve", refused, "--call", "2.1", "--args", `{"path":"../outside.md","content":"Edited by a human.\n"}`)
+	rec := p.waitStatus(refused, api.StatusDone)
+	var res api.AgentResult
+	if err := json.Unmarshal(rec.Result, &res); err != nil || res.Content != "You edited my call, but the edit was refused, so I wrote nothing." {
+		t.Errorf("the refused edit's run ended with %s (%v), want the model saying it wrote nothing", rec.Result, err)
+	}
+	if _, err := os.Stat(filepath.Join(p.dir, "outside.md")); err == nil {
+		t.Error("the refused edit wrote outside the workspace")
+	}
 }

@@ -50,7 +50,7 @@ func TestSessionBudgetRaiseReturnsThePrompt(t *testing.T) {
 	}
 	model := fakellm.New(replies...)
 	p := newPlatform(t)
-	p.writeConfig(budgetConfig(model.Start(t)))
+	p.writeConfig(budgetConfig(t, model.Start(t)))
 	p.start()
 	id := api.SessionID("counter", "desk")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

@@ -10,20 +10,11 @@ import (
 	"github.com/nexo-temporal/nexo/fakellm"
 )
 
-// sessionForkScript: turn 1 writes a.txt=v1; turn 2 reads it and writes v2. The fake
-// answers by the assistant messages in the thread, so a fork at turn 2 (two assistant
-// messages so far) is answered as turn 2 was: it reads a.txt first, which shows the
-// workspace it was forked with, then writes v2 again.
-func sessionForkScript() *fakellm.Server {
-	return fakellm.New(
-		fakellm.Reply{ToolCalls: []fakellm.Call{writeCall("a.txt", "v1\n")}},
-		fakellm.Reply{Content: "Wrote v1."},
-		fakellm.Reply{ToolCalls: []fakellm.Call{readCall("a.txt")}},
-		fakellm.Reply{ToolCalls: []fakellm.Call{writeCall("a.txt", "v2\n")}},
-		fakellm.Reply{Content: "Wrote v2."},
-		fakellm.Reply{Content: "a.txt holds v2."}, // a prompt to the fork after its first turn
-	)
-}
+// The fork demo's shipped script (examples/sessions/fork.script.json): turn 1 writes
+// a.txt=v1; turn 2 reads it and writes v2. The fake answers by the assistant messages in
+// the thread, so a fork at turn 2 (two assistant messages so far) is answered as turn 2
+// was: it reads a.txt first, which shows the workspace it was forked with, then writes v2
+// again; a prompt to the fork after its first turn is told a.txt holds v2.
 
 // toolContents are the contents of the tool messages of a request.
 func toolContents(req fakellm.Request) []string {
@@ -39,9 +30,9 @@ func toolContents(req fakellm.Request) []string {
 
 func TestSessionForkAtTurn(t *testing.T) {
 	t.Parallel()
-	model := sessionForkScript()
+	cfg, model := shippedDemo(t, "bin/starter session fork scribe src --at 2 --id fork1") // the docs' demo, as shipped
 	p := newPlatform(t)
-	p.writeConfig(autoConfig(model.Start(t), "local"))
+	p.writeConfig(cfg)
 	p.start()
 	p.ok("session", "prompt", "scribe", "src", "Write v1 to a.txt.")
 	p.ok("session", "prompt", "scribe", "src", "Now make it v2.")
@@ -178,9 +169,9 @@ func mustJSONString(t *testing.T, v any) string {
 // recordSessionFork: a session writes a.txt on turn 1 and rewrites it on turn 2, then is
 // forked at turn 2 (the fork reads the file it was forked with and writes v2 again).
 func recordSessionFork(t *testing.T, r *recorder) {
-	model := sessionForkScript()
+	cfg, _ := shippedDemo(t, "bin/starter session fork scribe src --at 2 --id fork1")
 	p := newPlatform(t)
-	p.writeConfig(autoConfig(model.Start(t), "local"))
+	p.writeConfig(cfg)
 	p.start()
 	c := p.dial()
 	p.ok("session", "prompt", "scribe", "src", "Write v1 to a.txt.")

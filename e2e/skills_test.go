@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -54,11 +55,19 @@ func artifactSum(rec api.Record, name string) string {
 // example's scripted model (examples/<dir>/<script>), served for the test.
 func exampleConfig(t *testing.T, dir, script string) (string, *fakellm.Server) {
 	t.Helper()
-	model, err := fakellm.Load(filepath.Join("..", "examples", dir, script))
+	return demoConfig(t, path.Join("examples", dir, "nexo.yaml"), path.Join("examples", dir, script))
+}
+
+// demoConfig reads the config file config (a path from the repository's root) with its
+// llm.base_url pointed at the fake model that plays script (another such path), served for
+// the test.
+func demoConfig(t *testing.T, config, script string) (string, *fakellm.Server) {
+	t.Helper()
+	model, err := fakellm.Load(filepath.Join("..", filepath.FromSlash(script)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := os.ReadFile(filepath.Join("..", "examples", dir, "nexo.yaml"))
+	cfg, err := os.ReadFile(filepath.Join("..", filepath.FromSlash(config)))
 	if err != nil {
 		t.Fatal(err)
 	}
