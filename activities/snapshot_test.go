@@ -171,3 +171,30 @@ func newEnvWithStore(t *testing.T, dir string) *env {
 	e.store = st
 	return e
 }
+
+// A user's own dir (their checkout) is theirs, not the run's: no snapshot is taken of it,
+// after a call or as a run starts to wait, unless the agent asks (sandbox.snapshot: true),
+// and nothing of it reaches the store (docs/sandboxes.md).
+func TestUserDirIsSnapshottedOnlyWhenAsked(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, activities.Deps{})
+	user := api.SandboxSpec{Type: api.SandboxLocal, Dir: t.TempDir()}
+	res := e.snapTool(t, user, "", agents.ToolWriteFile, map[string]any{"path": "mine.txt", "content": "my own file"})
+	if res.Snapshot != nil {
+		t.Errorf("write in a user's dir took snapshot %+v, want none", res.Snapshot)
+	}
+	park, err := e.a.Host.SnapshotSandbox(context.Background(), api.ReleaseSandboxRequest{RunID: testRun, Sandbox: user, Manifest: api.ManifestRequested})
+	if err != nil || park.Ref != nil || park.Bytes != 0 {
+		t.Errorf("snapshot at a wait of a user's dir = %+v, %v; want nothing taken", park, err)
+	}
+	if b, err := e.store.GetBlob(context.Background(), artifacts.Sum([]byte("my own file"))); err == nil {
+		t.Errorf("the user's file is in the store (%q): a user's dir must not be copied", b)
+	}
+
+	asked := user
+	asked.Snapshot = true
+	res = e.snapTool(t, asked, "", agents.ToolWriteFile, map[string]any{"path": "other.txt", "content": "snapshot me"})
+	if res.Snapshot == nil || res.Snapshot.Files != 2 {
+		t.Errorf("write in a user's dir with snapshot: true took %+v, want a snapshot of its two files", res.Snapshot)
+	}
+}

@@ -169,28 +169,45 @@ func TestComposeDockerSocketOptIn(t *testing.T) {
 	}
 }
 
-// TestComposeConfigWithDockerSandbox validates the two files together with docker-compose
-// (v1, the Debian package CI installs), and checks the merged worker has the socket.
-func TestComposeConfigWithDockerSandbox(t *testing.T) {
-	if _, err := exec.LookPath("docker-compose"); err != nil {
-		t.Skip("docker-compose not on PATH; cannot run `docker-compose config`")
+// composeCommand returns the compose tool installed here: `docker compose` (v2, the
+// Docker CLI plugin) or `docker-compose` (v1, the Debian package CI installs). The docs
+// tell users either works, so a test that needs one takes whichever there is.
+func composeCommand(ctx context.Context) ([]string, bool) {
+	for _, c := range [][]string{{"docker", "compose"}, {"docker-compose"}} {
+		if _, err := exec.LookPath(c[0]); err != nil {
+			continue
+		}
+		if exec.CommandContext(ctx, c[0], append(c[1:], "version")...).Run() == nil {
+			return c, true
+		}
 	}
+	return nil, false
+}
+
+// TestComposeConfigWithDockerSandbox validates the two files together with the compose
+// tool there is (docker compose or docker-compose), and checks the merged worker has the
+// socket.
+func TestComposeConfigWithDockerSandbox(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	compose, ok := composeCommand(ctx)
+	if !ok {
+		t.Skip("neither `docker compose` nor `docker-compose` is installed; cannot run `config`")
+	}
 	for _, files := range [][]string{
 		{filepath.Base(composeFile)},
 		{filepath.Base(composeFile), filepath.Base(dockerSandboxFile)},
 	} {
-		var args []string
+		args := append([]string{}, compose[1:]...)
 		for _, f := range files {
 			args = append(args, "-f", f)
 		}
-		cmd := exec.CommandContext(ctx, "docker-compose", append(args, "config")...)
+		cmd := exec.CommandContext(ctx, compose[0], append(args, "config")...)
 		cmd.Dir = ".."
 		cmd.Env = append(os.Environ(), "NEXO_GATEWAY_TOKEN=test-token")
 		out, err := cmd.CombinedOutput()
 		if err != nil {
-			t.Fatalf("docker-compose %s config: %v\n%s", strings.Join(args, " "), err, out)
+			t.Fatalf("%s %s config: %v\n%s", compose[0], strings.Join(args, " "), err, out)
 		}
 		var merged struct {
 			Services map[string]platformService `yaml:"services"`
@@ -246,4 +263,45 @@ func keys[V any](m map[string]V) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// TestBuildContextAndGitLeaveOutLocalState: what a checkout accumulates by following the
+// docs (bin/ from `go build -o bin/`, .nexo/ from worker --dev, workspace/ from the
+// examples' `dir: ./workspace`) stays out of the Docker build context (`docker compose
+// build` sent 294 MB of bin/ before) and out of git.
+func TestBuildContextAndGitLeaveOutLocalState(t *testing.T) {
+	data, err := os.ReadFile("../.dockerignore")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var patterns []string
+	for _, l := range strings.Split(string(data), "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
+			patterns = append(patterns, l)
+		}
+	}
+	ignored := func(dir string) bool {
+		for _, p := range patterns {
+			p = strings.Trim(p, "/")
+			if ok, _ := filepath.Match(strings.TrimPrefix(p, "**/"), dir); ok {
+				return true
+			}
+		}
+		return false
+	}
+	for _, dir := range []string{"bin", ".nexo", "workspace", ".git"} {
+		if !ignored(dir) {
+			t.Errorf(".dockerignore (%q) does not leave out %s/: it would be sent with every image build", patterns, dir)
+		}
+	}
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git on PATH")
+	}
+	for _, path := range []string{"bin/worker", ".nexo/temporal.db", "workspace/notes.md"} {
+		cmd := exec.Command("git", "check-ignore", "-q", "--no-index", path)
+		cmd.Dir = ".."
+		if err := cmd.Run(); err != nil {
+			t.Errorf("git check-ignore %s: %v; want it ignored (.gitignore)", path, err)
+		}
+	}
 }

@@ -361,6 +361,9 @@ type Temporal struct {
 	// givenAtDefault holds the keys above that were set (file, NEXO_*, flag) to their
 	// default value, the one case Given cannot tell from the value; see sources.go.
 	givenAtDefault map[string]bool
+	// sources names, for each of the keys above that Load saw given, where it came from
+	// (flag, NEXO_* variable or the config file); see Source.
+	sources map[string]string
 	// noProfile: the connection is fixed (the embedded server of `worker --dev`).
 	noProfile bool
 }

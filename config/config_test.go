@@ -109,6 +109,12 @@ func TestLoadSources(t *testing.T) {
 				want.Artifacts.InlineLimit = 1024
 				want.Sandbox.ShellTimeout = 90 * time.Second
 				want.Log = Log{Level: "warn", Format: "json"}
+				for _, k := range []string{"temporal.address", "temporal.namespace", "temporal.tls.enabled", "temporal.tls.ca_file"} {
+					if src := c.Temporal.Source(k); !strings.HasPrefix(src, k+" in ") || !strings.HasSuffix(src, "my.yaml") {
+						t.Errorf("Source(%s) = %q, want %q in .../my.yaml", k, src, k)
+					}
+				}
+				want.Temporal.sources = c.Temporal.sources // checked just above
 				if !reflect.DeepEqual(c, want) {
 					t.Errorf("got\n%+v\nwant\n%+v", c, want)
 				}
@@ -264,6 +270,7 @@ func TestLoadSources(t *testing.T) {
 			check: func(t *testing.T, c Config) {
 				want := Defaults()
 				want.Temporal.Namespace = "Upper"
+				want.Temporal.sources = map[string]string{"temporal.namespace": "temporal.namespace in nexo.yaml"}
 				if !reflect.DeepEqual(c, want) {
 					t.Errorf("got\n%+v\nwant\n%+v", c, want)
 				}
@@ -297,6 +304,47 @@ func wantField(key string, get func(Config) any, want any) func(*testing.T, Conf
 }
 
 // TestLoadProcessEnvironment covers Env == nil: the process environment is read.
+// TestTemporalSource: a message about the Temporal connection names where its address came
+// from, so the user knows what to change: the flag, the NEXO_* variable, the config
+// file's key (and file), or the default; by Load's precedence.
+func TestTemporalSource(t *testing.T) {
+	const file = "temporal:\n  address: file.example:7233\n"
+	tests := []struct {
+		name string
+		file string
+		env  []string
+		args []string
+		want string
+	}{
+		{name: "default", want: "the default temporal.address"},
+		{name: "env", env: []string{"NEXO_TEMPORAL_ADDRESS=env.example:7233"}, want: "env NEXO_TEMPORAL_ADDRESS"},
+		{name: "env set to the default value", env: []string{"NEXO_TEMPORAL_ADDRESS=127.0.0.1:7233"}, want: "env NEXO_TEMPORAL_ADDRESS"},
+		{name: "file", file: file, want: "temporal.address in nexo.yaml"},
+		{name: "env beats file", file: file, env: []string{"NEXO_TEMPORAL_ADDRESS=env.example:7233"}, want: "env NEXO_TEMPORAL_ADDRESS"},
+		{name: "flag beats env", file: file, env: []string{"NEXO_TEMPORAL_ADDRESS=env.example:7233"}, args: []string{"--address", "flag.example:7233"}, want: "flag --address"},
+		{name: "empty env is unset", file: file, env: []string{"NEXO_TEMPORAL_ADDRESS="}, want: "temporal.address in nexo.yaml"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Chdir(t.TempDir())
+			if tt.file != "" {
+				writeFile(t, ".", DefaultFile, tt.file)
+			}
+			env := tt.env
+			if env == nil {
+				env = []string{}
+			}
+			c, err := Load(LoadOptions{Env: env, Flags: parsedFlags(t, tt.args, nil)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := c.Temporal.Source("temporal.address"); got != tt.want {
+				t.Errorf("Source(temporal.address) = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
 func TestLoadProcessEnvironment(t *testing.T) {
 	t.Chdir(t.TempDir())
 	t.Setenv("NEXO_TEMPORAL_NAMESPACE", "from-process")

@@ -117,6 +117,7 @@ func Load(opts LoadOptions) (Config, error) {
 	}
 	applyPortBase(v, opts.Flags, &cfg) // before givenAtDefault: an address the base gave counts as given
 	cfg.Temporal.givenAtDefault = givenAtDefault(v, opts.Flags, cfg.Temporal)
+	cfg.Temporal.sources = sources(v, opts.Flags, env, file)
 	if file != "" && env[envName("agents")] == "" && !flagSet(opts.Flags, "agents") {
 		if err := agentsAsWritten(file, &cfg); err != nil {
 			return Config{}, err

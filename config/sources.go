@@ -23,6 +23,20 @@ func (t Temporal) Given(key string) bool {
 	return t.givenAtDefault[key] || t.value(key) != Defaults().Temporal.value(key)
 }
 
+// Source names where key (one of ProfileKeys) got its value, for a message that tells the
+// user what to change: "flag --address", "env NEXO_TEMPORAL_ADDRESS", "temporal.address in
+// nexo.yaml", or "the default temporal.address". A Config built by hand with the key set
+// says just the key.
+func (t Temporal) Source(key string) string {
+	if s, ok := t.sources[key]; ok {
+		return s
+	}
+	if t.Given(key) {
+		return key
+	}
+	return "the default " + key
+}
+
 // TLSGiven reports whether any temporal.tls.* key was given: then the TLS settings are
 // the config's as a whole, never mixed with a profile's.
 func (t Temporal) TLSGiven() bool {
@@ -84,4 +98,41 @@ func givenAtDefault(v *viper.Viper, fs *pflag.FlagSet, t Temporal) map[string]bo
 		}
 	}
 	return out
+}
+
+// sources returns where each given ProfileKey came from, by Load's precedence (flag, then
+// NEXO_* variable, then the config file); nil when none was given, so a Config loaded
+// with nothing of the kind equals one built by hand.
+func sources(v *viper.Viper, fs *pflag.FlagSet, env map[string]string, file string) map[string]string {
+	var out map[string]string
+	set := func(key, src string) {
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[key] = src
+	}
+	for _, key := range ProfileKeys {
+		switch {
+		case flagSet(fs, key):
+			set(key, "flag --"+key)
+		case shortFlag(fs, key) != "":
+			set(key, "flag --"+shortFlag(fs, key))
+		case env[envName(key)] != "":
+			set(key, "env "+envName(key))
+		case file != "" && v.InConfig(key):
+			set(key, key+" in "+file)
+		}
+	}
+	return out
+}
+
+// shortFlag returns the name of the set flag of BindFlags that sets key ("address" for
+// temporal.address), or "".
+func shortFlag(fs *pflag.FlagSet, key string) string {
+	for name, k := range flagKeys {
+		if k == key && flagSet(fs, name) {
+			return name
+		}
+	}
+	return ""
 }

@@ -178,13 +178,9 @@ func Resolve(cfg config.Temporal, lookup func(string) (string, bool)) (Settings,
 	return s, nil
 }
 
-// from names where a temporal.* key's value came from in Nexo's own config.
-func from(cfg config.Temporal, key string) string {
-	if cfg.Given(key) {
-		return key
-	}
-	return "the default " + key
-}
+// from names where a temporal.* key's value came from in Nexo's own config: the flag,
+// the NEXO_* variable, the config file's key, or the default.
+func from(cfg config.Temporal, key string) string { return cfg.Source(key) }
 
 func orEnv(profile string) string {
 	if profile == "" {

@@ -160,6 +160,7 @@ func TestCheckReplayRecordedHistories(t *testing.T) {
 	if got != len(files) || len(files) == 0 {
 		t.Errorf("check-replay printed %d ok lines, want one per committed history (%d):\n%s", got, len(files), r.stdout)
 	}
+	checkPrintedSummary(t, "bin/starter check-replay --histories workflows/testdata", r.stdout)
 	if r := p.starter("check-replay", "--histories", "no-such-dir"); r.code != 1 || !strings.Contains(r.stderr, "no-such-dir") {
 		t.Errorf("check-replay --histories no-such-dir: exit %d\n%s", r.code, r.stderr)
 	}

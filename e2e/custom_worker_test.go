@@ -211,6 +211,7 @@ func TestCustomWorkerExampleAsWritten(t *testing.T) {
 	if out.code != 0 || !strings.Contains(out.stdout, approved+" ") || !strings.Contains(out.stdout, id+" ") || !strings.Contains(out.stdout, " 0 failed") {
 		t.Errorf("custom-worker %s: exit %d, want both refunds ok:\n%s\n%s", strings.Join(gate[0], " "), out.code, out.stdout, out.stderr)
 	}
+	checkPrintedSummary(t, "custom-worker check-replay --histories", out.stdout)
 	out = p.runBin(p.bin, gate[1]...)
 	if out.code != 0 || strings.Count(out.stdout, "ok ") < 2 || !strings.Contains(out.stdout, "2 replayed: 2 ok, 0 failed") {
 		t.Errorf("custom-worker %s: exit %d:\n%s\n%s", strings.Join(gate[1], " "), out.code, out.stdout, out.stderr)

@@ -209,6 +209,26 @@ func TestFailedFirstPromptLeavesNoSession(t *testing.T) {
 	if out := p.ok("session", "list", "--json"); strings.Contains(out, "ghost") {
 		t.Errorf("session list --json after a failed first prompt:\n%s", out)
 	}
+	// `starter list` shows the failed run once, however many of its starts failed (issue 29
+	// item 10: it showed twice): a second prompt fails the same way, a second execution
+	// of the same id.
+	if r := p.starter("session", "prompt", "ghost", "u1", "hello again"); r.code != 1 {
+		t.Fatalf("second session prompt ghost: exit %d, stderr %q", r.code, r.stderr)
+	}
+	pollUntil(t, 20*time.Second, "visibility has both failed session runs", func(ctx context.Context) error {
+		resp, err := tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Query: `WorkflowId = 'session:ghost:u1' AND ExecutionStatus = 'Failed'`})
+		if err != nil {
+			return err
+		}
+		if n := len(resp.GetExecutions()); n < 2 {
+			return fmt.Errorf("%d listed", n)
+		}
+		return nil
+	})
+	if out := p.ok("list"); strings.Count(out, "session:ghost:u1") != 1 {
+		t.Errorf("starter list after a failed first prompt shows session:ghost:u1 %d times, want once:\n%s", strings.Count(out, "session:ghost:u1"), out)
+	}
 
 	p.stop()
 	p.writeConfig(agentConfig(base) + `  - name: ghost

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -788,4 +789,36 @@ func TestHeadingSlug(t *testing.T) {
 	if want := "docs/a.md#x@1 e.md@3"; strings.Join(got, " ") != want {
 		t.Errorf("markdownLinks = %q, want %q", strings.Join(got, " "), want)
 	}
+}
+
+// printedSummary is the check-replay summary line ("12 replayed: 12 ok, 0 failed") that the
+// README or docs block containing marker prints as its output, without its "#": "" when
+// the block prints none. A figure that depends on what is committed or on the user's
+// server is printed with N ("N replayed: N ok, 0 failed"), which any count satisfies.
+func printedSummary(t *testing.T, marker string) string {
+	t.Helper()
+	for _, line := range strings.Split(readmeBlock(t, "sh", marker), "\n") {
+		if l := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(line), "#")); strings.Contains(l, " replayed: ") {
+			return l
+		}
+	}
+	return ""
+}
+
+// checkPrintedSummary fails the test when the block's printed summary line is not the one
+// the command printed (out), N standing for any count: a figure in the docs that drifts
+// from what the command prints (45 printed, 88 replayed) is caught here.
+func checkPrintedSummary(t *testing.T, marker, out string) {
+	t.Helper()
+	want := printedSummary(t, marker)
+	if want == "" {
+		t.Fatalf("the block with %q prints no summary line (N replayed: ...)", marker)
+	}
+	re := regexp.MustCompile("^" + strings.ReplaceAll(regexp.QuoteMeta(want), "N", `[0-9]+`) + "$")
+	for _, line := range strings.Split(out, "\n") {
+		if re.MatchString(strings.TrimSpace(line)) {
+			return
+		}
+	}
+	t.Errorf("the docs print %q after %q; the command printed no such line:\n%s", want, marker, out)
 }

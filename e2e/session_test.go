@@ -353,3 +353,41 @@ agents:
 	}
 	t.Logf("prompt stderr:\n%s\napprove --wait:\n%s", prompt.Stderr(), r.stdout)
 }
+
+// TestSessionWatchBeforeFirstPrompt: a watch opened before the session exists says on
+// stderr that it waits for the first prompt (not "no run session:…", exit 1), then shows
+// that turn from its user_input on when it comes.
+func TestSessionWatchBeforeFirstPrompt(t *testing.T) {
+	t.Parallel()
+	model := fakellm.New(fakellm.Reply{Content: "Hello, early bird."})
+	p := newPlatform(t)
+	p.writeConfig(sessionConfig(model.Start(t)))
+	p.start()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	watch := p.startStarter(ctx, "session", "watch", "assistant", "early")
+	const waiting = `no session assistant early yet: waiting for its first prompt (starter session prompt assistant early "..."); Ctrl-C to stop`
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(watch.Stderr(), waiting); {
+		if time.Now().After(deadline) {
+			t.Fatalf("watch before the first prompt: stderr %q, stdout %q; want it to say it waits", watch.Stderr(), watch.Stdout())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	p.ok("session", "prompt", "assistant", "early", "Anyone there?")
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(watch.Stdout(), "turn end"); {
+		if time.Now().After(deadline) {
+			t.Fatalf("watch did not show the first turn:\nstdout %s\nstderr %s\nworker:\n%s", watch.Stdout(), watch.Stderr(), p.output())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	out := watch.Stdout()
+	if !strings.Contains(out, "you: Anyone there?") || !strings.Contains(out, "text: Hello, early bird.") {
+		t.Errorf("watch shows:\n%s\nwant the first turn's prompt and reply", out)
+	}
+	if strings.Contains(watch.Stderr(), "no run") {
+		t.Errorf("watch stderr %q", watch.Stderr())
+	}
+	cancel()
+	_ = watch.Wait()
+}

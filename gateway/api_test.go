@@ -50,7 +50,8 @@ func TestStartRun(t *testing.T) {
 		status     int
 		detail     string
 	}{
-		{"unknown field", `{"workflow":"X","imput":{}}`, 400, `unknown field "imput"`},
+		{"unknown field", `{"workflow":"X","imput":{}}`, 400, `request body: unknown field "imput" (did you mean "input"?)`},
+		{"unknown field, none close", `{"workflow":"X","colour":"red"}`, 400, `request body: unknown field "colour" (it takes `},
 		{"bad delay", `{"workflow":"X","start_delay":"soon"}`, 400, `start_delay "soon"`},
 		{"not JSON", `workflow=X`, 400, "request body"},
 		{"two values", `{"workflow":"X"} {}`, 400, "more than one JSON value"},

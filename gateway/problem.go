@@ -207,12 +207,11 @@ func (s *Server) decodeJSON(w http.ResponseWriter, r *http.Request, v any, empty
 		}
 		return badInput("request body is empty; want a JSON object")
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	more, err := decodeStrict(body, v)
+	if err != nil {
 		return badInput("request body: %v", err)
 	}
-	if dec.More() {
+	if more {
 		return badInput("request body holds more than one JSON value")
 	}
 	return nil

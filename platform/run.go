@@ -293,8 +293,9 @@ func (p *Platform) Run(ctx context.Context) error {
 		}
 	}
 	fmt.Fprintf(stdout, "Sandbox host: %s (host queue %s)%s\n", hq.id, hq.queue, poolNote(cfg, p.opts.pool))
+	// Said once, on stdout: a log line saying it again is the same banner twice on a
+	// terminal (the SDK's "Started Worker" lines already mark it in the log).
 	fmt.Fprintf(stdout, "Nexo worker ready: task queue %s at %s\n", cfg.Temporal.TaskQueue, cfg.Temporal.Address)
-	logger.Info("worker ready", slog.String("task_queue", cfg.Temporal.TaskQueue), slog.String("address", cfg.Temporal.Address))
 	<-ctx.Done()
 	logger.Info("shutting down")
 	return nil

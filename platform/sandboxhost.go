@@ -3,7 +3,6 @@ package platform
 import (
 	"context"
 	"fmt"
-	"log/slog"
 
 	"github.com/nexo-temporal/nexo/activities"
 	"github.com/nexo-temporal/nexo/artifacts"
@@ -98,8 +97,6 @@ func (p *Platform) runSandboxHost(ctx context.Context) error {
 		serves = "no pool: only the runs whose sandboxes it holds"
 	}
 	fmt.Fprintf(stdout, "Nexo worker ready: sandbox host %s for task queue %s at %s (%s)\n", hq.id, cfg.Temporal.TaskQueue, cfg.Temporal.Address, serves)
-	logger.Info("sandbox host ready", slog.String("task_queue", cfg.Temporal.TaskQueue), slog.String("host_queue", hq.queue),
-		slog.String("pool", pool))
 	<-ctx.Done()
 	logger.Info("shutting down")
 	return nil

@@ -128,8 +128,9 @@ func TestApproveAlwaysOnAWorkflowPause(t *testing.T) {
 		status: enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING}
 	_, _, err := New(m, "default", "nexo").Decide(context.Background(), "r1", Decision{Approved: true, Always: true})
 	var br *BadRequestError
-	if !errors.As(err, &br) || !strings.Contains(err.Error(), "applies to tool calls only") {
-		t.Fatalf("approve --always on a workflow pause: %v, want a refusal naming tool calls", err)
+	want := "run r1 is paused by the workflow (awaiting approval), not by a tool call: --always approves a tool for the rest of the run, so it applies to tool calls only; approve without it"
+	if !errors.As(err, &br) || err.Error() != want {
+		t.Fatalf("approve --always on a workflow pause: %v, want a refusal saying what --always means:\n%s", err, want)
 	}
 	if len(m.signals) != 0 {
 		t.Errorf("signalled %v", m.signals)

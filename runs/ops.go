@@ -176,7 +176,7 @@ func (c *Client) DecideRecord(ctx context.Context, rec api.Record, d Decision) (
 		return "", err
 	}
 	if d.Always {
-		return "", &BadRequestError{Msg: fmt.Sprintf("run %s is paused by the workflow (%s), not by a tool call: --always (always) applies to tool calls only; approve without it", id, si.Reason)}
+		return "", &BadRequestError{Msg: fmt.Sprintf("run %s is paused by the workflow (%s), not by a tool call: --always approves a tool for the rest of the run, so it applies to tool calls only; approve without it", id, si.Reason)}
 	}
 	input := map[string]any{"approved": action == api.DecideApprove}
 	if d.Reason != "" {

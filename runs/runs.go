@@ -434,6 +434,17 @@ func (c *Client) storedRecord(ctx context.Context, id string, desc *workflowserv
 	return &rec, nil
 }
 
+// Exists reports whether a run (or session) with this id exists, open or closed, without
+// reading its record: what a watcher opened before a session's first prompt asks.
+func (c *Client) Exists(ctx context.Context, id string) (bool, error) {
+	_, err := c.describe(ctx, id)
+	var nf *NotFoundError
+	if errors.As(err, &nf) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
 func (c *Client) describe(ctx context.Context, id string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
 	if id == "" {
 		return nil, &BadRequestError{Msg: "run id is empty"}

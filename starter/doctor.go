@@ -154,11 +154,8 @@ func printDoctor(w io.Writer, results []checkResult) {
 // addressSource names where temporal.address came from: the flag, the environment
 // variable, the config file or the default.
 func (d *doctor) addressSource() string {
-	if f := d.e.fs.Lookup(config.FlagAddress); f != nil && f.Changed {
-		return "flag --" + config.FlagAddress
-	}
-	if _, set := os.LookupEnv("NEXO_TEMPORAL_ADDRESS"); set {
-		return "env NEXO_TEMPORAL_ADDRESS"
+	if !d.cfg.Temporal.Given("temporal.address") {
+		return "the default temporal.address, or a Temporal client profile"
 	}
 	if d.cfg.FromPortBase("temporal.address") {
 		if _, set := os.LookupEnv(config.PortBaseEnv); set {
@@ -166,10 +163,7 @@ func (d *doctor) addressSource() string {
 		}
 		return "config " + config.PortBaseKey
 	}
-	if d.cfg.Temporal.Given("temporal.address") {
-		return "config temporal.address"
-	}
-	return "the default temporal.address, or a Temporal client profile"
+	return d.cfg.Temporal.Source("temporal.address")
 }
 
 func checkTemporal(ctx context.Context, d *doctor) []checkResult {

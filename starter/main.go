@@ -29,6 +29,23 @@ type command struct {
 	// offline: the command reads no config and dials no Temporal, so it has none of
 	// their flags (which would only mislead in its --help).
 	offline bool
+	// subs are subcommands with flags of their own, named "<command> <sub>": when the
+	// first argument names one, it runs instead (so `sandbox build-image --help`, which
+	// dials nothing, lists only its own flags).
+	subs []*command
+}
+
+// sub returns c's subcommand named by argv's first argument, if any.
+func (c *command) sub(argv []string) *command {
+	if len(argv) == 0 {
+		return nil
+	}
+	for _, s := range c.subs {
+		if s.name == c.name+" "+argv[0] {
+			return s
+		}
+	}
+	return nil
 }
 
 // usageError is a mistake in the command line: exit code 2 and the command's usage.
@@ -69,6 +86,9 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) int {
 		if len(argv) > 1 {
 			for _, c := range cmds {
 				if c.name == argv[1] {
+					if s := c.sub(argv[2:]); s != nil {
+						c = s
+					}
 					fs := newFlagSet(c)
 					fs.SetOutput(stdout)
 					printUsage(stdout, c, fs)
@@ -106,6 +126,9 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stderr, "starter: %s\n%s\n", msg, overviewLine)
 		return 2
+	}
+	if s := cmd.sub(argv[1:]); s != nil {
+		cmd, argv = s, argv[1:]
 	}
 	fs := newFlagSet(cmd)
 	fs.SetOutput(io.Discard)

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"net"
 	"strings"
 	"testing"
 )
@@ -75,5 +76,66 @@ func TestHelpIsExitZeroOnStdout(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	if code := run(context.Background(), []string{"run", "--help"}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "--input") {
 		t.Errorf("starter run --help: exit %d stdout %q", code, stdout.String())
+	}
+}
+
+// TestBuildImageHelpHasNoTemporalFlags: build-image talks to the Docker engine only, so
+// its help lists --tag and none of the Temporal or config flags, whichever way help is
+// asked for; the sandbox commands that read runs keep them.
+func TestBuildImageHelpHasNoTemporalFlags(t *testing.T) {
+	for _, argv := range [][]string{
+		{"sandbox", "build-image", "--help"},
+		{"help", "sandbox", "build-image"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), argv, &stdout, &stderr)
+		out := stdout.String()
+		if code != 0 || !strings.Contains(out, "Usage: starter sandbox build-image") || !strings.Contains(out, "--tag") {
+			t.Errorf("starter %s: exit %d, stdout %q, want build-image's usage with --tag", strings.Join(argv, " "), code, out)
+		}
+		for _, f := range []string{"--address", "--namespace", "--task-queue", "--config", "--at"} {
+			if strings.Contains(out, f) {
+				t.Errorf("starter %s lists %s, which build-image does not use:\n%s", strings.Join(argv, " "), f, out)
+			}
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"sandbox", "--help"}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "--address") {
+		t.Errorf("starter sandbox --help (files, cat, diff read runs): exit %d, stdout %q, want the Temporal flags", code, stdout.String())
+	}
+	stdout.Reset()
+	code := run(context.Background(), []string{"sandbox", "build-image", "--address", "x:1"}, &stdout, &stderr)
+	if code != 2 || !strings.Contains(stderr.String(), "unknown flag --address") {
+		t.Errorf("starter sandbox build-image --address: exit %d, stderr %q, want a usage error", code, stderr.String())
+	}
+}
+
+// TestServerDownNamesWhereTheAddressCameFrom: with nothing listening, the error names the
+// address and where it was set, so the user knows what to change: here the environment
+// variable, not the config key it feeds.
+func TestServerDownNamesWhereTheAddressCameFrom(t *testing.T) {
+	t.Chdir(t.TempDir()) // no ./nexo.yaml
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens there now
+	for _, tc := range []struct {
+		env  string
+		args []string
+		want string
+	}{
+		{env: addr, want: "connect to Temporal at " + addr + " (from env NEXO_TEMPORAL_ADDRESS;"},
+		{args: []string{"--address", addr}, want: "connect to Temporal at " + addr + " (from flag --address;"},
+	} {
+		t.Setenv("NEXO_TEMPORAL_ADDRESS", tc.env)
+		t.Setenv("TEMPORAL_ADDRESS", "")
+		t.Setenv("NEXO_TEMPORAL_PROFILE", "off")
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), append([]string{"list"}, tc.args...), &stdout, &stderr)
+		if code != 1 || !strings.Contains(stderr.String(), tc.want) {
+			t.Errorf("starter list %v with NEXO_TEMPORAL_ADDRESS=%q: exit %d, stderr %q, want exit 1 and %q", tc.args, tc.env, code, stderr.String(), tc.want)
+		}
 	}
 }

@@ -18,8 +18,8 @@ func sandboxCmd() *command {
 	return &command{
 		name: "sandbox", args: "build-image [--tag T] | files <run> [--at CALL] | cat <run> <path> [--at CALL] | diff <run> --from CALL [--to CALL]",
 		summary: "Build the Docker sandbox image; list, print and diff a run's workspace files at any tool call.",
+		subs:    []*command{buildImageCmd()},
 		flags: func(fs *pflag.FlagSet) {
-			fs.String("tag", docker.DefaultImage, "build-image: tag of the image to build")
 			fs.String("at", "", "files, cat: the workspace as this tool call found it (before it ran); default: now, or as the run ended")
 			fs.String("from", "", "diff: the workspace as this tool call found it")
 			fs.String("to", "", "diff: the workspace as this tool call found it (default: now, or as the run ended)")
@@ -31,7 +31,9 @@ func sandboxCmd() *command {
 			}
 			switch args[0] {
 			case "build-image":
-				return buildImage(ctx, e, fs, args[1:])
+				// Reached only when a flag came first (starter sandbox --json build-image):
+				// its own flags belong after it.
+				return usagef("build-image comes first: starter sandbox build-image [--tag T]")
 			case "files":
 				return sandboxFiles(ctx, e, fs, args[1:])
 			case "cat":
@@ -41,6 +43,19 @@ func sandboxCmd() *command {
 			}
 			return unknownSubcommand("sandbox subcommand", args[0], "build-image", "files", "cat", "diff")
 		},
+	}
+}
+
+// buildImageCmd is `sandbox build-image`: it talks to the Docker engine only, so it is
+// offline (no config, no Temporal flags).
+func buildImageCmd() *command {
+	return &command{
+		name: "sandbox build-image", offline: true,
+		summary: "Build the Docker sandbox image (FROM scratch, a static busybox) on the local Docker engine (DOCKER_HOST or the local socket).",
+		flags: func(fs *pflag.FlagSet) {
+			fs.String("tag", docker.DefaultImage, "tag of the image to build")
+		},
+		run: buildImage,
 	}
 }
 

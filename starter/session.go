@@ -238,6 +238,13 @@ func watchSession(ctx context.Context, e *env, agent, inst string, from int64, l
 	if err != nil {
 		return err
 	}
+	waited, err := awaitSession(ctx, e, rc, agent, inst)
+	if err != nil || ctx.Err() != nil {
+		return err
+	}
+	if waited && from < 0 && lastN < 0 {
+		from = 1 // it began while we waited: all of it, its first user_input on
+	}
 	// Right after a continue-as-new the new run may not have run its first task yet (the
 	// server spaces continue-as-new runs at least workflowIdReuseMinimalInterval apart)
 	// and shows only what history holds; wait for it, briefly, so the record carries the
@@ -497,6 +504,36 @@ func streamLine(ev api.Event) string {
 		return prefix + "turn end"
 	}
 	return prefix + ev.Type + " " + string(ev.Data)
+}
+
+// sessionPoll is how often a watch opened before its session's first prompt looks for it.
+const sessionPoll = 250 * time.Millisecond
+
+// awaitSession returns once the session exists (waited: it did not at first), as the
+// session page does: a watch opened before the first prompt says on stderr that it waits
+// for one and what starts it, instead of failing with "no run session:…". Ctrl-C ends the
+// wait (nil error, ctx done).
+func awaitSession(ctx context.Context, e *env, rc *runs.Client, agent, inst string) (waited bool, err error) {
+	id := api.SessionID(agent, inst)
+	for {
+		ok, err := rc.Exists(ctx, id)
+		if ok || err != nil {
+			if ctx.Err() != nil {
+				return waited, nil
+			}
+			return waited, err
+		}
+		if !waited {
+			fmt.Fprintf(e.stderr, "no session %s %s yet: waiting for its first prompt (starter session prompt %s %s \"...\"); Ctrl-C to stop\n",
+				agent, inst, agent, inst)
+			waited = true
+		}
+		select {
+		case <-ctx.Done():
+			return waited, nil
+		case <-time.After(sessionPoll):
+		}
+	}
 }
 
 // watchStart is where a watch without --from starts: the last lastN updates (lastN >= 0),

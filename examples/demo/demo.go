@@ -44,11 +44,16 @@ type DocumentApprovalInput struct {
 	Approved bool `json:"approved"`
 }
 
-// DocumentApprovalResult is what DocumentApproval returns.
+// DocumentApprovalResult is what DocumentApproval returns. A denial is a result too:
+// Denied with the reason the decider gave, so `starter show` answers "why was it not
+// published?" without reading the events.
 type DocumentApprovalResult struct {
 	Done      bool   `json:"done"`
 	Published string `json:"published"`
-	Approver  string `json:"approver,omitempty"`
+	// Approver is who decided (the decision's "approver", `--by`), approval or denial.
+	Approver string `json:"approver,omitempty"`
+	Denied   bool   `json:"denied,omitempty"`
+	Reason   string `json:"reason,omitempty"`
 }
 
 // DocumentApprovalDecision is the resume input DocumentApproval waits for: what `starter
@@ -93,7 +98,7 @@ func DocumentApproval(ctx workflow.Context, in DocumentApprovalInput) (DocumentA
 			if err := workflows.Emit(ctx, "rejected", map[string]string{"doc_id": in.DocID, "reason": d.Reason}); err != nil {
 				return DocumentApprovalResult{}, err
 			}
-			return DocumentApprovalResult{Done: true}, nil
+			return DocumentApprovalResult{Done: true, Denied: true, Reason: d.Reason, Approver: d.Approver}, nil
 		}
 		approver = d.Approver
 	} else if !in.Approved {
@@ -108,7 +113,8 @@ func DocumentApproval(ctx workflow.Context, in DocumentApprovalInput) (DocumentA
 			if err := workflows.Emit(ctx, "rejected", map[string]string{"doc_id": in.DocID, "reason": reason}); err != nil {
 				return DocumentApprovalResult{}, err
 			}
-			return DocumentApprovalResult{Done: true}, nil
+			by, _ := input["approver"].(string)
+			return DocumentApprovalResult{Done: true, Denied: true, Reason: reason, Approver: by}, nil
 		}
 		approver, _ = input["approver"].(string)
 	}

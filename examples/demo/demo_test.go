@@ -237,11 +237,18 @@ func TestDocumentApprovalDenied(t *testing.T) {
 	acts := &fakeActs{}
 	acts.register(env)
 	env.RegisterDelayedCallback(func() {
-		env.SignalWorkflow(api.SignalResume, api.ResumeSignal{Input: map[string]any{"approved": false, "reason": "typos"}})
+		env.SignalWorkflow(api.SignalResume, api.ResumeSignal{Input: map[string]any{"approved": false, "reason": "typos", "approver": "bob"}})
 	}, time.Minute)
 	env.ExecuteWorkflow(DocumentApprovalName, payload(t, DocumentApprovalInput{DocID: "8"}))
 	if env.GetWorkflowError() != nil {
 		t.Fatal(env.GetWorkflowError())
+	}
+	var res DocumentApprovalResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	if want := (DocumentApprovalResult{Done: true, Denied: true, Reason: "typos", Approver: "bob"}); res != want {
+		t.Errorf("result after a denial = %+v, want %+v (the reason is what the user asks for)", res, want)
 	}
 	rec := queryRecord(t, env)
 	if acts.publishes != 0 {
