@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -16,26 +17,36 @@ import (
 	"github.com/nexo-temporal/nexo/fakellm"
 )
 
-// bearer adds a gateway token to every request of an MCP client.
-type bearer struct{ token string }
+// withHeaders adds headers to every request of an MCP client.
+type withHeaders map[string]string
 
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+func (h withHeaders) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
-	if b.token != "" {
-		r.Header.Set("Authorization", "Bearer "+b.token)
+	for k, v := range h {
+		r.Header.Set(k, v)
 	}
 	return http.DefaultTransport.RoundTrip(r)
 }
 
 // gatewayMCP connects the official MCP Go SDK's client to the platform's gateway /mcp with
-// token; the session closes when the test ends.
+// token ("" for none); the session closes when the test ends.
 func gatewayMCP(t *testing.T, p *platform, token string) (*mcp.ClientSession, error) {
+	t.Helper()
+	h := withHeaders{}
+	if token != "" {
+		h["Authorization"] = "Bearer " + token
+	}
+	return connectMCP(t, fmt.Sprintf("http://127.0.0.1:%d/mcp", p.gateway), h)
+}
+
+// connectMCP connects the official MCP Go SDK's client to endpoint, sending headers.
+func connectMCP(t *testing.T, endpoint string, headers withHeaders) (*mcp.ClientSession, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c := mcp.NewClient(&mcp.Implementation{Name: "nexo-e2e", Version: "1"}, nil)
-	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: fmt.Sprintf("http://127.0.0.1:%d/mcp", p.gateway),
-		HTTPClient: &http.Client{Transport: bearer{token}}, MaxRetries: -1}, nil)
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint,
+		HTTPClient: &http.Client{Transport: headers}, MaxRetries: -1}, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -114,9 +125,34 @@ gateway:
 		}
 	}
 
-	ops, err := gatewayMCP(t, p, opsSecret)
+	// The client configuration docs/http-api.md shows, on this platform's port, with the
+	// token from the environment variable it names.
+	var clientCfg struct {
+		Servers map[string]struct {
+			Type    string            `json:"type"`
+			URL     string            `json:"url"`
+			Headers map[string]string `json:"headers"`
+		} `json:"mcpServers"`
+	}
+	if err := json.Unmarshal([]byte(readmeBlock(t, "json", `"mcpServers"`)), &clientCfg); err != nil {
+		t.Fatalf("docs' MCP client configuration: %v", err)
+	}
+	doc, ok := clientCfg.Servers["nexo"]
+	if !ok || doc.Type != "http" || !strings.HasPrefix(doc.URL, "http://127.0.0.1:8234/") {
+		t.Fatalf("docs' MCP client configuration: %+v, want server nexo of type http on the gateway's default address", clientCfg)
+	}
+	headers := withHeaders{}
+	for k, v := range doc.Headers {
+		headers[k] = os.Expand(v, func(name string) string {
+			if name != "NEXO_OPS_TOKEN" {
+				t.Fatalf("docs' MCP client configuration reads $%s; the test has NEXO_OPS_TOKEN", name)
+			}
+			return opsSecret
+		})
+	}
+	ops, err := connectMCP(t, strings.Replace(doc.URL, ":8234", fmt.Sprintf(":%d", p.gateway), 1), headers)
 	if err != nil {
-		t.Fatalf("connect with the ops token: %v\n%s", err, p.output())
+		t.Fatalf("connect as the docs' client configuration says, with the ops token: %v\n%s", err, p.output())
 	}
 	tools, err := ops.ListTools(context.Background(), nil)
 	if err != nil {
