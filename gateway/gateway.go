@@ -16,6 +16,9 @@
 // (Token.Agents, Token.Workflows): every other run then answers it exactly as an unknown
 // id does. See limits.go.
 //
+// It is also an MCP server at /mcp (mcp.go): the configured agents as tools run_<agent>,
+// get_run and the approvals inbox, each tool needing the scope of its route.
+//
 // For the Temporal Web UI it also serves a codec endpoint, /codec (codec.go), which reads
 // payloads offloaded by External Storage back from the blob store.
 //

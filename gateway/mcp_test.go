@@ -360,3 +360,19 @@ func TestMCPAgentNames(t *testing.T) {
 		}
 	}
 }
+
+// TestMCPOpenGateway: an open gateway serves /mcp without a token, acting as "local" with
+// every scope, to requests addressed to this machine only.
+func TestMCPOpenGateway(t *testing.T) {
+	var decided []runs.Decision
+	s := newServer(t, everythingWorks(&decided), Options{Agents: []string{"scribe"}})
+	cs := mustConnect(t, s, "")
+	if text, isErr := callTool(t, cs, "get_run", map[string]any{"id": "run-agent"}); isErr || !strings.Contains(text, `"id":"run-agent"`) {
+		t.Errorf("get_run on an open gateway: %s (error %v)", text, isErr)
+	}
+	if text, isErr := callTool(t, cs, "decide_approval", map[string]any{"run": "run-agent", "call_id": "2.1", "decision": "approve"}); isErr || len(decided) != 1 || decided[0].By != "local" {
+		t.Errorf("decide_approval on an open gateway: %s (error %v), decisions %+v, want one by local", text, isErr, decided)
+	}
+	resp := do(t, s, request{method: "POST", path: mcpPath, body: `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, header: map[string]string{"Host": "rebound.example:8234"}})
+	wantProblem(t, resp, http.StatusForbidden, `host "rebound.example:8234" is not localhost or a loopback IP`)
+}
