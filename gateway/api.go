@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	_ "embed"
 	"encoding/base64"
@@ -386,7 +387,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 		err  error
 	)
 	if callID == SuspendCallID {
-		what, err = s.decideSuspend(r, id, d)
+		what, err = s.decideSuspend(r.Context(), id, d)
 	} else {
 		d.CallID = callID
 		what, _, err = s.runsFor(r.Context()).Decide(r.Context(), id, d)
@@ -404,11 +405,11 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 
 // decideSuspend decides a workflow's own pause, refusing when the run waits for a tool
 // call instead: "suspend" must never approve a tool call its caller did not name.
-func (s *Server) decideSuspend(r *http.Request, id string, d runs.Decision) (string, error) {
+func (s *Server) decideSuspend(ctx context.Context, id string, d runs.Decision) (string, error) {
 	if d.Always {
 		return "", badInput("always applies to tool calls only, not to call %q", SuspendCallID)
 	}
-	rec, err := s.runsFor(r.Context()).Get(r.Context(), id)
+	rec, err := s.runsFor(ctx).Get(ctx, id)
 	if err != nil {
 		return "", err
 	}
@@ -416,7 +417,7 @@ func (s *Server) decideSuspend(r *http.Request, id string, d runs.Decision) (str
 		return "", &runs.StateError{ID: id, Status: rec.Status, Want: "suspended by the workflow",
 			Hint: fmt.Sprintf("it waits for approval of tool call %s (%s); decide /approvals/%s", a.CallID, a.Tool, a.CallID)}
 	}
-	return s.runsFor(r.Context()).DecideRecord(r.Context(), rec, d)
+	return s.runsFor(ctx).DecideRecord(ctx, rec, d)
 }
 
 func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {

@@ -32,7 +32,8 @@ import (
 //     the login form. Unsafe requests on a cookie must also carry the session's CSRF
 //     token (header X-Nexo-CSRF, or form field csrf for the logout form): the cookie is
 //     ambient, the token is not.
-//  5. The route's scope must be among the token's (403 otherwise).
+//  5. The route's scope must be among the token's (403 otherwise). The MCP server's
+//     route needs a token of any scope, and each tool call the tool's scope (mcp.go).
 
 // Names of the session cookie, the CSRF header and form field.
 const (
@@ -121,7 +122,7 @@ func (s *Server) guard(rt route) http.Handler {
 			status, detail = http.StatusForbidden, "missing or wrong CSRF token (header "+csrfHeader+"); reload the page and try again"
 		}
 		switch {
-		case status == http.StatusUnauthorized && rt.scope == "":
+		case status == http.StatusUnauthorized && rt.scope == "" && !rt.perCall:
 			p = nil // public routes serve anyone; a bad token does not matter there
 		case status == http.StatusUnauthorized && rt.page && r.Method == http.MethodGet:
 			http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)

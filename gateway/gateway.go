@@ -16,6 +16,9 @@
 // (Token.Agents, Token.Workflows): every other run then answers it exactly as an unknown
 // id does. See limits.go.
 //
+// It is also an MCP server at /mcp (mcp.go): the configured agents as tools run_<agent>,
+// get_run and the approvals inbox, each tool needing the scope of its route.
+//
 // For the Temporal Web UI it also serves a codec endpoint, /codec (codec.go), which reads
 // payloads offloaded by External Storage back from the blob store.
 //
@@ -135,6 +138,9 @@ type Options struct {
 	TemporalUI string
 	// Namespace is the Temporal namespace of the runs, for the TemporalUI links.
 	Namespace string
+	// Agents are the configured agents the MCP server at /mcp offers as tools
+	// run_<agent> (mcp.go); none: only its other tools.
+	Agents []string
 }
 
 // Server is the gateway's http.Handler. Use Listen and Serve to run it, or mount it
@@ -149,6 +155,7 @@ type Server struct {
 	workerWait   time.Duration
 	sessions     *sessions
 	mux          *http.ServeMux
+	mcp          http.Handler // the MCP server at /mcp (mcp.go)
 	routes       []route
 	crossOrigin  *http.CrossOriginProtection
 	codec        http.Handler // nil: no codec endpoint
@@ -225,6 +232,10 @@ func New(opts Options) (*Server, error) {
 	if s.pageTemplate, err = parseTemplates(); err != nil {
 		return nil, err
 	}
+	if err := checkAgentTools(opts.Agents); err != nil {
+		return nil, err
+	}
+	s.mcp = s.newMCP(opts.Agents)
 	s.routes = append(s.routeTable(), s.codecRoutes()...)
 	s.mux = http.NewServeMux()
 	for _, rt := range s.routes {
@@ -391,8 +402,11 @@ type route struct {
 	// with the token typed into its form), so it needs no CSRF token.
 	csrfExempt bool
 	// codec routes serve the Temporal Web UI from its own origin (codec.go).
-	codec  bool
-	handle http.HandlerFunc
+	codec bool
+	// perCall routes need a token (any scope) and check the scope of each call
+	// themselves: the MCP server, whose tools need different scopes (mcp.go).
+	perCall bool
+	handle  http.HandlerFunc
 }
 
 func (rt route) pattern() string { return rt.method + " " + rt.path }
@@ -427,6 +441,9 @@ func (s *Server) routeTable() []route {
 		{method: "DELETE", path: "/v1/schedules/{name}", scope: api.ScopeOperate, handle: s.changeSchedule("delete")},
 		{method: "POST", path: "/v1/schedules/{name}/pause", scope: api.ScopeOperate, handle: s.changeSchedule("pause")},
 		{method: "POST", path: "/v1/schedules/{name}/unpause", scope: api.ScopeOperate, handle: s.changeSchedule("unpause")},
+		// The MCP server (mcp.go): POST carries the messages, DELETE ends a session.
+		{method: "POST", path: mcpPath, perCall: true, handle: s.mcp.ServeHTTP},
+		{method: "DELETE", path: mcpPath, perCall: true, handle: s.mcp.ServeHTTP},
 		// The web page.
 		{method: "GET", path: "/{$}", scope: api.ScopeRead, page: true, handle: s.runsPage},
 		{method: "GET", path: "/runs/{id}", scope: api.ScopeRead, page: true, handle: s.runPage},

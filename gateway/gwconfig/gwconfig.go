@@ -18,7 +18,7 @@ import (
 // secrets read through getenv (nil: os.Getenv), store (the caller's handle on
 // artifacts.url, which it closes), which is also where the codec endpoint reads offloaded
 // payloads (payloads.offload_threshold, gateway.codec_origins), and
-// gateway.max_body_bytes. The listen address is the caller's (cfg.Gateway.Addr or a flag).
+// gateway.max_body_bytes; the MCP server at /mcp offers the agents of cfg.Agents as tools. The listen address is the caller's (cfg.Gateway.Addr or a flag).
 func Server(cfg config.Config, rc gateway.Runs, store artifacts.Store, getenv func(string) string, logger *slog.Logger) (*gateway.Server, error) {
 	var tokens []gateway.Token
 	for _, t := range cfg.Gateway.Tokens {
@@ -28,7 +28,11 @@ func Server(cfg config.Config, rc gateway.Runs, store artifacts.Store, getenv fu
 		}
 		tokens = append(tokens, gateway.Token{Name: t.Name, Secret: secret, Scopes: t.Scopes, Agents: t.Agents, Workflows: t.Workflows})
 	}
+	agents := make([]string, len(cfg.Agents))
+	for i, a := range cfg.Agents {
+		agents[i] = a.Name
+	}
 	return gateway.New(gateway.Options{Runs: rc, Artifacts: store, Tokens: tokens, MaxBodyBytes: cfg.Gateway.MaxBodyBytes, Logger: logger,
 		ExternalStorage: payloads.ExternalStorage(store, cfg.Payloads.OffloadThreshold), CodecOrigins: cfg.Gateway.CodecOrigins,
-		TemporalUI: cfg.Gateway.TemporalUI, Namespace: cfg.Temporal.Namespace})
+		TemporalUI: cfg.Gateway.TemporalUI, Namespace: cfg.Temporal.Namespace, Agents: agents})
 }
