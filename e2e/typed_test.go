@@ -12,36 +12,16 @@ import (
 	"github.com/nexo-temporal/nexo/fakellm"
 )
 
-// typedConfig is the nexo.yaml of the typed-result tests: an agent whose final reply must
-// validate against schemas/invoice.json (read from beside the config file).
-func typedConfig(baseURL string) string {
-	return `llm:
-  base_url: ` + baseURL + `
-  model: fake-model
-agents:
-  - name: invoicer
-    instructions: You read invoices.
-    sandbox: {type: virtual}
-    output_schema: {file: schemas/invoice.json}
-    output_retries: 1
-`
-}
-
-const invoiceSchema = `{
-  "type": "object",
-  "required": ["vendor", "total"],
-  "properties": {"vendor": {"type": "string"}, "total": {"type": "number", "minimum": 0}},
-  "additionalProperties": false
-}`
-
-// typedPlatform starts a worker whose invoicer talks to model.
+// typedPlatform starts a worker whose invoicer (the definition of docs/agents.md's Typed
+// results, its schema in schemas/invoice.json beside the config) talks to model.
 func typedPlatform(t *testing.T, model *fakellm.Server) *platform {
 	p := newPlatform(t)
-	p.writeConfig(typedConfig(model.Start(t)))
+	p.writeConfig("llm:\n  base_url: " + model.Start(t) + "\n  model: fake-model\n" + readmeBlock(t, "yaml", "name: invoicer"))
 	if err := os.MkdirAll(filepath.Join(p.dir, "schemas"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(p.dir, "schemas", "invoice.json"), []byte(invoiceSchema), 0o644); err != nil {
+	schema := readmeBlock(t, "json", `"vendor": {"type": "string"}`)
+	if err := os.WriteFile(filepath.Join(p.dir, "schemas", "invoice.json"), []byte(schema), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	p.start()
@@ -50,7 +30,8 @@ func typedPlatform(t *testing.T, model *fakellm.Server) *platform {
 
 // TestAgentTypedResultAfterARetry: the model's first reply is not JSON; the run sends it
 // back with the error, the second validates, and the run's result is the object itself,
-// in `starter agent --wait` and in `starter show --json`.
+// in `starter agent --wait` and in `starter show --json`: docs/agents.md's example as
+// written.
 func TestAgentTypedResultAfterARetry(t *testing.T) {
 	t.Parallel()
 	model := fakellm.New(
@@ -59,7 +40,11 @@ func TestAgentTypedResultAfterARetry(t *testing.T) {
 	)
 	p := typedPlatform(t, model)
 
-	r := p.starter("agent", "invoicer", "Read the invoice.", "--wait")
+	cmds := readmeBlockCommands(t, `bin/starter agent invoicer "Read the invoice." --wait`)
+	if len(cmds) != 1 {
+		t.Fatalf("docs/agents.md's typed results block has %d commands, want 1", len(cmds))
+	}
+	r := p.starter(cmds[0]...)
 	if r.code != 0 || !strings.Contains(r.stderr, "is done") || !strings.Contains(r.stderr, `result: {"vendor":"ACME","total":12.5}`) {
 		t.Fatalf("agent --wait: exit %d, want done with the object as its result\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
 	}
