@@ -24,11 +24,19 @@ func readOutputSchemas(file string, cfg *Config) error {
 	var errs []string
 	for i := range cfg.Agents {
 		a := &cfg.Agents[i]
-		ref, ok := a.OutputSchema["file"]
-		if !ok || len(a.OutputSchema) != 1 {
+		if a.OutputSchema == nil {
 			continue
 		}
 		field := fmt.Sprintf("agents[%s].output_schema", orIndex(a.Name, i))
+		ref, ok := a.OutputSchema["file"]
+		if !ok || len(a.OutputSchema) != 1 {
+			if strings.EqualFold(filepath.Ext(file), ".toml") {
+				// Viper folds a TOML file's keys to lower case (YAML and JSON are read
+				// again as written), which would rename the schema's properties.
+				errs = append(errs, fmt.Sprintf("%s: an inline schema needs a YAML or JSON config file (TOML keys are read in lower case, which would rename its properties); use output_schema: {file: path}", field))
+			}
+			continue
+		}
 		name, ok := ref.(string)
 		if !ok || strings.TrimSpace(name) == "" {
 			errs = append(errs, fmt.Sprintf("%s.file: %v: want the path of a JSON or YAML schema file", field, ref))

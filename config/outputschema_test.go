@@ -128,3 +128,29 @@ func TestOutputSchemaRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestOutputSchemaTOML: a TOML config takes a schema file, not an inline schema, whose
+// property names viper would fold to lower case.
+func TestOutputSchemaTOML(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	write := func(name, body string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("person.json", `{"type": "object", "properties": {"firstName": {"type": "string"}}}`)
+	write("file.toml", "[llm]\nbase_url = \"http://x:1/v1\"\n[[agents]]\nname = \"extract\"\noutput_schema = {file = \"person.json\"}\n")
+	cfg, err := Load(LoadOptions{File: filepath.Join(dir, "file.toml"), Env: []string{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := schemaJSON(t, cfg); !strings.Contains(got, `"firstName"`) {
+		t.Errorf("schema = %s, want the file's, as written", got)
+	}
+	write("inline.toml", "[llm]\nbase_url = \"http://x:1/v1\"\n[[agents]]\nname = \"extract\"\n[agents.output_schema]\ntype = \"object\"\n")
+	_, err = Load(LoadOptions{File: filepath.Join(dir, "inline.toml"), Env: []string{}})
+	if err == nil || !strings.Contains(err.Error(), "agents[extract].output_schema: an inline schema needs a YAML or JSON config file") {
+		t.Errorf("inline schema in TOML: %v, want it refused", err)
+	}
+}
