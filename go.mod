@@ -6,6 +6,7 @@
 // otel v1.46, v0.48+ otel v1.47 and grpc v1.84.
 // The official MCP Go SDK (go-sdk v1.8.0) is only the interop tests' peer
 // (internal/mcptest/officialsdk); adding it moved jsonschema-go v0.4.2 → v0.4.3 and nothing else.
+// jsonschema-go itself checks agents' output_schema (config) and their typed replies (workflows).
 // pgx (already the server's PostgreSQL driver) is the cluster harness's readiness check: a
 // login and SELECT 1, since an open port still refuses logins while PostgreSQL starts up.
 module github.com/nexo-temporal/nexo
@@ -16,6 +17,7 @@ require (
 	github.com/docker/go-units v0.5.0
 	github.com/elastic/go-seccomp-bpf v1.6.0
 	github.com/go-viper/mapstructure/v2 v2.5.0
+	github.com/google/jsonschema-go v0.4.3
 	github.com/google/uuid v1.6.0
 	github.com/hashicorp/golang-lru/v2 v2.0.7
 	github.com/jackc/pgx/v5 v5.10.0
@@ -161,7 +163,6 @@ require (
 	github.com/golang/snappy v1.0.0 // indirect
 	github.com/gomarkdown/markdown v0.0.0-20260724235538-61af6e1e6971 // indirect
 	github.com/google/gnostic-models v0.7.1 // indirect
-	github.com/google/jsonschema-go v0.4.3 // indirect
 	github.com/google/s2a-go v0.1.9 // indirect
 	github.com/googleapis/enterprise-certificate-proxy v0.3.15 // indirect
 	github.com/googleapis/gax-go/v2 v2.22.0 // indirect

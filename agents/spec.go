@@ -5,6 +5,7 @@
 package agents
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -90,6 +91,34 @@ type Spec struct {
 	// Budget bounds the tokens and cost the agent spends before a human decides whether
 	// it goes on (see api.Budget). Zero: no bound.
 	Budget api.Budget `json:"budget,omitzero" mapstructure:"budget" yaml:"budget"`
+	// OutputSchema, when set, is a JSON Schema the agent's final reply must validate
+	// against: the run's result is then the validated JSON value, not text. The config
+	// may give it inline or as {file: path} (relative to the config file); config loading
+	// reads the file, so the recorded spec always holds the schema itself. Runs only:
+	// a session's replies stay text.
+	OutputSchema map[string]any `json:"output_schema,omitempty" mapstructure:"output_schema" yaml:"output_schema"`
+	// OutputRetries is how many times a final reply that is not valid JSON, or does not
+	// validate against OutputSchema, is sent back to the model with the errors for a
+	// corrected one before the run fails (nil: DefaultOutputRetries).
+	OutputRetries *int `json:"output_retries,omitempty" mapstructure:"output_retries" yaml:"output_retries"`
+}
+
+// DefaultOutputRetries is Spec.OutputRetries when unset.
+const DefaultOutputRetries = 2
+
+// MaxOutputRetries bounds Spec.OutputRetries: each retry is a model call.
+const MaxOutputRetries = 10
+
+// MaxOutputSchemaBytes bounds Spec.OutputSchema as JSON: the schema travels in the
+// recorded spec and joins every model call's instructions.
+const MaxOutputSchemaBytes = 64 << 10
+
+// OutputRetryCount is OutputRetries or the default.
+func (s Spec) OutputRetryCount() int {
+	if s.OutputRetries != nil {
+		return *s.OutputRetries
+	}
+	return DefaultOutputRetries
 }
 
 // MaxWarm bounds sandbox.warm: each pooled container holds its memory and processes while
@@ -275,6 +304,22 @@ func (s Spec) Validate() error {
 	}
 	if s.LLM != "" && strings.Trim(s.LLM, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_") != "" {
 		bad("llm", "%q is not an endpoint name (letters, digits, - and _; the names under llm.endpoints)", s.LLM)
+	}
+	if r := s.OutputRetries; r != nil && (*r < 0 || *r > MaxOutputRetries) {
+		bad("output_retries", "%d is not between 0 and %d", *r, MaxOutputRetries)
+	}
+	if r := s.OutputRetries; r != nil && s.OutputSchema == nil {
+		bad("output_retries", "applies only with an output_schema")
+	}
+	if s.OutputSchema != nil {
+		if b, err := json.Marshal(s.OutputSchema); err != nil {
+			bad("output_schema", "is not JSON: %v", err)
+		} else if len(b) > MaxOutputSchemaBytes {
+			bad("output_schema", "is %d bytes as JSON, over the %d a schema may take (it joins every model call)", len(b), MaxOutputSchemaBytes)
+		}
+		if f, ok := s.OutputSchema["file"]; ok && len(s.OutputSchema) == 1 {
+			bad("output_schema", "{file: %v} is read by config loading only; give a Go-defined agent its schema inline", f)
+		}
 	}
 	if s.MaxTurns < 0 {
 		bad("max_turns", "%d is negative", s.MaxTurns)

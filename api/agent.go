@@ -15,6 +15,12 @@ const (
 	ActivityCompactThread    = "CompactThread"
 )
 
+// EventOutputInvalid is the event of a final reply that is not JSON or does not validate
+// against the agent's output_schema: {"turn", "error", "reply", "retries_left"}. With
+// retries left the reply and the error go back to the model for a corrected reply;
+// without, the run fails.
+const EventOutputInvalid = "output_invalid"
+
 // Chat roles.
 const (
 	RoleSystem    = "system"
@@ -365,6 +371,9 @@ type AgentResult struct {
 	Content string `json:"content"`
 	Turns   int    `json:"turns"`
 	Usage   Usage  `json:"usage"`
+	// Output is the final reply as validated JSON (compact) when the agent has an
+	// output_schema; the AgentRun workflow's result is then this value alone.
+	Output json.RawMessage `json:"output,omitempty"`
 	// Stopped says why the agent ended without a final answer of the model: "budget"
 	// when a human denied raising its budget (Content then says so).
 	Stopped string `json:"stopped,omitempty"`

@@ -128,6 +128,9 @@ func Load(opts LoadOptions) (Config, error) {
 			return Config{}, err
 		}
 	}
+	if err := readOutputSchemas(file, &cfg); err != nil {
+		return Config{}, fmt.Errorf("invalid config%s: %w", inFile(file), err)
+	}
 	if err := cfg.Validate(); err != nil {
 		return Config{}, fmt.Errorf("invalid config%s: %w", inFile(file), err)
 	}

@@ -16,8 +16,9 @@ import (
 func (c Config) Warnings() []string { return slices.Clone(c.notes) }
 
 // dataMaps are the config keys whose values are maps of the user's own names (variables,
-// headers, commands, models, endpoints, labels), where any case is right.
-var dataMaps = []string{"env", "headers", "commands", "prices", "endpoints", "labels", "budget_prices", "args"}
+// headers, commands, models, endpoints, labels; an output schema, whose property names
+// are the user's), where any case is right.
+var dataMaps = []string{"env", "headers", "commands", "prices", "endpoints", "labels", "budget_prices", "args", "output_schema"}
 
 // checkAsWritten refuses what viper would quietly accept from the file itself: agents:
 // written as a map (decoded as if it were a one-element list), and keys in upper case

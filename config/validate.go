@@ -226,6 +226,11 @@ func (c Config) Validate() error {
 				errs = append(errs, fmt.Errorf("%s.%w", field, e))
 			}
 		}
+		if ag.OutputSchema != nil {
+			if err := checkOutputSchema(ag.OutputSchema); err != nil {
+				errs = append(errs, fmt.Errorf("%s.output_schema: %w", field, err))
+			}
+		}
 		if seen[ag.Name] {
 			bad(field+".name", ag.Name, "defined twice")
 		}

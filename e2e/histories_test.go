@@ -231,6 +231,9 @@ var historyScenarios = []struct {
 	// pool's queue, e2e/pool_test.go): a run of a pool agent on a worker that joined the
 	// pool with --pool, its claim on <tq>@pool-gpu.
 	{"agent on a pool", "pool_", []string{"agent_pool_write_read.json"}, recordPoolRun},
+	// Typed results (version 1 of "typed-output"): a reply that is not JSON sent back
+	// with the error, then a valid one, the run's result the object (e2e/typed_test.go).
+	{"agent typed output retried", "typed_", []string{"agent_output_retried.json"}, recordAgentTypedRetried},
 }
 
 // recordAgentDeadlines: scribe under approve with approval_timeout 2s: a write nobody

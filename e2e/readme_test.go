@@ -455,6 +455,7 @@ var readmeCommandTests = []struct {
 	{marker: "bin/starter session fork scribe src --at 2 --id fork1", tests: []string{"TestSessionForkAtTurn"}},
 	{marker: "worker --sandbox-host --pool gpu      # on each machine of pool gpu", tests: []string{"TestSandboxPoolHostInItsOwnNetworkMovesWithItsFiles"}},
 	{marker: `bin/starter agent scribe "Say something." --wait`, tests: []string{"TestRetryingModelCallIsShown"}},
+	{marker: `bin/starter agent invoicer "Read the invoice." --wait`, tests: []string{"TestAgentTypedResultAfterARetry"}},
 	{marker: "$GW/v1/runs/$KEEPER_RUN", tests: []string{"TestGatewayLimitedTokens"}},
 	{marker: "bin/starter schedule create pulse", tests: []string{"TestSchedulesAsWritten"}},
 	{marker: "go test ./e2e -run '^$' -bench WallCase", tests: []string{"BenchmarkWallCase", "BenchmarkCompactedRun", "BenchmarkLongSession", "BenchmarkAgentTurns"}}, // docs/performance.md; .ci/run runs every benchmark once

@@ -83,6 +83,24 @@ func toolCallOptions() workflow.ActivityOptions {
 // the run keeps the definition it started with even if the config changes) and stored
 // under state["agent"].
 func AgentRun(ctx workflow.Context, in api.AgentRunInput) (api.AgentResult, error) {
+	return agentRun(ctx, in)
+}
+
+// agentRunResult is AgentRun as registered: the result is the agent's validated output
+// when it has an output_schema (a typed result: the record's result is that JSON value),
+// the AgentResult otherwise, encoded as it always was.
+func agentRunResult(ctx workflow.Context, in api.AgentRunInput) (json.RawMessage, error) {
+	res, err := agentRun(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	if res.Output != nil {
+		return res.Output, nil
+	}
+	return json.Marshal(res)
+}
+
+func agentRun(ctx workflow.Context, in api.AgentRunInput) (api.AgentResult, error) {
 	if strings.TrimSpace(in.Agent) == "" || strings.TrimSpace(in.Prompt) == "" {
 		return api.AgentResult{}, temporal.NewNonRetryableApplicationError(
 			`AgentRun needs {"agent": "<name>", "prompt": "<text>"}`, api.ErrTypeBadInput, nil)
@@ -167,6 +185,14 @@ func (rt *runtime) runAgentOn(ctx workflow.Context, spec agents.Spec, prompt str
 		start["skills"] = spec.Skills
 	}
 	rt.emit(ctx, "agent_start", start)
+	if typed, err := newTypedOutput(spec); err != nil {
+		return res, err
+	} else if typed != nil {
+		// The model is told in the system prompt (so the schema travels with the
+		// instructions, by reference once threads are stored) rather than through a
+		// provider's response_format, which not every OpenAI-compatible server has.
+		spec.Instructions = strings.TrimSpace(spec.Instructions + "\n\n" + typed.instructions())
+	}
 	if conv == nil {
 		conv = newConversation(rt.threadVersion(ctx) >= 1, nil, nil, nil)
 		conv.add(api.ChatMessage{Role: api.RoleUser, Content: prompt})
@@ -200,6 +226,14 @@ func (rt *runtime) agentLoop(ctx workflow.Context, spec agents.Spec, tools tools
 	rt.notify.use(spec)
 	defs := tools.defs()
 	mctx := workflow.WithActivityOptions(ctx, modelCallOptionsFor(ctx, spec))
+	var typed *typedOutput // output_schema: runs only, a session's replies stay text
+	if !style.session {
+		var err error
+		if typed, err = newTypedOutput(spec); err != nil {
+			return res, err
+		}
+	}
+	corrections := 0
 	for turn := 1; ; turn++ {
 		if turn > spec.Turns() {
 			rt.emit(ctx, "turn_limit_exceeded", map[string]int{"turns": turn - 1, "max_turns": spec.Turns()})
@@ -281,6 +315,25 @@ func (rt *runtime) agentLoop(ctx workflow.Context, spec agents.Spec, tools tools
 			case len(msg.ToolCalls) > 0:
 				rt.emit(ctx, "agent_text", map[string]string{"content": msg.Content})
 			}
+		}
+		if len(msg.ToolCalls) == 0 && typed != nil {
+			output, problem := typed.parse(msg.Content)
+			if problem != "" && workflow.GetVersion(ctx, ChangeTypedOutput, workflow.DefaultVersion, 1) >= 1 {
+				if err := workflow.SideEffect(ctx, func(workflow.Context) any { return problem }).Get(&problem); err != nil {
+					return res, wrap(err, "agent %s: record the output check of model call %d", spec.Name, turn)
+				}
+				left := typed.retries - corrections
+				rt.emit(ctx, api.EventOutputInvalid, map[string]any{"turn": turn, "error": problem,
+					"reply": clip(msg.Content, maxReplyEcho), "retries_left": max(left, 0)})
+				if left <= 0 {
+					return res, fmt.Errorf("agent %s: %w after %d retries (output_retries %d): %s",
+						spec.Name, ErrOutputInvalid, corrections, typed.retries, problem)
+				}
+				corrections++
+				conv.add(api.ChatMessage{Role: api.RoleUser, Content: correction(msg.Content, problem)})
+				continue
+			}
+			res.Output = output
 		}
 		if len(msg.ToolCalls) == 0 {
 			res.Content = msg.Content

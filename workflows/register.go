@@ -16,7 +16,7 @@ import (
 // registered plainly, without the run runtime. The demo workflows of the Quickstart are not
 // among them: they live in examples/demo, and the shipped worker adds them.
 func RegisterAll(r Registry) {
-	Register(r, api.WorkflowAgentRun, AgentRun, Options{})
+	Register(r, api.WorkflowAgentRun, agentRunResult, Options{})
 	Register(r, api.WorkflowSession, Session, Options{})
 	r.RegisterWorkflowWithOptions(registry.Workflow, workflow.RegisterOptions{Name: api.WorkflowRegistry})
 	r.RegisterWorkflowWithOptions(tokenlimiter.Workflow, workflow.RegisterOptions{Name: api.WorkflowTokenLimiter})

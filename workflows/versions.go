@@ -132,6 +132,13 @@ const (
 	// reasoning, which no result recorded before had, so older histories never ask.
 	ChangeThinkingEvents = "thinking-events"
 
+	// ChangeTypedOutput: an agent with an output_schema whose final reply is not JSON, or
+	// does not validate, gets the reply and the errors back as a user message (the error's
+	// wording recorded by a side effect) and is asked again, up to output_retries times,
+	// then the run fails. Asked only at such a reply, which no spec recorded before
+	// output_schema could lead to.
+	ChangeTypedOutput = "typed-output"
+
 	// ChangeThreadByRef guards the switch from threads carried by value in every model call
 	// to threads stored in the blob store and named by reference (ARCHITECTURE §10). Runs
 	// and session runs recorded before it (DefaultVersion) keep the by-value shape to their
@@ -161,5 +168,6 @@ func ChangeIDs() []string {
 		ChangeStrictResume,
 		ChangeThinkingEvents,
 		ChangeThreadByRef,
+		ChangeTypedOutput,
 	}
 }
