@@ -2,9 +2,13 @@ package e2e
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -165,5 +169,16 @@ func TestLongReplyWholeEverywhere(t *testing.T) {
 	}
 	if size >= len(long) {
 		t.Errorf("the run's history is %d bytes, want less than the %d-byte reply it names", size, len(long))
+	}
+
+	// A store that lost the blob: the reader fails naming it, and shows no text as whole.
+	sum := sha256.Sum256([]byte(long))
+	ref := hex.EncodeToString(sum[:])
+	if err := os.Remove(filepath.Join(p.artifactsDir(), "blobs", ref)); err != nil {
+		t.Fatalf("remove the reply's blob: %v", err)
+	}
+	r := p.starter("logs", id, "--json")
+	if r.code == 0 || !strings.Contains(r.stderr, ref) || !strings.Contains(r.stderr, "agent_done") || strings.Contains(r.stdout, "agent_done") {
+		t.Errorf("logs over a lost reply blob: exit %d, stderr %q, stdout %.300q; want a failure naming the event and blob %s", r.code, r.stderr, r.stdout, ref)
 	}
 }
