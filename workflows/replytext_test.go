@@ -10,7 +10,8 @@ import (
 
 // A reply the model call stored by reference (api.TextInlineMax) is recorded by its
 // reference: agent_text and agent_done carry the preview, content_ref and bytes, the
-// result names the blob too, and the next model call carries the reference, not the text.
+// result names the blob too, and the thread keeps the reference, from which the next model
+// call gets the whole text back.
 func TestLongReplyRecordedByReference(t *testing.T) {
 	t.Parallel()
 	env := newEnv(t)
