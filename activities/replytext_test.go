@@ -3,8 +3,11 @@ package activities_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
+
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/nexo-temporal/nexo/activities"
 	"github.com/nexo-temporal/nexo/api"
@@ -54,5 +57,31 @@ func TestCompleteChatLongReplyByReference(t *testing.T) {
 		{Role: api.RoleUser, Content: "again"}}})
 	if err == nil || !strings.Contains(err.Error(), "stored reply text abababababab") {
 		t.Errorf("call over a missing reply = %+v, %v; want an error naming the stored reply text", gone, err)
+	}
+}
+
+// An agent's long answer, stored by reference, becomes an artifact by its blob: the
+// artifact holds the whole text; a blob the store lacks is a non-retryable error naming it.
+func TestWriteArtifactFromBlob(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, activities.Deps{})
+	ctx := context.Background()
+	long := strings.Repeat("a long drafted reply ", 1000)
+	ref, err := e.store.PutBlob(ctx, []byte(long))
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta, err := e.a.Host.WriteArtifact(ctx, api.WriteArtifactRequest{RunID: testRun, Name: "reply.md", Blob: ref})
+	if err != nil || meta.Size != int64(len(long)) || meta.SHA256 != ref {
+		t.Fatalf("WriteArtifact(blob) = %+v, %v; want the whole %d bytes", meta, err, len(long))
+	}
+	if b, err := e.store.Get(ctx, testRun, "reply.md"); err != nil || string(b) != long {
+		t.Errorf("artifact reply.md: %d bytes, %v; want the whole text", len(b), err)
+	}
+	missing := strings.Repeat("cd", 32)
+	_, err = e.a.Host.WriteArtifact(ctx, api.WriteArtifactRequest{RunID: testRun, Name: "lost.md", Blob: missing})
+	var app *temporal.ApplicationError
+	if !errors.As(err, &app) || !app.NonRetryable() || !strings.Contains(err.Error(), "artifact lost.md") || !strings.Contains(err.Error(), missing[:12]) {
+		t.Errorf("WriteArtifact(missing blob) = %v, want a non-retryable error naming the artifact and the blob", err)
 	}
 }
