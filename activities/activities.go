@@ -25,6 +25,17 @@ const MaxArtifactBytes = api.MaxArtifactBytes
 // inline when it is at most the inline limit (base64 when it is not UTF-8).
 func (a *Host) WriteArtifact(ctx context.Context, req api.WriteArtifactRequest) (api.Artifact, error) {
 	body := req.Content
+	if req.Blob != "" {
+		if !artifacts.ValidSum(req.Blob) {
+			return api.Artifact{}, temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("artifact %s: blob %q is not a blob name (a sha256)", req.Name, req.Blob), api.ErrTypeBadInput, nil)
+		}
+		b, err := a.store.GetBlob(ctx, req.Blob)
+		if err != nil {
+			return api.Artifact{}, within("artifact "+req.Name, blobError("stored blob", req.Blob, err))
+		}
+		body = b
+	}
 	if req.Path != "" {
 		sb, err := a.sandboxes.Open(ctx, req.RunID, req.Sandbox)
 		if err != nil {

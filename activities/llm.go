@@ -170,6 +170,10 @@ func (a *Model) CompleteChat(ctx context.Context, req api.CompleteChatRequest) (
 	if out, err = a.offloadReasoning(ctx, out); err != nil {
 		return api.CompleteChatResult{}, err
 	}
+	// Before the reply joins the stored thread: the thread keeps the reference too.
+	if out, err = a.offloadReply(ctx, req, out); err != nil {
+		return api.CompleteChatResult{}, err
+	}
 	a.priceAt(req.Endpoint, model, out.Model, &out.Usage)
 	if req.StoreContext {
 		out.Context = ctxName

@@ -139,3 +139,26 @@ func (a *Model) offloadReasoning(ctx context.Context, out api.CompleteChatResult
 func reasoningPreview(text string, size int) string {
 	return strings.TrimRight(previewHead(text), "\n") + fmt.Sprintf("\n[… %d bytes of reasoning in all]", size)
 }
+
+// offloadReply stores a reply text over api.TextInlineMax as a blob and leaves a preview
+// in the result's message (ContentRef, ContentBytes): the result is recorded in history,
+// and the reply becomes a text event, so both hold the reference, not the text. The next
+// model call gets the whole text back (resolve), and so does every reader of the events.
+// A call that streams its text by signal (StreamTo: sessions from before threads were
+// stored) keeps the reply inline: its text events are those chunks, and the workflow
+// records only what they missed.
+func (a *Model) offloadReply(ctx context.Context, req api.CompleteChatRequest, out api.CompleteChatResult) (api.CompleteChatResult, error) {
+	m := &out.Message
+	if len(m.Content) <= api.TextInlineMax || m.ContentRef != "" || req.StreamTo != "" {
+		return out, nil
+	}
+	var err error
+	m.Content, m.ContentRef, m.ContentBytes, err = a.out.putPreviewed(ctx, m.Content, "reply text", textPreview)
+	return out, err
+}
+
+// textPreview is the start of a stored reply text, at most api.PreviewBytes, with a note
+// of the whole size, for a reader that cannot reach the store.
+func textPreview(text string, size int) string {
+	return strings.TrimRight(previewHead(text), "\n") + fmt.Sprintf("\n[… %d bytes of text in all]", size)
+}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/nexo-temporal/nexo/activities"
 	"github.com/nexo-temporal/nexo/api"
+	"github.com/nexo-temporal/nexo/artifacts"
 	"github.com/nexo-temporal/nexo/fakellm"
 )
 
@@ -136,8 +137,9 @@ func TestCompleteChatStreamLiveTail(t *testing.T) {
 	content := strings.TrimSuffix(strings.Repeat(word, 40), " ")
 	req := api.CompleteChatRequest{Messages: userAsks("Write"), StreamLive: true, StreamCall: "1.1"}
 	res, got := streamChat(t, fakellm.Reply{Content: content, ChunkDelayMS: 25}, req, time.Hour)
-	if res.Message.Content != content {
-		t.Fatalf("content is %d bytes, want %d", len(res.Message.Content), len(content))
+	// Over api.TextInlineMax the reply is stored: the result names the whole of it.
+	if res.Message.ContentRef != artifacts.Sum([]byte(content)) || res.Message.ContentBytes != len(content) {
+		t.Fatalf("reply stored as %q, %d bytes; want the whole %d-byte reply's blob", res.Message.ContentRef, res.Message.ContentBytes, len(content))
 	}
 	beats, _, _ := got.snapshot()
 	cut := 0

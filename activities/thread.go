@@ -202,7 +202,11 @@ func (a *Model) resolve(ctx context.Context, msgs []api.ChatMessage) ([]api.Chat
 		}
 		b, err := a.store.GetBlob(ctx, m.ContentRef)
 		if err != nil {
-			return nil, blobError("stored tool output", m.ContentRef, err)
+			what := "stored tool output"
+			if m.Role == api.RoleAssistant {
+				what = "stored reply text"
+			}
+			return nil, blobError(what, m.ContentRef, err)
 		}
 		out[i].Content, out[i].ContentRef, out[i].ContentBytes = string(b), "", 0
 	}

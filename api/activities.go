@@ -3,10 +3,13 @@ package api
 // WriteArtifactRequest asks the WriteArtifact activity to store an artifact. Exactly one
 // body source is used: Path (a file in the run's sandbox, copied verbatim) or Content.
 type WriteArtifactRequest struct {
-	RunID   string      `json:"run_id"`
-	Name    string      `json:"name"`
-	Content []byte      `json:"content,omitempty"`
-	Path    string      `json:"path,omitempty"`
+	RunID   string `json:"run_id"`
+	Name    string `json:"name"`
+	Content []byte `json:"content,omitempty"`
+	Path    string `json:"path,omitempty"`
+	// Blob names a blob of the store whose bytes become the artifact (an agent's long
+	// answer, AgentResult.ContentRef), so the bytes never pass through history.
+	Blob    string      `json:"blob,omitempty"`
 	Sandbox SandboxSpec `json:"sandbox"`
 }
 

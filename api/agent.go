@@ -36,9 +36,9 @@ type ChatMessage struct {
 	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
 	ToolCallID string     `json:"tool_call_id,omitempty"`
 	// ContentRef, when set, names the blob (sha256) holding the whole content, and Content
-	// is only a preview: large tool outputs are stored once and referenced, so neither
-	// history nor the stored thread carries them. The worker sends the model the whole
-	// content.
+	// is only a preview: large tool outputs, and model replies over TextInlineMax, are
+	// stored once and referenced, so neither history nor the stored thread carries them.
+	// The worker sends the model the whole content.
 	ContentRef string `json:"content_ref,omitempty"`
 	// ContentBytes is the size of the whole content when ContentRef is set.
 	ContentBytes int `json:"content_bytes,omitempty"`
@@ -217,6 +217,27 @@ type CompleteChatResult struct {
 	ReasoningBytes int    `json:"reasoning_bytes,omitempty"`
 }
 
+// TextInlineMax is the largest reply text a model call's result carries inline (under
+// the 8 KB an event keeps of a string). A longer reply is stored as a blob: the result's
+// Message has a preview as Content, the blob as ContentRef and the whole size as
+// ContentBytes, and so have the events that carry the reply (IsReplyText), which every
+// reader (starter, gateway, stream archive) resolves back to the whole text.
+const TextInlineMax = 8000
+
+// Event types that carry a model's reply text as "content": a session's text update and
+// a run's agent_text (a reply with tool calls) and agent_done (the final answer). A reply
+// stored by reference adds "content_ref" (the blob) and "bytes" (its size) to them.
+const (
+	EventAgentText = "agent_text"
+	EventAgentDone = "agent_done"
+)
+
+// IsReplyText reports whether events of type typ carry a model's reply text, the ones
+// whose stored text readers resolve.
+func IsReplyText(typ string) bool {
+	return typ == StreamText || typ == EventAgentText || typ == EventAgentDone
+}
+
 // ReasoningInlineMax is the largest reasoning text a model call's result carries inline
 // (under the 8 KB an event keeps of a string); longer reasoning is stored by reference.
 const ReasoningInlineMax = 8000
@@ -377,6 +398,10 @@ type AgentResult struct {
 	// Stopped says why the agent ended without a final answer of the model: "budget"
 	// when a human denied raising its budget (Content then says so).
 	Stopped string `json:"stopped,omitempty"`
+	// ContentRef names the blob holding the whole answer when it was over TextInlineMax
+	// (Content is then its preview, ContentBytes its size); readers of the run resolve it.
+	ContentRef   string `json:"content_ref,omitempty"`
+	ContentBytes int    `json:"content_bytes,omitempty"`
 }
 
 // EstimateTokens estimates the tokens msgs take in a model request: about four bytes a

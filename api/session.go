@@ -167,6 +167,10 @@ type PromptRequest struct {
 type PromptReply struct {
 	Turn  int    `json:"turn"`
 	Reply string `json:"reply"`
+	// ReplyRef names the blob holding the whole reply when it was over TextInlineMax
+	// (Reply is then its preview, ReplyBytes its size); runs.Client.Prompt resolves it.
+	ReplyRef   string `json:"reply_ref,omitempty"`
+	ReplyBytes int    `json:"reply_bytes,omitempty"`
 }
 
 // SessionView is the materialised history of a session.

@@ -48,7 +48,8 @@ func (e *SegmentError) Unwrap() error { return e.Err }
 // StreamEvents returns the events with after < seq < before from the archived stream
 // segments of a session's record (stream-<from>-<to>.jsonl artifacts, one per run that
 // continued as new), in seq order and each once. Segments wholly outside the range are not
-// read. On an error it returns the events read so far.
+// read. Reply texts stored by reference come back whole (ResolveTexts, through st when it
+// reads blobs too, as every Store does). On an error it returns the events read so far.
 func StreamEvents(ctx context.Context, st Getter, rec api.Record, after, before int64) ([]api.Event, error) {
 	type segment struct {
 		from int64
@@ -81,5 +82,10 @@ func StreamEvents(ctx context.Context, st Getter, rec api.Record, after, before 
 			out = append(out, ev)
 		}
 	}
-	return out, nil
+	bg, _ := st.(BlobGetter)
+	resolved, err := ResolveTexts(ctx, bg, out)
+	if err != nil {
+		return resolved, fmt.Errorf("read archived stream of session %s: %w", rec.ID, err)
+	}
+	return resolved, nil
 }

@@ -647,6 +647,9 @@ func (c *Client) follow(ctx context.Context, id string, fn func(rec api.Record) 
 		if rec, err = c.getDescribed(ctx, id, desc); err != nil {
 			return api.Record{}, err
 		}
+		if rec, err = c.withTexts(ctx, rec); err != nil {
+			return api.Record{}, err
+		}
 		if rw.deliver(&rec) {
 			return rec, nil
 		}
@@ -703,6 +706,10 @@ func (c *Client) follow(ctx context.Context, id string, fn func(rec api.Record) 
 			continue
 		default:
 			continue
+		}
+		if err == nil {
+			// Only the new events have texts to resolve: those of rec are resolved.
+			next, err = c.withTexts(ctx, next)
 		}
 		if err != nil {
 			return rec, err

@@ -356,6 +356,9 @@ func (c *Client) Get(ctx context.Context, id string) (api.Record, error) {
 		msg := LeadStoreCorrupt(*rec.Error)
 		rec.Error = &msg
 	}
+	if err == nil {
+		rec, err = c.withTexts(ctx, rec)
+	}
 	return rec, err
 }
 

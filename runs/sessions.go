@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/nexo-temporal/nexo/api"
+	"github.com/nexo-temporal/nexo/artifacts"
 )
 
 // SessionStartError: the session's run failed before it could serve the prompt, e.g. the
@@ -68,6 +69,18 @@ func (c *Client) Prompt(ctx context.Context, agent, instance, text string, o Pro
 	reply, note, err := c.promptThroughHandover(ctx, id, in, text)
 	if note != "" && o.OnRetry != nil {
 		o.OnRetry(note)
+	}
+	if err == nil && reply.ReplyRef != "" {
+		// A long reply came by reference (api.TextInlineMax): the caller gets it whole.
+		var st artifacts.BlobGetter
+		if c.Blobs != nil {
+			st = c.Blobs
+		}
+		text, err := storedText(ctx, st, reply.ReplyRef)
+		if err != nil {
+			return reply, fmt.Errorf("session %s: turn %d: %w", id, reply.Turn, err)
+		}
+		reply.Reply, reply.ReplyRef, reply.ReplyBytes = text, "", 0
 	}
 	return reply, err
 }

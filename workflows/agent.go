@@ -309,11 +309,13 @@ func (rt *runtime) agentLoop(ctx workflow.Context, spec agents.Spec, tools tools
 				// Chunks may have carried all of the text, part of it (the last signal and
 				// the result can land in one workflow task, after the call is no longer
 				// accepting chunks), or none: record what is missing, once.
+				// A reply stored by reference was never streamed by signal (only threads
+				// by reference store replies, and they stream live, through heartbeats).
 				if rest, ok := strings.CutPrefix(msg.Content, streamed); ok && rest != "" {
-					rt.emit(ctx, api.StreamText, map[string]string{"content": rest, "call": callTag})
+					rt.emit(ctx, api.StreamText, replyText(msg, rest, map[string]any{"call": callTag}))
 				}
 			case len(msg.ToolCalls) > 0:
-				rt.emit(ctx, "agent_text", map[string]string{"content": msg.Content})
+				rt.emit(ctx, api.EventAgentText, replyText(msg, msg.Content, map[string]any{}))
 			}
 		}
 		if len(msg.ToolCalls) == 0 && typed != nil {
@@ -336,9 +338,9 @@ func (rt *runtime) agentLoop(ctx workflow.Context, spec agents.Spec, tools tools
 			res.Output = output
 		}
 		if len(msg.ToolCalls) == 0 {
-			res.Content = msg.Content
+			res.Content, res.ContentRef, res.ContentBytes = msg.Content, msg.ContentRef, msg.ContentBytes
 			if !style.session {
-				rt.emit(ctx, "agent_done", map[string]any{"content": msg.Content, "turns": turn})
+				rt.emit(ctx, api.EventAgentDone, replyText(msg, msg.Content, map[string]any{"turns": turn}))
 			}
 			return res, nil
 		}
@@ -790,4 +792,16 @@ func (rt *runtime) callMCP(ctx workflow.Context, server api.MCPServerSpec, tool 
 		return errorResult("MCP server %s: %s failed: %s", server.Name, tool.Name, errorMessage(err))
 	}
 	return res
+}
+
+// replyText is the data of an event that carries reply text content (api.IsReplyText):
+// data plus "content", and for a reply stored by reference (api.TextInlineMax) its
+// preview as content, "content_ref" and "bytes", which readers resolve to the whole text.
+// History thus holds the reference, never the text (ARCHITECTURE §10).
+func replyText(msg api.ChatMessage, content string, data map[string]any) map[string]any {
+	data["content"] = content
+	if msg.ContentRef != "" {
+		data["content_ref"], data["bytes"] = msg.ContentRef, msg.ContentBytes
+	}
+	return data
 }

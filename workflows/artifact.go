@@ -27,6 +27,10 @@ type ArtifactSource struct {
 	Data     any
 	// Path copies a file from the run's sandbox verbatim (an agent's output).
 	Path string
+	// Blob copies a blob of the store verbatim: an agent's answer stored by reference
+	// (api.AgentResult.ContentRef, set when the answer is over api.TextInlineMax and
+	// Content is only its preview).
+	Blob string
 }
 
 // Artifact stores a named artifact of the run in the artifact store (through an activity)
@@ -60,9 +64,11 @@ func (rt *runtime) artifact(ctx workflow.Context, name string, src ArtifactSourc
 		req.Content = body
 	case src.Content != nil:
 		req.Content = src.Content
+	case src.Blob != "":
+		req.Blob = src.Blob
 	default:
 		return api.Artifact{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("artifact %s needs Content, Template or Path", name), api.ErrTypeBadInput, nil)
+			fmt.Sprintf("artifact %s needs Content, Template, Path or Blob", name), api.ErrTypeBadInput, nil)
 	}
 	if len(req.Content) > api.MaxArtifactBytes {
 		return api.Artifact{}, temporal.NewNonRetryableApplicationError(

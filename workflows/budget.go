@@ -94,7 +94,7 @@ func (rt *runtime) budgetGate(ctx workflow.Context, spec agents.Spec, style loop
 			rt.emit(ctx, api.EventBudgetDenied, map[string]any{"call_id": d.CallID, "agent": p.Agent, "scope": p.Scope,
 				"used_tokens": p.UsedTokens, "used_cost": p.UsedCost, "reason": d.Reason, "by": d.By})
 			if !style.session {
-				rt.emit(ctx, "agent_done", map[string]any{"content": msg, "turns": calls, "stopped": api.CapabilityBudget})
+				rt.emit(ctx, api.EventAgentDone, map[string]any{"content": msg, "turns": calls, "stopped": api.CapabilityBudget})
 			}
 			return msg, nil
 		}

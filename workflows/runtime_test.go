@@ -246,10 +246,13 @@ func TestArtifactEncodingAndNames(t *testing.T) {
 		if _, err := Artifact(ctx, "note.txt", ArtifactSource{Template: "Hello {{.Name}}!", Data: map[string]string{"Name": "Ada"}}); err != nil {
 			return 0, err
 		}
+		if _, err := Artifact(ctx, "answer.md", ArtifactSource{Blob: strings.Repeat("ab", 32)}); err != nil {
+			return 0, err
+		}
 		if _, err := Artifact(ctx, "../evil", ArtifactSource{Content: []byte("x")}); err == nil {
 			return 0, errors.New("a path-like artifact name was accepted")
 		}
-		if _, err := Artifact(ctx, "nothing", ArtifactSource{}); err == nil || !strings.Contains(err.Error(), "needs Content, Template or Path") {
+		if _, err := Artifact(ctx, "nothing", ArtifactSource{}); err == nil || !strings.Contains(err.Error(), "needs Content, Template, Path or Blob") {
 			return 0, errors.New("an artifact without a body was accepted")
 		}
 		return 0, nil
@@ -258,8 +261,11 @@ func TestArtifactEncodingAndNames(t *testing.T) {
 	if env.GetWorkflowError() != nil {
 		t.Fatal(env.GetWorkflowError())
 	}
-	if len(sent) != 2 {
-		t.Fatalf("WriteArtifact calls = %d, want 2", len(sent))
+	if len(sent) != 3 {
+		t.Fatalf("WriteArtifact calls = %d, want 3", len(sent))
+	}
+	if sent[2].Blob != strings.Repeat("ab", 32) || sent[2].Content != nil {
+		t.Errorf("blob artifact sent %+v, want the blob's name and no bytes", sent[2])
 	}
 	if got := string(sent[0].Content); got != "<p>&lt;script&gt;x&lt;/script&gt;</p>" {
 		t.Errorf("html artifact = %q, want escaped data", got)

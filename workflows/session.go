@@ -227,7 +227,8 @@ func (s *session) prompt(ctx workflow.Context, rt *runtime, req api.PromptReques
 	turn := api.SessionTurn{N: n, Prompt: req.Text, Started: workflow.Now(ctx).UTC()}
 	rt.emit(ctx, api.StreamUserInput, map[string]any{"text": req.Text, "turn": n})
 	turn.FirstSeq = rt.lastSeq()
-	reply, usage, err := s.runTurn(ctx, rt, n, req.Text)
+	res, err := s.runTurn(ctx, rt, n, req.Text)
+	reply, usage := res.Content, res.Usage
 	turn.Ended = workflow.Now(ctx).UTC()
 	turn.Usage = usage
 	endData := map[string]any{"turn": n}
@@ -256,20 +257,21 @@ func (s *session) prompt(ctx workflow.Context, rt *runtime, req api.PromptReques
 		// same text as the turn's record.
 		return api.PromptReply{Turn: n}, failure(err.Error(), err)
 	}
-	return api.PromptReply{Turn: n, Reply: reply}, nil
+	return api.PromptReply{Turn: n, Reply: reply, ReplyRef: res.ContentRef, ReplyBytes: res.ContentBytes}, nil
 }
 
-func (s *session) runTurn(ctx workflow.Context, rt *runtime, n int, text string) (string, api.Usage, error) {
+// runTurn runs the agent loop on one prompt; a failed turn returns only its usage.
+func (s *session) runTurn(ctx workflow.Context, rt *runtime, n int, text string) (api.AgentResult, error) {
 	if s.tools == nil {
 		// Before the first turn: requires probed, skills loaded and copied (once per run;
 		// a failure fails this prompt and the next one tries again).
 		skills, err := rt.prepareAgent(ctx, s.spec)
 		if err != nil {
-			return "", api.Usage{}, err
+			return api.AgentResult{}, err
 		}
 		ts, err := rt.toolset(ctx, s.spec)
 		if err != nil {
-			return "", api.Usage{}, err
+			return api.AgentResult{}, err
 		}
 		s.tools, s.skills = &ts, skills
 	}
@@ -279,10 +281,10 @@ func (s *session) runTurn(ctx workflow.Context, rt *runtime, n int, text string)
 	res, err := rt.tracedAgentLoop(ctx, s.spec, *s.tools, s.skills, conv, style)
 	if err != nil {
 		// A failed turn leaves the thread as it was: the next prompt starts clean.
-		return "", res.Usage, err
+		return api.AgentResult{Usage: res.Usage}, err
 	}
 	s.conv = conv
-	return res.Content, res.Usage, nil
+	return res, nil
 }
 
 func (rt *runtime) lastSeq() int64 { return rt.seqBase + int64(len(rt.rec.Events)) }

@@ -94,7 +94,12 @@ func RefundRequest(ctx workflow.Context, in RefundInput) (RefundResult, error) {
 	if err != nil {
 		return RefundResult{}, err
 	}
-	if _, err := workflows.Artifact(ctx, replyArtifact, workflows.ArtifactSource{Content: []byte(draft.Content + "\n")}); err != nil {
+	reply := workflows.ArtifactSource{Content: []byte(draft.Content + "\n")}
+	if draft.ContentRef != "" {
+		// A draft over 8 KB comes as a preview and its blob: store the whole of it.
+		reply = workflows.ArtifactSource{Blob: draft.ContentRef}
+	}
+	if _, err := workflows.Artifact(ctx, replyArtifact, reply); err != nil {
 		return RefundResult{}, err
 	}
 

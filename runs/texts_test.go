@@ -1,0 +1,61 @@
+package runs
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/nexo-temporal/nexo/api"
+	"github.com/nexo-temporal/nexo/artifacts"
+)
+
+// A record handed out has its long reply texts whole (events and an agent run's result),
+// and a lost blob fails the read with the run, the event and the blob named.
+func TestRecordTextsResolved(t *testing.T) {
+	ctx := context.Background()
+	st, err := artifacts.Open("mem://")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	whole := strings.Repeat("w", 9000)
+	ref, err := st.PutBlob(ctx, []byte(whole))
+	if err != nil {
+		t.Fatal(err)
+	}
+	preview := func(ref string) api.Record {
+		data, _ := json.Marshal(map[string]any{"content": "www…", "content_ref": ref, "bytes": 9000, "turns": 1})
+		result, _ := json.Marshal(api.AgentResult{Agent: "a", Content: "www…", ContentRef: ref, ContentBytes: 9000})
+		return api.Record{ID: "run-1", Workflow: api.WorkflowAgentRun, Result: result,
+			Events: []api.Event{{Seq: 1, Type: api.EventAgentDone, Data: data}}}
+	}
+	c := &Client{Blobs: st}
+	got, err := c.withTexts(ctx, preview(ref))
+	if err != nil {
+		t.Fatalf("withTexts: %v", err)
+	}
+	var d struct{ Content, ContentRef string }
+	if err := json.Unmarshal(got.Events[0].Data, &d); err != nil || d.Content != whole || d.ContentRef != "" {
+		t.Errorf("agent_done: %d bytes, ref %q (%v); want the whole text", len(d.Content), d.ContentRef, err)
+	}
+	var res api.AgentResult
+	if err := json.Unmarshal(got.Result, &res); err != nil || res.Content != whole || res.ContentRef != "" || res.Agent != "a" {
+		t.Errorf("result = %.60v (%v), want the whole answer", res, err)
+	}
+
+	missing := artifacts.Sum([]byte("lost"))
+	for name, c := range map[string]*Client{"lost blob": {Blobs: st}, "no store": {}} {
+		t.Run(name, func(t *testing.T) {
+			r := preview(missing)
+			if _, err := c.withTexts(ctx, r); err == nil || !strings.Contains(err.Error(), "run run-1") ||
+				!strings.Contains(err.Error(), "event #1 (agent_done)") || !strings.Contains(err.Error(), missing) {
+				t.Errorf("withTexts over %s: %v; want an error naming the run, the event and blob %s", name, err, missing)
+			}
+			r.Events = nil
+			if _, err := c.withTexts(ctx, r); err == nil || !strings.Contains(err.Error(), "result") || !strings.Contains(err.Error(), missing) {
+				t.Errorf("result over %s: %v; want an error naming blob %s", name, err, missing)
+			}
+		})
+	}
+}
