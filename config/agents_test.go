@@ -536,3 +536,48 @@ agents:
 		})
 	}
 }
+
+// TestDocsMCPResultPolicy: the server of docs/mcp.md's "Results and timeouts" loads as
+// the page says, and the bad pattern it quotes is refused with the message it quotes.
+func TestDocsMCPResultPolicy(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "docs", "mcp.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var block string
+	for _, blk := range strings.Split(string(b), "```yaml\n")[1:] {
+		if blk, _, _ = strings.Cut(blk, "```"); strings.Contains(blk, "max_bytes: 8192") {
+			block = blk
+		}
+	}
+	if block == "" {
+		t.Fatal("docs/mcp.md has no yaml block with max_bytes: 8192")
+	}
+	dir := t.TempDir()
+	t.Chdir(dir)
+	write := func(s string) {
+		t.Helper()
+		y := "llm: {base_url: http://x:1/v1}\nagents:\n  - name: researcher\n    mcp:\n      - {name: notes, transport: stdio, command: notes-mcp}\n" +
+			strings.Replace(s, "    mcp:\n", "", 1)
+		if err := os.WriteFile(filepath.Join(dir, DefaultFile), []byte(y), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(block)
+	cfg, err := Load(LoadOptions{Env: []string{}})
+	if err != nil {
+		t.Fatalf("Load the server of docs/mcp.md: %v", err)
+	}
+	m := cfg.Agents[0].MCP[1]
+	if time.Duration(m.Timeout) != 30*time.Second || m.Result == nil || m.Result.MaxBytes != 8192 || len(m.Result.Redact) != 2 {
+		t.Errorf("server = %+v, result %+v", m, m.Result)
+	}
+	write(strings.Replace(block, `'sk-[A-Za-z0-9]{20,}'`, `'sk-(['`, 1))
+	const want = `agents[researcher].mcp[1].result.redact[0]: server tickets: pattern "sk-([" does not compile: `
+	if _, err := Load(LoadOptions{Env: []string{}}); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("Load error = %v, want %q", err, want)
+	}
+	if !strings.Contains(string(b), strings.TrimSuffix(want, ": ")) {
+		t.Errorf("docs/mcp.md does not quote the error %q", want)
+	}
+}
