@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -103,15 +104,32 @@ func (a *MCP) CallMCPTool(ctx context.Context, req api.CallMCPToolRequest) (api.
 	if err := json.Unmarshal(args, &obj); err != nil {
 		return toolError("MCP server %s: %s: arguments are not a JSON object: %v", name, req.Tool, err), nil
 	}
+	shape, err := newResultShape(req.Server)
+	if err != nil {
+		return api.RunToolResult{}, temporal.NewNonRetryableApplicationError(err.Error(), api.ErrTypeBadInput, err)
+	}
 	pool := a.mcpPool()
 	c, err := pool.acquire(ctx, req.RunID, req.Server)
 	if err != nil {
 		return api.RunToolResult{}, classifyMCP(err)
 	}
 	defer pool.release(c)
+	// The server's timeout bounds the call alone: connecting has its own bound above.
+	callCtx, cancel := ctx, context.CancelFunc(func() {})
+	if t := time.Duration(req.Server.Timeout); t > 0 {
+		callCtx, cancel = context.WithTimeout(ctx, t)
+	}
+	defer cancel()
 	// The raw arguments go as they came, so large integers keep their precision.
-	out, err := c.client.CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: req.Tool, Arguments: args}})
+	out, err := c.client.CallTool(callCtx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: req.Tool, Arguments: args}})
 	if err != nil {
+		if ctx.Err() == nil && callCtx.Err() != nil {
+			// The server's own bound, not the activity's: the model hears it and the run
+			// goes on. The client stays open (a late answer is dropped by its request id).
+			res := toolError("MCP server %s: %s: no answer within the server's timeout of %s; the call was abandoned (it may still be running on the server)",
+				name, req.Tool, time.Duration(req.Server.Timeout))
+			return noteRetry(ctx, res), nil
+		}
 		if ctx.Err() != nil {
 			return api.RunToolResult{}, fmt.Errorf("MCP server %s: call %s: %w", name, req.Tool, ctx.Err())
 		}
@@ -129,11 +147,11 @@ func (a *MCP) CallMCPTool(ctx context.Context, req api.CallMCPToolRequest) (api.
 			return api.RunToolResult{}, classifyMCP(c.errorf(err, "call %s: the server no longer accepts protocol %s (the retry negotiates again)",
 				req.Tool, c.client.ProtocolVersion()))
 		}
-		res := toolError("%s", c.redact(fmt.Sprintf("MCP server %s: %s: %v", name, req.Tool, err)))
+		res := toolError("%s", shape.apply(c.redact(fmt.Sprintf("MCP server %s: %s: %v", name, req.Tool, err))))
 		return noteRetry(ctx, res), nil
 	}
 	res := toolResult(out)
-	res.Content = c.redact(res.Content)
+	res.Content = shape.apply(c.redact(res.Content))
 	// As for the built-in tools: an earlier attempt may have reached the server (a worker
 	// killed mid-call), and the model should check before it builds on the call.
 	res = noteRetry(ctx, res)
@@ -738,7 +756,8 @@ func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // toolResult renders a tool's answer for the model: text parts joined, other content
-// summarised, at most MCPResultCap bytes.
+// summarised, uncut (resultShape.apply cuts it, after redaction, so a cut never leaves
+// half a secret that a pattern would have matched whole).
 func toolResult(r *mcp.CallToolResult) api.RunToolResult {
 	var parts []string
 	for _, c := range r.Content {
@@ -753,11 +772,53 @@ func toolResult(r *mcp.CallToolResult) api.RunToolResult {
 	if r.IsError && strings.TrimSpace(text) == "" {
 		text = "error: the tool failed and gave no message"
 	}
-	if len(text) > MCPResultCap {
-		cut := headUTF8(text, MCPResultCap)
-		text = cut + fmt.Sprintf("\n[truncated: showing %d of %d bytes]", len(cut), len(text))
-	}
 	return api.RunToolResult{Content: text, IsError: r.IsError}
+}
+
+// resultShape is a server's result policy (api.MCPResultPolicy), compiled.
+type resultShape struct {
+	redact   []*regexp.Regexp
+	maxBytes int // 0: MCPResultCap, with its own note
+}
+
+// newResultShape compiles spec's result policy. agents.Spec.Validate refuses a bad
+// pattern at config load; this is the backstop for specs built in Go.
+func newResultShape(spec api.MCPServerSpec) (resultShape, error) {
+	var sh resultShape
+	if spec.Result == nil {
+		return sh, nil
+	}
+	if m := spec.Result.MaxBytes; m < 0 || m > api.MaxMCPResultBytes {
+		return sh, fmt.Errorf("MCP server %s: %w: result.max_bytes %d is not between 1 and %d", spec.Name, ErrMCPDeclaration, m, api.MaxMCPResultBytes)
+	}
+	sh.maxBytes = spec.Result.MaxBytes
+	for _, p := range spec.Result.Redact {
+		rx, err := regexp.Compile(p)
+		if err != nil {
+			return sh, fmt.Errorf("MCP server %s: %w: result.redact pattern %q does not compile: %v", spec.Name, ErrMCPDeclaration, p, err)
+		}
+		sh.redact = append(sh.redact, rx)
+	}
+	return sh, nil
+}
+
+// apply redacts text, then caps it at a UTF-8 boundary with a note the model reads.
+func (sh resultShape) apply(text string) string {
+	for _, rx := range sh.redact {
+		text = rx.ReplaceAllLiteralString(text, api.MCPRedacted)
+	}
+	if sh.maxBytes == 0 {
+		if len(text) > MCPResultCap {
+			cut := headUTF8(text, MCPResultCap)
+			text = cut + fmt.Sprintf("\n[truncated: showing %d of %d bytes]", len(cut), len(text))
+		}
+		return text
+	}
+	if len(text) > sh.maxBytes {
+		cut := headUTF8(text, sh.maxBytes)
+		text = cut + fmt.Sprintf("\n[result cut at %d of %d bytes]", len(cut), len(text))
+	}
+	return text
 }
 
 func contentText(c mcp.Content) string {

@@ -518,3 +518,107 @@ func TestMCPEditNoteIsStoredWithALargeResult(t *testing.T) {
 		t.Fatalf("stored result starts %.80q (%d bytes), %v; want the note, then the whole result", whole, len(whole), err)
 	}
 }
+
+// TestMCPResultRedactedAndCut: a server's result policy redacts every match of its
+// patterns, then cuts what is left at max_bytes, back to a character boundary, with a note.
+func TestMCPResultRedactedAndCut(t *testing.T) {
+	t.Parallel()
+	a := newMCPActivities(t)
+	srv := stdioServer(t, "srv")
+	srv.Result = &api.MCPResultPolicy{MaxBytes: 100, Redact: []string{`sk-live-[0-9a-f]+`}}
+	got := mustCallMCP(t, a, mcpRun, srv, mcptest.ToolLeak, `{"repeat":100}`)
+	// 19 bytes of "api_key=[redacted]\n", then 81 of 200 bytes of "ü": the cut moves back
+	// to 99 so no character is split; the whole redacted text is 237 bytes.
+	want := "api_key=[redacted]\n" + strings.Repeat("ü", 40) + "\n[result cut at 99 of 237 bytes]"
+	if got != want {
+		t.Errorf("result = %q, want %q", got, want)
+	}
+
+	// Redaction alone: every match, the default cap.
+	srv.Result = &api.MCPResultPolicy{Redact: []string{`sk-live-[0-9a-f]+`, `api_key=`}}
+	got = mustCallMCP(t, a, mcpRun, srv, mcptest.ToolLeak, `{"repeat":3}`)
+	if want := "[redacted][redacted]\nüüü\nagain: [redacted]"; got != want {
+		t.Errorf("result = %q, want %q", got, want)
+	}
+
+	// An error result is redacted too.
+	srv.Result = &api.MCPResultPolicy{Redact: []string{`hunter\d`}}
+	res, err := callMCP(t, a, mcpRun, srv, mcptest.ToolFail, `{"message":"login as admin/hunter2 failed"}`)
+	if err != nil || !res.IsError || strings.Contains(res.Content, "hunter2") || !strings.Contains(res.Content, "admin/[redacted] failed") {
+		t.Errorf("error result = %+v, %v; want it redacted", res, err)
+	}
+}
+
+// TestMCPResultCutStoredWithoutTheSecret: a result stored by reference is the redacted,
+// cut one.
+func TestMCPResultCutStoredWithoutTheSecret(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, activities.Deps{})
+	t.Cleanup(func() { _ = e.a.Close() })
+	srv := stdioServer(t, "srv")
+	srv.Result = &api.MCPResultPolicy{MaxBytes: 5000, Redact: []string{`sk-live-[0-9a-f]+`}}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := e.a.MCP.CallMCPTool(ctx, api.CallMCPToolRequest{RunID: mcpRun, CallID: "1.1", Server: srv, Tool: mcptest.ToolLeak,
+		Args: json.RawMessage(`{"repeat":10000}`), StoreOver: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ContentRef == "" {
+		t.Fatalf("a %d-byte result was not stored: %+v", len(res.Content), res)
+	}
+	whole, err := e.store.GetBlob(ctx, res.ContentRef)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := string(whole)
+	if strings.Contains(full, mcptest.LeakSecret) || strings.Contains(res.Content, mcptest.LeakSecret) {
+		t.Error("the secret reached the store or the preview")
+	}
+	if !strings.HasSuffix(full, "\n[result cut at 4999 of 20037 bytes]") || len(full) != 4999+len("\n[result cut at 4999 of 20037 bytes]") {
+		t.Errorf("stored result of %d bytes ends %q", len(full), full[max(0, len(full)-60):])
+	}
+}
+
+// TestMCPServerTimeout: a call that passes its server's timeout is an error result naming
+// the server, the tool and the timeout, returned at the timeout; the server's next call
+// answers.
+func TestMCPServerTimeout(t *testing.T) {
+	t.Parallel()
+	a := newMCPActivities(t)
+	srv := stdioServer(t, "srv")
+	srv.Timeout = api.Duration(time.Second)
+	if got := mustCallMCP(t, a, mcpRun, srv, mcptest.ToolSlow, `{"ms":10}`); got != "slept" {
+		t.Errorf("a quick call = %q", got)
+	}
+	start := time.Now()
+	res, err := callMCP(t, a, mcpRun, srv, mcptest.ToolSlow, `{"ms":60000}`)
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("a timed-out call is an activity error (%v), want an error result", err)
+	}
+	want := "error: MCP server srv: slow: no answer within the server's timeout of 1s"
+	if !res.IsError || !strings.HasPrefix(res.Content, want) {
+		t.Errorf("result = %+v, want an error result starting %q", res, want)
+	}
+	if took > 20*time.Second {
+		t.Errorf("the call returned after %s, not at its 1s timeout", took)
+	}
+	if got := mustCallMCP(t, a, mcpRun, srv, mcptest.ToolEcho, `{"text":"still here"}`); got != "still here" {
+		t.Errorf("echo after the timeout = %q", got)
+	}
+}
+
+// TestMCPBadResultPatternBuiltInGo: a spec built in Go skips config validation; its bad
+// pattern is a non-retryable error naming the server and the pattern, and nothing is called.
+func TestMCPBadResultPatternBuiltInGo(t *testing.T) {
+	t.Parallel()
+	a := newMCPActivities(t)
+	srv := stdioServer(t, "srv")
+	srv.Result = &api.MCPResultPolicy{Redact: []string{`secret-([`}}
+	_, err := callMCP(t, a, mcpRun, srv, mcptest.ToolEcho, `{"text":"x"}`)
+	ae := appError(t, err)
+	if !ae.NonRetryable() || !strings.Contains(ae.Error(), "MCP server srv") || !strings.Contains(ae.Error(), `"secret-(["`) {
+		t.Errorf("error = %v, want a non-retryable error naming the server and the pattern", err)
+	}
+}

@@ -279,6 +279,7 @@ func (s Spec) Validate() error {
 		if m.OAuth != nil {
 			validateOAuth(field+".oauth", m, bad)
 		}
+		validateMCPLimits(field, m, bad)
 	}
 	seenSkill := map[string]bool{}
 	for i, name := range s.Skills {
@@ -349,6 +350,28 @@ func (s Spec) Validate() error {
 
 // envName is what an environment variable's name may be.
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// validateMCPLimits checks a server's result: block and timeout (field is "mcp[i]"):
+// every redact pattern must compile here, at config load, not at the first call.
+func validateMCPLimits(field string, m api.MCPServerSpec, bad func(field, format string, a ...any)) {
+	if t := time.Duration(m.Timeout); t != 0 && (t < api.MinMCPTimeout || t > api.MaxMCPTimeout) {
+		bad(field+".timeout", "server %s: %s is not between %s and %s", m.Name, t, api.MinMCPTimeout, api.MaxMCPTimeout)
+	}
+	r := m.Result
+	if r == nil {
+		return
+	}
+	if r.MaxBytes < 0 || r.MaxBytes > api.MaxMCPResultBytes || (r.MaxBytes == 0 && len(r.Redact) == 0) {
+		bad(field+".result.max_bytes", "server %s: %d is not between 1 and %d (64 MiB)", m.Name, r.MaxBytes, api.MaxMCPResultBytes)
+	}
+	for i, p := range r.Redact {
+		if p == "" {
+			bad(fmt.Sprintf("%s.result.redact[%d]", field, i), "server %s: the pattern is empty", m.Name)
+		} else if _, err := regexp.Compile(p); err != nil {
+			bad(fmt.Sprintf("%s.result.redact[%d]", field, i), "server %s: pattern %q does not compile: %v", m.Name, p, err)
+		}
+	}
+}
 
 // validateOAuth checks a server's oauth: block (field is "mcp[i].oauth").
 func validateOAuth(field string, m api.MCPServerSpec, bad func(field, format string, a ...any)) {

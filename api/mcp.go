@@ -1,6 +1,9 @@
 package api
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"time"
+)
 
 // MCP activity names.
 const (
@@ -39,7 +42,35 @@ type MCPServerSpec struct {
 	// OAuth has the worker authenticate with OAuth 2.1 tokens (sse and http only; not
 	// with TokenEnv).
 	OAuth *MCPOAuth `json:"oauth,omitempty" mapstructure:"oauth" yaml:"oauth"`
+	// Result shapes what the model, the events, the history and the store get of each of
+	// this server's tool results (the worker applies it inside CallMCPTool).
+	Result *MCPResultPolicy `json:"result,omitempty" mapstructure:"result" yaml:"result"`
+	// Timeout bounds one call of this server's tools (connecting excluded); a call that
+	// passes it is an error result the model sees, and the run goes on. Zero: only the
+	// activity's own bound (5 minutes).
+	Timeout Duration `json:"timeout,omitempty" mapstructure:"timeout" yaml:"timeout"`
 }
+
+// MCPResultPolicy redacts and caps an MCP server's tool results before they go anywhere.
+type MCPResultPolicy struct {
+	// MaxBytes caps a result (after redaction), cut at a UTF-8 boundary with a note the
+	// model reads: "[result cut at N of M bytes]". Zero: the default cap (MCPResultCap of
+	// package activities).
+	MaxBytes int `json:"max_bytes,omitempty" mapstructure:"max_bytes" yaml:"max_bytes"`
+	// Redact holds regular expressions (Go RE2 syntax); every match in a result's text
+	// is replaced by MCPRedacted.
+	Redact []string `json:"redact,omitempty" mapstructure:"redact" yaml:"redact"`
+}
+
+// Bounds of an MCP server's result policy and timeout.
+const (
+	MaxMCPResultBytes = 64 << 20
+	MinMCPTimeout     = time.Second
+	MaxMCPTimeout     = 24 * time.Hour
+)
+
+// MCPRedacted replaces what a server's result.redact patterns match.
+const MCPRedacted = "[redacted]"
 
 // MCPOAuth declares how a remote MCP server is authorized with OAuth 2.1: `starter mcp
 // login` runs the authorization code flow with PKCE once and stores the tokens in the

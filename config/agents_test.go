@@ -472,3 +472,112 @@ func TestReadmeWarmAndRuntimeAgents(t *testing.T) {
 		}
 	}
 }
+
+// An MCP server's result: block and timeout load as written, and a pattern that does not
+// compile or a bound out of range stops the load naming the agent, the server and the value.
+func TestLoadMCPResultAndTimeout(t *testing.T) {
+	const y = `
+llm: {base_url: http://127.0.0.1:11434/v1, model: m}
+agents:
+  - name: a
+    instructions: x
+    mcp:
+      - name: notes
+        transport: stdio
+        command: /usr/local/bin/notes-mcp
+        timeout: 30s
+        result:
+          max_bytes: 4096
+          redact: ['sk-[A-Za-z0-9]{16,}', '(?i)password=\S+']
+`
+	dir := t.TempDir()
+	t.Chdir(dir)
+	write := func(s string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, DefaultFile), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(y)
+	cfg, err := Load(LoadOptions{Env: []string{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := cfg.Agents[0].MCP[0]
+	if time.Duration(m.Timeout) != 30*time.Second {
+		t.Errorf("timeout = %s, want 30s", time.Duration(m.Timeout))
+	}
+	if r := m.Result; r == nil || r.MaxBytes != 4096 || len(r.Redact) != 2 || r.Redact[0] != `sk-[A-Za-z0-9]{16,}` || r.Redact[1] != `(?i)password=\S+` {
+		t.Errorf("result = %+v", m.Result)
+	}
+
+	for _, tc := range []struct{ name, from, to, want string }{
+		{"bad pattern", `'(?i)password=\S+'`, `'secret-(['`,
+			`agents[a].mcp[0].result.redact[1]: server notes: pattern "secret-([" does not compile: `},
+		{"max_bytes zero", "max_bytes: 4096\n          redact: ['sk-[A-Za-z0-9]{16,}', '(?i)password=\\S+']", "max_bytes: 0",
+			"agents[a].mcp[0].result.max_bytes: server notes: 0 is not between 1 and 67108864"},
+		{"max_bytes over 64 MiB", "max_bytes: 4096", "max_bytes: 67108865",
+			"agents[a].mcp[0].result.max_bytes: server notes: 67108865 is not between 1 and 67108864"},
+		{"timeout under a second", "timeout: 30s", "timeout: 500ms",
+			"agents[a].mcp[0].timeout: server notes: 500ms is not between 1s and 24h0m0s"},
+		{"timeout over a day", "timeout: 30s", "timeout: 25h",
+			"agents[a].mcp[0].timeout: server notes: 25h0m0s is not between 1s and 24h0m0s"},
+		{"typo", "max_bytes:", "maxbytes:", "maxbytes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bad := strings.Replace(y, tc.from, tc.to, 1)
+			if bad == y {
+				t.Fatalf("%q is not in the config", tc.from)
+			}
+			write(bad)
+			if _, err := Load(LoadOptions{Env: []string{}}); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Load error = %v, want it to say %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestDocsMCPResultPolicy: the server of docs/mcp.md's "Results and timeouts" loads as
+// the page says, and the bad pattern it quotes is refused with the message it quotes.
+func TestDocsMCPResultPolicy(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "docs", "mcp.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var block string
+	for _, blk := range strings.Split(string(b), "```yaml\n")[1:] {
+		if blk, _, _ = strings.Cut(blk, "```"); strings.Contains(blk, "max_bytes: 8192") {
+			block = blk
+		}
+	}
+	if block == "" {
+		t.Fatal("docs/mcp.md has no yaml block with max_bytes: 8192")
+	}
+	dir := t.TempDir()
+	t.Chdir(dir)
+	write := func(s string) {
+		t.Helper()
+		y := "llm: {base_url: http://x:1/v1}\nagents:\n  - name: researcher\n    mcp:\n      - {name: notes, transport: stdio, command: notes-mcp}\n" +
+			strings.Replace(s, "    mcp:\n", "", 1)
+		if err := os.WriteFile(filepath.Join(dir, DefaultFile), []byte(y), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(block)
+	cfg, err := Load(LoadOptions{Env: []string{}})
+	if err != nil {
+		t.Fatalf("Load the server of docs/mcp.md: %v", err)
+	}
+	m := cfg.Agents[0].MCP[1]
+	if time.Duration(m.Timeout) != 30*time.Second || m.Result == nil || m.Result.MaxBytes != 8192 || len(m.Result.Redact) != 2 {
+		t.Errorf("server = %+v, result %+v", m, m.Result)
+	}
+	write(strings.Replace(block, `'sk-[A-Za-z0-9]{20,}'`, `'sk-(['`, 1))
+	const want = `agents[researcher].mcp[1].result.redact[0]: server tickets: pattern "sk-([" does not compile: `
+	if _, err := Load(LoadOptions{Env: []string{}}); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("Load error = %v, want %q", err, want)
+	}
+	if !strings.Contains(string(b), strings.TrimSuffix(want, ": ")) {
+		t.Errorf("docs/mcp.md does not quote the error %q", want)
+	}
+}

@@ -409,6 +409,19 @@ func mcpCallOptions() workflow.ActivityOptions {
 	}
 }
 
+// mcpToolCallOptions are mcpCallOptions for one call of server's tools: a server timeout
+// longer than the attempt's own bound widens that bound (the timeout plus time to connect),
+// so the server's timeout, enforced inside CallMCPTool, is the one that ends a slow call.
+// It changes an attribute of the call's command, not the commands (replay compares
+// activity types, not timeouts), and a spec without a timeout keeps the options as they were.
+func mcpToolCallOptions(server api.MCPServerSpec) workflow.ActivityOptions {
+	o := mcpCallOptions()
+	if t := time.Duration(server.Timeout) + time.Minute; t > o.StartToCloseTimeout {
+		o.StartToCloseTimeout = t
+	}
+	return o
+}
+
 func (rt *runtime) toolset(ctx workflow.Context, spec agents.Spec) (toolset, error) {
 	ts := toolset{builtin: agents.Offered(spec), servers: map[string]api.MCPServerSpec{}}
 	if len(spec.MCP) == 0 {
@@ -787,7 +800,7 @@ func (rt *runtime) callMCP(ctx workflow.Context, server api.MCPServerSpec, tool 
 	req := api.CallMCPToolRequest{RunID: rt.rec.ID, CallID: call.ID, Server: server, Tool: tool.Name,
 		Args: json.RawMessage(orEmptyObject(call.Arguments)), StoreOver: storeOver, Note: note}
 	var res api.RunToolResult
-	mctx := workflow.WithActivityOptions(ctx, mcpCallOptions())
+	mctx := workflow.WithActivityOptions(ctx, mcpToolCallOptions(server))
 	if err := workflow.ExecuteActivity(mctx, api.ActivityCallMCPTool, req).Get(ctx, &res); err != nil {
 		return errorResult("MCP server %s: %s failed: %s", server.Name, tool.Name, errorMessage(err))
 	}

@@ -23,6 +23,7 @@ func mcpSpec(p permissions.Policy) agents.Spec {
 
 type mcpFakes struct {
 	calls  []api.CallMCPToolRequest
+	bounds []time.Duration // each call's StartToCloseTimeout
 	closed int
 	fail   bool
 }
@@ -39,8 +40,9 @@ func (m *mcpFakes) register(env interface {
 			Errors: map[string]string{"down": "connection refused"},
 		}, nil
 	}, activity.RegisterOptions{Name: api.ActivityListMCPTools})
-	env.RegisterActivityWithOptions(func(_ context.Context, req api.CallMCPToolRequest) (api.RunToolResult, error) {
+	env.RegisterActivityWithOptions(func(ctx context.Context, req api.CallMCPToolRequest) (api.RunToolResult, error) {
 		m.calls = append(m.calls, req)
+		m.bounds = append(m.bounds, activity.GetInfo(ctx).StartToCloseTimeout)
 		if m.fail {
 			return api.RunToolResult{}, errors.New("broken pipe")
 		}
@@ -126,5 +128,31 @@ func TestMCPBrokenServerIsAResultNamingIt(t *testing.T) {
 	}
 	if got := lastToolMessage(f.requests[1]); !strings.Contains(got, "MCP server fs") {
 		t.Errorf("model got %q, want an error naming the server", got)
+	}
+}
+
+// TestMCPServerTimeoutWidensTheCallsBound: a server timeout longer than a call's own
+// 5-minute bound widens that bound, so the timeout CallMCPTool enforces is the one that
+// ends a slow call; a server without one keeps the 5 minutes.
+func TestMCPServerTimeoutWidensTheCallsBound(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		timeout time.Duration
+		want    time.Duration
+	}{{0, 5 * time.Minute}, {30 * time.Second, 5 * time.Minute}, {2 * time.Hour, 2*time.Hour + time.Minute}} {
+		env := newEnv(t)
+		spec := mcpSpec(permissions.Policy{Mode: permissions.ModeAuto})
+		spec.MCP[0].Timeout = api.Duration(tc.timeout)
+		f := &agentFakes{spec: spec, script: []api.ChatMessage{toolReply(call("fs__read", `{}`)), text("ok")}}
+		f.register(env)
+		m := &mcpFakes{}
+		m.register(env)
+		env.ExecuteWorkflow(api.WorkflowAgentRun, agentInput(t, "mcper"))
+		if err := env.GetWorkflowError(); err != nil {
+			t.Fatal(err)
+		}
+		if len(m.bounds) != 1 || m.bounds[0] != tc.want {
+			t.Errorf("timeout %s: call bounds %v, want [%s]", tc.timeout, m.bounds, tc.want)
+		}
 	}
 }

@@ -37,7 +37,28 @@ const (
 	ToolCrash     = "crash"      // {once_file?} exits the server process mid-call (stdio only)
 	ToolPID       = "pid"        // → the server's process id (stdio only)
 	ToolWhoamiEnv = "whoami_env" // {name} → "NAME=set" or "NAME=unset" (stdio only)
+	ToolLeak      = "leak"       // {repeat} → LeakText(repeat): a secret-looking key, then long text
+	ToolSlow      = "slow"       // {ms} → "slept" after that many milliseconds (or the call's end)
 )
+
+// LeakSecret is the secret-looking key the leak tool returns, twice.
+const LeakSecret = "sk-live-4f9a8b7c6d5e4f3a2b1c"
+
+// LeakText is what the leak tool returns: LeakSecret in two places around repeat copies
+// of "ü" (two bytes each, so a cut by bytes can fall inside a character).
+func LeakText(repeat int) string {
+	return "api_key=" + LeakSecret + "\n" + strings.Repeat("ü", repeat) + "\nagain: " + LeakSecret
+}
+
+// Sleep waits ms milliseconds or until ctx ends, for the slow tool.
+func Sleep(ctx context.Context, ms int) string {
+	select {
+	case <-time.After(time.Duration(ms) * time.Millisecond):
+		return "slept"
+	case <-ctx.Done():
+		return "cancelled"
+	}
+}
 
 // ImageBytes is the size of the image the image tool returns.
 const ImageBytes = 1234
@@ -88,6 +109,14 @@ func NewServer(o Options) *server.MCPServer {
 	add(mcp.NewTool(ToolFail, mcp.WithDescription("Fails with the message."), mcp.WithString("message")),
 		func(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return mcp.NewToolResultError(req.GetString("message", "it failed")), nil
+		})
+	add(mcp.NewTool(ToolLeak, mcp.WithDescription("Returns a secret-looking key and long text."), mcp.WithNumber("repeat", mcp.Required())),
+		func(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return mcp.NewToolResultText(LeakText(req.GetInt("repeat", 0))), nil
+		})
+	add(mcp.NewTool(ToolSlow, mcp.WithDescription("Answers after ms milliseconds."), mcp.WithNumber("ms", mcp.Required())),
+		func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return mcp.NewToolResultText(Sleep(ctx, req.GetInt("ms", 0))), nil
 		})
 	if !o.Process {
 		return s

@@ -56,6 +56,14 @@ type failIn struct {
 	Message string `json:"message,omitempty"`
 }
 
+type leakIn struct {
+	Repeat int `json:"repeat"`
+}
+
+type slowIn struct {
+	MS int `json:"ms"`
+}
+
 type nameIn struct {
 	Name string `json:"name"`
 }
@@ -106,6 +114,16 @@ func NewServer(o Options) *mcp.Server {
 			}
 			// An error from a typed handler is an isError result the client sees.
 			return nil, nil, errors.New(msg)
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: mcptest.ToolLeak, Description: "Returns a secret-looking key and long text."},
+		func(_ context.Context, req *mcp.CallToolRequest, in leakIn) (*mcp.CallToolResult, any, error) {
+			record(req, map[string]any{"repeat": in.Repeat})
+			return text(mcptest.LeakText(in.Repeat)), nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: mcptest.ToolSlow, Description: "Answers after ms milliseconds."},
+		func(ctx context.Context, req *mcp.CallToolRequest, in slowIn) (*mcp.CallToolResult, any, error) {
+			record(req, map[string]any{"ms": in.MS})
+			return text(mcptest.Sleep(ctx, in.MS)), nil, nil
 		})
 	if !o.Process {
 		return s
