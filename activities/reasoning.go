@@ -153,6 +153,16 @@ func (a *Model) offloadReply(ctx context.Context, req api.CompleteChatRequest, o
 		return out, nil
 	}
 	var err error
+	if req.KeepReply {
+		// A typed reply stays whole for the workflow's check; its events carry the
+		// reference, as any long reply's do.
+		sum, err := a.out.store.PutBlob(ctx, []byte(m.Content))
+		if err != nil {
+			return out, fmt.Errorf("store reply text (%d bytes): %w", len(m.Content), err)
+		}
+		m.ContentRef, m.ContentBytes = sum, len(m.Content)
+		return out, nil
+	}
 	m.Content, m.ContentRef, m.ContentBytes, err = a.out.putPreviewed(ctx, m.Content, "reply text", textPreview)
 	return out, err
 }

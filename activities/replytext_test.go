@@ -85,3 +85,23 @@ func TestWriteArtifactFromBlob(t *testing.T) {
 		t.Errorf("WriteArtifact(missing blob) = %v, want a non-retryable error naming the artifact and the blob", err)
 	}
 }
+
+// A typed agent's call (KeepReply) gets its long reply whole, for the workflow's schema
+// check, and stored too, so its events can carry the reference.
+func TestCompleteChatKeepReplyWhole(t *testing.T) {
+	t.Parallel()
+	long := `{"items": "` + strings.Repeat("x", 20000) + `"}`
+	e, _ := newModelEnv(t, activities.LLMConfig{}, fakellm.Reply{Content: long})
+	ctx := context.Background()
+	res, err := e.a.Model.CompleteChat(ctx, api.CompleteChatRequest{Thread: &api.ThreadRef{}, Messages: userAsks("List them"), CallID: "1", KeepReply: true})
+	if err != nil {
+		t.Fatalf("CompleteChat: %v", err)
+	}
+	m := res.Message
+	if m.Content != long || m.ContentRef == "" || m.ContentBytes != len(long) {
+		t.Fatalf("reply %d bytes, ref %q, bytes %d; want the whole %d bytes and its reference", len(m.Content), m.ContentRef, m.ContentBytes, len(long))
+	}
+	if b, err := e.store.GetBlob(ctx, m.ContentRef); err != nil || string(b) != long {
+		t.Errorf("stored reply: %d bytes, %v; want the whole text", len(b), err)
+	}
+}

@@ -157,6 +157,11 @@ type CompleteChatRequest struct {
 	// activity's heartbeat details (LiveText), for live viewers, and never reaches history.
 	StreamLive bool      `json:"stream_live,omitempty"`
 	Tools      []ToolDef `json:"tools,omitempty"`
+	// KeepReply keeps the reply's text inline whatever its size: the agent has an
+	// output_schema, so the workflow checks the reply and returns it as the run's result,
+	// which it cannot do with a preview. Without it a reply over TextInlineMax is stored and
+	// referenced. A reply over 256 KB still leaves history through External Storage.
+	KeepReply bool `json:"keep_reply,omitempty"`
 }
 
 // LiveText is the heartbeat detail of a streaming model call: the reply's text (and

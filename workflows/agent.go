@@ -252,6 +252,8 @@ func (rt *runtime) agentLoop(ctx workflow.Context, spec agents.Spec, tools tools
 		}
 		req := api.CompleteChatRequest{Model: spec.Model, RunID: rt.rec.ID, Sandbox: spec.Sandbox, Endpoint: spec.LLM}
 		conv.request(&req, spec, skills, defs, callTag)
+		// A typed reply is checked here and becomes the run's result: it must come whole.
+		req.KeepReply = typed != nil
 		switch {
 		case style.streamTo != "" && conv.byRef:
 			// Live text goes to viewers through the call's heartbeat, not history; the
@@ -812,9 +814,14 @@ func (rt *runtime) callMCP(ctx workflow.Context, server api.MCPServerSpec, tool 
 // preview as content, "content_ref" and "bytes", which readers resolve to the whole text.
 // History thus holds the reference, never the text (ARCHITECTURE §10).
 func replyText(msg api.ChatMessage, content string, data map[string]any) map[string]any {
-	data["content"] = content
 	if msg.ContentRef != "" {
+		// A typed agent's reply comes whole (KeepReply) with its reference: the event
+		// keeps a preview of it, as for any reply stored by reference.
+		if len(content) > api.TextInlineMax {
+			content = clip(content, api.PreviewBytes)
+		}
 		data["content_ref"], data["bytes"] = msg.ContentRef, msg.ContentBytes
 	}
+	data["content"] = content
 	return data
 }

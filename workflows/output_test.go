@@ -150,6 +150,9 @@ func TestUntypedAgentResultUnchanged(t *testing.T) {
 	if err := json.Unmarshal(out, &res); err != nil || res.Content != "not json, and fine" || res.Output != nil || res.Turns != 1 {
 		t.Errorf("result = %s (%v), want the AgentResult with the text", out, err)
 	}
+	if f.requests[0].KeepReply {
+		t.Errorf("an untyped agent's model call asked for the reply whole (KeepReply): its long replies belong in the store")
+	}
 	if string(rec.Result) != string(out) || f.requests[0].System != "You grade essays." {
 		t.Errorf("record result %s, system %q", rec.Result, f.requests[0].System)
 	}
@@ -165,5 +168,45 @@ func TestTypedOutputBadSchemaFailsTheRun(t *testing.T) {
 	}
 	if len(f.requests) != 0 {
 		t.Errorf("model calls = %d, want none", len(f.requests))
+	}
+}
+
+// A typed agent's model calls ask for the reply whole (KeepReply), and a long one (the
+// activity stores it and keeps it whole, with its reference) is checked and returned whole,
+// while its agent_done event keeps a preview and the reference, never the bulk.
+func TestTypedOutputLongReplyWhole(t *testing.T) {
+	t.Parallel()
+	title := strings.Repeat("a long title ", 1500) // ~19,500 bytes
+	reply := `{"title": "` + title + `", "score": 9}`
+	env := newEnv(t)
+	f := &agentFakes{spec: typedSpec(nil)}
+	f.script = []api.ChatMessage{{Role: api.RoleAssistant, Content: reply, ContentRef: strings.Repeat("cd", 32), ContentBytes: len(reply)}}
+	f.register(env)
+	env.ExecuteWorkflow(api.WorkflowAgentRun, payload(t, api.AgentRunInput{Agent: "grader", Prompt: "grade it"}))
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	var out struct {
+		Title string `json:"title"`
+		Score int    `json:"score"`
+	}
+	if err := env.GetWorkflowResult(&out); err != nil || out.Title != title || out.Score != 9 {
+		t.Errorf("result title %d bytes, score %d, %v; want the whole object", len(out.Title), out.Score, err)
+	}
+	if !f.requests[0].KeepReply {
+		t.Errorf("a typed agent's model call did not ask for the reply whole (KeepReply)")
+	}
+	rec := queryRecord(t, env)
+	for _, ev := range rec.Events {
+		if ev.Type != api.EventAgentDone {
+			continue
+		}
+		var d map[string]any
+		if err := json.Unmarshal(ev.Data, &d); err != nil {
+			t.Fatal(err)
+		}
+		if c, _ := d["content"].(string); len(c) > api.PreviewBytes+100 || !strings.HasPrefix(c, `{"title": "a long title`) || d["content_ref"] != strings.Repeat("cd", 32) {
+			t.Errorf("agent_done carries %d bytes of content, ref %v; want a preview and the reference", len(c), d["content_ref"])
+		}
 	}
 }
