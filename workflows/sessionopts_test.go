@@ -337,3 +337,36 @@ func TestSessionSteer(t *testing.T) {
 		t.Errorf("steer events = %v", s)
 	}
 }
+
+// An interrupt during the model call cancels the call: the turn ends interrupted long
+// before the model would have answered, and the session answers the next prompt.
+func TestSessionInterruptCancelsModelCall(t *testing.T) {
+	t.Parallel()
+	env := newEnv(t)
+	m := &optsModel{spec: sessionSpec, reply: func(thread []api.ChatMessage) api.ChatMessage { return text("late") }}
+	m.register(env)
+	calls := 0
+	env.OnActivity(api.ActivityCompleteChat, mockAny, mockAny).After(5 * time.Hour).Return(
+		func(context.Context, api.CompleteChatRequest) (api.CompleteChatResult, error) {
+			calls++
+			return api.CompleteChatResult{Message: text("late")}, nil
+		})
+	out := map[string]updateResult{}
+	sendUpdate(env, time.Minute, api.UpdatePrompt, out, "slow", api.PromptRequest{Text: "think hard"})
+	sendUpdate(env, 10*time.Minute, api.UpdateInterrupt, out, "interrupt")
+	closeSession(env, time.Hour)
+	start := env.Now()
+	rec := runOptsSession(t, env, "intm")
+	if r, ok := out["slow"].value.(api.PromptReply); !ok || !r.Interrupted || r.Reply != "" {
+		t.Errorf("prompt = %+v, want interrupted with no reply", out["slow"])
+	}
+	if d := env.Now().Sub(start); d > 4*time.Hour || calls != 0 {
+		t.Errorf("the model call ran to its end (%d answers, session lasted %s)", calls, d)
+	}
+	if ends := streamData(t, rec, api.StreamTurnEnd); len(ends) != 1 || ends[0]["interrupted"] != true {
+		t.Errorf("turn_end events = %v, want one, interrupted", ends)
+	}
+	if texts := streamData(t, rec, api.StreamText); len(texts) != 0 {
+		t.Errorf("an interrupted model call left text events: %v", texts)
+	}
+}
