@@ -166,8 +166,11 @@ func runSession(ctx workflow.Context, in api.SessionInput, segmentBytes int) (ap
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, api.UpdateInterrupt,
 		func(ctx workflow.Context) (api.InterruptReply, error) { return s.interrupt(ctx) },
 		workflow.UpdateHandlerOptions{Validator: func(workflow.Context) error {
-			if s.live == nil || s.live.interrupted {
+			if s.live == nil {
 				return s.noTurnError("interrupt")
+			}
+			if s.live.interrupted {
+				return fmt.Errorf("turn %d is already being interrupted", s.live.n)
 			}
 			return nil
 		}}); err != nil {
@@ -179,8 +182,11 @@ func runSession(ctx workflow.Context, in api.SessionInput, segmentBytes int) (ap
 			if strings.TrimSpace(req.Text) == "" {
 				return errors.New("steer text is empty")
 			}
-			if s.live == nil || s.live.interrupted {
+			if s.live == nil {
 				return s.noTurnError("steer")
+			}
+			if s.live.interrupted {
+				return fmt.Errorf("turn %d is being interrupted; send the message as a prompt", s.live.n)
 			}
 			return nil
 		}}); err != nil {
@@ -378,6 +384,10 @@ func (s *session) interrupt(ctx workflow.Context) (api.InterruptReply, error) {
 	live.cancel()
 	if err := workflow.Await(ctx, func() bool { return s.live != live }); err != nil {
 		return api.InterruptReply{}, err
+	}
+	if t := s.carry.Turns; len(t) > 0 && t[len(t)-1].N == live.n && !t[len(t)-1].Interrupted {
+		// The turn's last call had returned in the same workflow task: it ended as it was.
+		return api.InterruptReply{}, fmt.Errorf("turn %d ended before the interrupt reached it", live.n)
 	}
 	return api.InterruptReply{Turn: live.n}, nil
 }
