@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -207,4 +208,62 @@ func waitUpdateAccepted(t *testing.T, c client.Client, id, name string) {
 		}
 		return fmt.Errorf("not yet")
 	})
+}
+
+// TestGatewaySessionInterrupt: through the HTTP API, an interrupt ends the turn whose
+// model call is in flight (the waiting prompt answers interrupted: true), the session
+// answers the next prompt, and an interrupt or a steer with no turn running is a 409.
+func TestGatewaySessionInterrupt(t *testing.T) {
+	t.Parallel()
+	model := fakellm.New(
+		fakellm.Reply{Match: "Hello.", Content: "Hi there."},
+		fakellm.Reply{Content: "This never arrives.", Hold: "forever"},
+	)
+	t.Cleanup(func() { model.Release("forever") })
+	p := newPlatform(t)
+	p.writeConfig(sessionConfig(model.Start(t)))
+	p.start()
+	g := gateway(t, p)
+	const path = "/v1/sessions/assistant/gw"
+
+	type answer struct {
+		status int
+		body   []byte
+	}
+	held := make(chan answer, 1)
+	go func() {
+		status, body := g.call("POST", path+"/prompt", map[string]any{"text": "Think forever.", "max_turns": 2})
+		held <- answer{status, body}
+	}()
+	pollUntil(t, time.Minute, "the model call in flight", func(context.Context) error {
+		if n := len(model.Requests()); n != 1 {
+			return fmt.Errorf("model requests = %d, want 1", n)
+		}
+		return nil
+	})
+	var ir api.InterruptReply
+	if b := g.must(http.StatusOK, "POST", path+"/interrupt", nil); json.Unmarshal(b, &ir) != nil || ir.Turn != 1 {
+		t.Fatalf("interrupt answered %s", b)
+	}
+	a := <-held
+	var pr api.PromptReply
+	if a.status != http.StatusOK || json.Unmarshal(a.body, &pr) != nil || !pr.Interrupted || pr.Turn != 1 || pr.Reply != "" {
+		t.Fatalf("the interrupted prompt answered %d %s", a.status, a.body)
+	}
+	for _, c := range []struct {
+		route string
+		body  any
+	}{{"/interrupt", nil}, {"/steer", map[string]string{"text": "Anyone?"}}} {
+		status, body := g.call("POST", path+c.route, c.body)
+		if status != http.StatusConflict || !strings.Contains(string(body), "no turn running") {
+			t.Errorf("POST %s with no turn: %d %s, want 409 naming no turn running", c.route, status, body)
+		}
+	}
+	if status, body := g.call("POST", path+"/prompt", map[string]any{"text": "Hello.", "max_turns": 0}); status != http.StatusBadRequest || !strings.Contains(string(body), "max_turns 0") {
+		t.Errorf("max_turns 0: %d %s, want 400 naming max_turns", status, body)
+	}
+	var next api.PromptReply
+	if b := g.must(http.StatusOK, "POST", path+"/prompt", map[string]string{"text": "Hello."}); json.Unmarshal(b, &next) != nil || next.Turn != 2 || next.Reply != "Hi there." {
+		t.Fatalf("the prompt after the interrupt answered %s", b)
+	}
 }
