@@ -370,3 +370,39 @@ func TestSessionInterruptCancelsModelCall(t *testing.T) {
 		t.Errorf("an interrupted model call left text events: %v", texts)
 	}
 }
+
+// A steer that reaches the turn during its last model call (the answer) is not sent: the
+// steer fails naming the turn, and the message is in no model call.
+func TestSessionSteerAfterLastCallIsRefused(t *testing.T) {
+	t.Parallel()
+	env := newEnv(t)
+	m := &optsModel{spec: sessionSpec, reply: func([]api.ChatMessage) api.ChatMessage { return text("done") }}
+	m.register(env)
+	var seen [][]api.ChatMessage
+	env.OnActivity(api.ActivityCompleteChat, mockAny, mockAny).After(time.Hour).Return(
+		func(_ context.Context, req api.CompleteChatRequest) (api.CompleteChatResult, error) {
+			seen = append(seen, req.Messages)
+			return api.CompleteChatResult{Message: text("done")}, nil
+		})
+	out := map[string]updateResult{}
+	sendUpdate(env, time.Minute, api.UpdatePrompt, out, "p", api.PromptRequest{Text: "answer at once"})
+	sendUpdate(env, 10*time.Minute, api.UpdateSteer, out, "late", api.SteerRequest{Text: "too late"})
+	closeSession(env, 3*time.Hour)
+	rec := runOptsSession(t, env, "late")
+	if r := out["late"]; r.rejected || r.err == nil || !strings.Contains(r.err.Error(), "turn 1 ended before another model call took the message") {
+		t.Errorf("late steer = %+v, want accepted, then failed naming turn 1", r)
+	}
+	if r, ok := out["p"].value.(api.PromptReply); !ok || r.Reply != "done" {
+		t.Errorf("prompt = %+v", out["p"])
+	}
+	for _, msgs := range seen {
+		for _, msg := range msgs {
+			if msg.Content == "too late" {
+				t.Errorf("the refused steer reached a model call: %+v", msgs)
+			}
+		}
+	}
+	if s := streamData(t, rec, api.StreamSteer); len(s) != 0 {
+		t.Errorf("steer events = %v, want none", s)
+	}
+}
