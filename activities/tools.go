@@ -140,6 +140,7 @@ func (a *Tools) RunTool(ctx context.Context, req api.RunToolRequest) (res api.Ru
 		if err != nil {
 			return fileError("glob", pat, err)
 		}
+		files = relativeTo(req.Dir, files)
 		if len(files) == 0 {
 			return api.RunToolResult{Content: "no files match " + pat}, nil
 		}
@@ -159,7 +160,7 @@ func (a *Tools) RunTool(ctx context.Context, req api.RunToolRequest) (res api.Ru
 			timeout = time.Duration(min(n, 86400)) * time.Second // clamped first: a huge n would overflow past the cap
 		}
 		timeout = min(timeout, a.shellTimeout)
-		res, err := a.shell(ctx, sb, cmd, timeout)
+		res, err := a.shell(ctx, sb, inDir(req.Dir, cmd), timeout)
 		if err == nil {
 			// What the command asked of the egress proxy: the workflow records an egress
 			// event for each (workflows/hostq.go).
@@ -183,6 +184,33 @@ func (a *Tools) RunTool(ctx context.Context, req api.RunToolRequest) (res api.Ru
 		return a.searcher.Search(ctx, q), nil
 	}
 	return toolError("unknown tool %q", req.Tool), nil
+}
+
+// inDir is cmd run from dir, a directory relative to the workspace (a session prompt's
+// dir); "" runs it in the workspace. The command is unchanged, so it runs in the same
+// shell after the cd; a dir that is missing fails the call with a message naming it.
+func inDir(dir, cmd string) string {
+	if dir == "" {
+		return cmd
+	}
+	q := "'" + strings.ReplaceAll(dir, "'", `'\''`) + "'"
+	return "cd -- " + q + " 2>/dev/null || { echo \"nexo: the turn's working directory \"" + q + "\" is not a directory of the workspace\" >&2; exit 1; }\n" + cmd
+}
+
+// relativeTo gives glob's workspace-relative matches relative to dir (a session prompt's
+// dir), where the model works; a match outside dir keeps its workspace path.
+func relativeTo(dir string, files []string) []string {
+	if dir == "" {
+		return files
+	}
+	out := make([]string, len(files))
+	for i, f := range files {
+		if rest, ok := strings.CutPrefix(f, dir+"/"); ok {
+			f = rest
+		}
+		out[i] = f
+	}
+	return out
 }
 
 // noteRetry tells the model when this call is a retry: an earlier attempt, on a worker

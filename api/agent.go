@@ -278,6 +278,10 @@ type RunToolRequest struct {
 	// (a virtual one after a worker restart, a per-run directory that is gone) is rebuilt
 	// from it first, so the call finds the files the model saw.
 	Base string `json:"base,omitempty"`
+	// Dir is the working directory of the call, relative to the workspace (a session
+	// prompt's dir): shell runs there and glob answers relative to it. File paths arrive
+	// joined with it already (the workflow decides permissions on the real path).
+	Dir string `json:"dir,omitempty"`
 }
 
 // DefaultStoreOver is the size over which a tool result is stored and referenced.

@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"fmt"
+	"path"
 	"strings"
 	"time"
 )
@@ -17,6 +18,12 @@ const (
 	// UpdateClose ends a session after the prompt in progress, releasing its sandbox and
 	// MCP clients. Its result is the session's carry, which reopening it starts from.
 	UpdateClose = "nexo.close"
+	// UpdateInterrupt ends the turn in flight (InterruptReply): its model or tool call is
+	// cancelled and the turn ends with an interrupted turn_end; the session stays open.
+	UpdateInterrupt = "nexo.interrupt"
+	// UpdateSteer hands a message to the turn in flight (SteerRequest → SteerReply): a
+	// user message added to the thread at the turn's next model call.
+	UpdateSteer = "nexo.steer"
 	// QuerySession returns the materialised history (SessionView).
 	QuerySession = "nexo.session"
 	// SignalStream carries streamed model output (StreamChunk) from the model activity
@@ -33,6 +40,8 @@ const (
 	StreamPlan      = "plan"
 	StreamCommands  = "commands"
 	StreamTurnEnd   = "turn_end"
+	// StreamSteer: a message nexo.steer handed to the turn, as its next model call took it.
+	StreamSteer = "steer"
 )
 
 // SessionID is the workflow id of the session of (agent, instance).
@@ -156,11 +165,59 @@ type SessionTurn struct {
 	FirstSeq int64     `json:"first_seq"`
 	LastSeq  int64     `json:"last_seq"`
 	Usage    Usage     `json:"usage"`
+	// Interrupted: nexo.interrupt ended the turn before its answer.
+	Interrupted bool `json:"interrupted,omitempty"`
 }
 
 // PromptRequest is the argument of UpdatePrompt.
 type PromptRequest struct {
 	Text string `json:"text"`
+	// MaxTurns bounds this turn's model calls (0: the agent's max_turns).
+	MaxTurns int `json:"max_turns,omitempty"`
+	// Dir is the working directory of this turn's tools, relative to the workspace
+	// ("": the workspace itself).
+	Dir string `json:"dir,omitempty"`
+}
+
+// MaxPromptTurns is the largest max_turns a prompt may ask for.
+const MaxPromptTurns = 1000
+
+// Validate checks a prompt's options; the error names the bad field. A valid Dir is
+// returned clean by CleanDir.
+func (r PromptRequest) Validate() error {
+	if strings.TrimSpace(r.Text) == "" {
+		return fmt.Errorf("prompt text is empty")
+	}
+	if r.MaxTurns != 0 && (r.MaxTurns < 1 || r.MaxTurns > MaxPromptTurns) {
+		return fmt.Errorf("max_turns %d: want a number of model calls from 1 to %d (leave it out for the agent's max_turns)", r.MaxTurns, MaxPromptTurns)
+	}
+	if _, err := CleanDir(r.Dir); err != nil {
+		return err
+	}
+	return nil
+}
+
+// CleanDir checks a prompt's working directory and returns it clean ("" for the workspace
+// itself): a directory relative to the workspace ("src/api"). An absolute path, or one
+// that leads out of the workspace, is refused.
+func CleanDir(dir string) (string, error) {
+	if dir == "" {
+		return "", nil
+	}
+	if strings.ContainsAny(dir, "\x00\n\r") {
+		return "", fmt.Errorf("dir %q: contains a control character", dir)
+	}
+	clean := path.Clean(dir)
+	if path.IsAbs(clean) {
+		return "", fmt.Errorf("dir %q is absolute: want a directory relative to the workspace (src/api, not /workspace/src/api)", dir)
+	}
+	if clean == ".." || strings.HasPrefix(clean, "../") {
+		return "", fmt.Errorf("dir %q leads outside the workspace: want a directory inside it", dir)
+	}
+	if clean == "." {
+		return "", nil
+	}
+	return clean, nil
 }
 
 // PromptReply is the result of UpdatePrompt.
@@ -171,6 +228,23 @@ type PromptReply struct {
 	// (Reply is then its preview, ReplyBytes its size); runs.Client.Prompt resolves it.
 	ReplyRef   string `json:"reply_ref,omitempty"`
 	ReplyBytes int    `json:"reply_bytes,omitempty"`
+	// Interrupted: the turn was ended by nexo.interrupt before its answer (Reply is "").
+	Interrupted bool `json:"interrupted,omitempty"`
+}
+
+// InterruptReply is the result of UpdateInterrupt: the turn it ended.
+type InterruptReply struct {
+	Turn int `json:"turn"`
+}
+
+// SteerRequest is the argument of UpdateSteer.
+type SteerRequest struct {
+	Text string `json:"text"`
+}
+
+// SteerReply is the result of UpdateSteer: the turn that takes the message.
+type SteerReply struct {
+	Turn int `json:"turn"`
 }
 
 // SessionView is the materialised history of a session.

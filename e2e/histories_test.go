@@ -227,6 +227,9 @@ var historyScenarios = []struct {
 	// A session forked at its second turn (`starter session fork`): the source, and the
 	// fork started from turn 1's thread and the snapshot turn 2 found (e2e/sessionfork_test.go).
 	{"session forked at a turn", "snap_", []string{"session_fork_source.json", "session_forked.json"}, recordSessionFork},
+	// A session turn interrupted in its shell call (version 1 of "session-interrupt"),
+	// turns with --dir and --max-turns, and a steered turn (e2e/sessionopts_test.go).
+	{"session with prompt options, interrupted and steered", "sessionopts_", []string{"session_interrupted_steered_idle.json"}, recordSessionOpts},
 	// Sandbox pools (no change id: only a run whose agent names a pool claims on the
 	// pool's queue, e2e/pool_test.go): a run of a pool agent on a worker that joined the
 	// pool with --pool, its claim on <tq>@pool-gpu.

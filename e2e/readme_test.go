@@ -453,6 +453,7 @@ var readmeCommandTests = []struct {
 	{marker: "go run ./bench chaos --server embedded", notRun: "minutes of SIGKILLs on several workers"},
 	{marker: "starter sandbox files <run> [--at <call-id>]", tests: []string{"TestWorkspaceFilesAtEveryCall"}},
 	{marker: "bin/starter session fork scribe src --at 2 --id fork1", tests: []string{"TestSessionForkAtTurn"}},
+	{marker: "bin/starter session interrupt assistant opts", tests: []string{"TestSessionPromptOptionsInterruptSteer"}},
 	{marker: "worker --sandbox-host --pool gpu      # on each machine of pool gpu", tests: []string{"TestSandboxPoolHostInItsOwnNetworkMovesWithItsFiles"}},
 	{marker: `bin/starter agent scribe "Say something." --wait`, tests: []string{"TestRetryingModelCallIsShown"}},
 	{marker: `bin/starter agent invoicer "Read the invoice." --wait`, tests: []string{"TestAgentTypedResultAfterARetry"}},

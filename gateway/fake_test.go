@@ -37,6 +37,8 @@ type fakeRuns struct {
 	session       func(ctx context.Context, agent, instance string) (api.SessionView, error)
 	listSessions  func(ctx context.Context, limit int) ([]runs.SessionSummary, error)
 	closeSession  func(ctx context.Context, agent, instance string) error
+	interrupt     func(ctx context.Context, agent, instance string) (api.InterruptReply, error)
+	steer         func(ctx context.Context, agent, instance, text string) (api.SteerReply, error)
 	followSession func(ctx context.Context, agent, instance string, fn func(api.Record) bool) error
 	// followSessionLive, when set, answers FollowSessionLive instead of followSession.
 	followSessionLive func(ctx context.Context, agent, instance string, fn func(api.Record) bool, live func(api.LiveText)) error
@@ -153,6 +155,20 @@ func (f *fakeRuns) CloseSession(ctx context.Context, agent, instance string) err
 		return unexpected("CloseSession")
 	}
 	return f.closeSession(ctx, agent, instance)
+}
+
+func (f *fakeRuns) Interrupt(ctx context.Context, agent, instance string) (api.InterruptReply, error) {
+	if f.interrupt == nil {
+		return api.InterruptReply{}, unexpected("Interrupt")
+	}
+	return f.interrupt(ctx, agent, instance)
+}
+
+func (f *fakeRuns) Steer(ctx context.Context, agent, instance, text string) (api.SteerReply, error) {
+	if f.steer == nil {
+		return api.SteerReply{}, unexpected("Steer")
+	}
+	return f.steer(ctx, agent, instance, text)
 }
 
 func (f *fakeRuns) FollowSessionLive(ctx context.Context, agent, instance string, fn func(api.Record) bool, live func(api.LiveText)) error {

@@ -74,6 +74,8 @@ type Runs interface {
 	Session(ctx context.Context, agent, instance string) (api.SessionView, error)
 	ListSessions(ctx context.Context, limit int) ([]runs.SessionSummary, error)
 	CloseSession(ctx context.Context, agent, instance string) error
+	Interrupt(ctx context.Context, agent, instance string) (api.InterruptReply, error)
+	Steer(ctx context.Context, agent, instance, text string) (api.SteerReply, error)
 	FollowSessionLive(ctx context.Context, agent, instance string, fn func(rec api.Record) bool, live func(api.LiveText)) error
 
 	Approvals(ctx context.Context, req runs.ApprovalsRequest) ([]runs.Pending, error)
@@ -434,6 +436,8 @@ func (s *Server) routeTable() []route {
 		{method: "GET", path: "/v1/sessions/{agent}/{instance}", scope: api.ScopeRead, handle: s.getSession},
 		{method: "POST", path: "/v1/sessions/{agent}/{instance}/prompt", scope: api.ScopeOperate, handle: s.promptSession},
 		{method: "POST", path: "/v1/sessions/{agent}/{instance}/close", scope: api.ScopeOperate, handle: s.closeSession},
+		{method: "POST", path: "/v1/sessions/{agent}/{instance}/interrupt", scope: api.ScopeOperate, handle: s.interruptSession},
+		{method: "POST", path: "/v1/sessions/{agent}/{instance}/steer", scope: api.ScopeOperate, handle: s.steerSession},
 		{method: "GET", path: "/v1/sessions/{agent}/{instance}/stream", scope: api.ScopeRead, handle: s.sessionStream},
 		{method: "GET", path: "/v1/schedules", scope: api.ScopeRead, handle: s.listSchedules},
 		{method: "POST", path: "/v1/schedules", scope: api.ScopeOperate, handle: s.createSchedule},

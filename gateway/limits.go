@@ -321,6 +321,20 @@ func (l *limitedRuns) CloseSession(ctx context.Context, agent, instance string) 
 	return l.inner.CloseSession(ctx, agent, instance)
 }
 
+func (l *limitedRuns) Interrupt(ctx context.Context, agent, instance string) (api.InterruptReply, error) {
+	if !l.admitsSession(agent) {
+		return api.InterruptReply{}, &runs.NotFoundError{ID: api.SessionID(agent, instance)}
+	}
+	return l.inner.Interrupt(ctx, agent, instance)
+}
+
+func (l *limitedRuns) Steer(ctx context.Context, agent, instance, text string) (api.SteerReply, error) {
+	if !l.admitsSession(agent) {
+		return api.SteerReply{}, &runs.NotFoundError{ID: api.SessionID(agent, instance)}
+	}
+	return l.inner.Steer(ctx, agent, instance, text)
+}
+
 func (l *limitedRuns) FollowSessionLive(ctx context.Context, agent, instance string, fn func(rec api.Record) bool, live func(api.LiveText)) error {
 	if !l.admitsSession(agent) {
 		return &runs.NotFoundError{ID: api.SessionID(agent, instance)}

@@ -116,6 +116,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"PendingActivity": api.PendingActivity{}, "StreamRetrying": StreamRetrying{},
 		"Schedule": api.Schedule{}, "ScheduleRun": api.ScheduleRun{}, "ScheduleList": ScheduleList{},
 		"ScheduleRequest": ScheduleBody{}, "NoteRequest": NoteBody{},
+		"SteerRequest": SteerBody{}, "SteerReply": api.SteerReply{}, "InterruptReply": api.InterruptReply{},
 	} {
 		want := jsonNames(reflect.TypeOf(v))
 		var got []string

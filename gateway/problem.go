@@ -74,6 +74,7 @@ func statusOf(err error) int {
 		np  *runs.NoPoolHostError
 		snf *runs.ScheduleNotFoundError
 		sex *runs.ScheduleExistsError
+		sr  *runs.SessionRefusedError
 	)
 	switch {
 	case errors.As(err, &nf), errors.Is(err, artifacts.ErrNotFound), errors.As(err, &uc), errors.As(err, &snf):
@@ -82,7 +83,7 @@ func statusOf(err error) int {
 		return http.StatusBadRequest
 	case errors.Is(err, runs.ErrNoSnapshots):
 		return http.StatusConflict
-	case errors.As(err, &st), errors.As(err, &ex), errors.As(err, &rf), errors.As(err, &cif), errors.As(err, &sex):
+	case errors.As(err, &st), errors.As(err, &ex), errors.As(err, &rf), errors.As(err, &cif), errors.As(err, &sex), errors.As(err, &sr):
 		return http.StatusConflict
 	case errors.As(err, &np):
 		// The request is right; the fleet has no host of the pool up now (one may come).

@@ -47,6 +47,15 @@ import (
 // PromptBody is the body of POST /v1/sessions/{agent}/{instance}/prompt.
 type PromptBody struct {
 	Text string `json:"text"`
+	// MaxTurns bounds this turn's model calls (absent: the agent's max_turns).
+	MaxTurns *int `json:"max_turns,omitempty"`
+	// Dir is the working directory of this turn's tools, relative to the workspace.
+	Dir string `json:"dir,omitempty"`
+}
+
+// SteerBody is the body of POST /v1/sessions/{agent}/{instance}/steer.
+type SteerBody struct {
+	Text string `json:"text"`
 }
 
 // SessionList is the answer to GET /v1/sessions.
@@ -159,6 +168,47 @@ func (s *Server) closeSession(w http.ResponseWriter, r *http.Request) {
 	s.writeJSON(w, r, http.StatusOK, Accepted{ID: id, Message: "closed session " + id + "; a prompt reopens it with its thread"})
 }
 
+// interruptSession answers POST /v1/sessions/{agent}/{instance}/interrupt once the turn
+// in flight has ended (409 when none runs).
+func (s *Server) interruptSession(w http.ResponseWriter, r *http.Request) {
+	agent, instance, err := sessionAddress(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	reply, err := s.runsFor(r.Context()).Interrupt(r.Context(), agent, instance)
+	if err != nil {
+		s.fail(w, r, sessionErr(agent, instance, err))
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, reply)
+}
+
+// steerSession answers POST /v1/sessions/{agent}/{instance}/steer once a model call of
+// the turn in flight took the message (409 when no turn runs, or it answered first).
+func (s *Server) steerSession(w http.ResponseWriter, r *http.Request) {
+	agent, instance, err := sessionAddress(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	var b SteerBody
+	if err := s.decodeJSON(w, r, &b, false); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if strings.TrimSpace(b.Text) == "" {
+		s.fail(w, r, badInput(`text is empty; send the message as {"text": "..."}`))
+		return
+	}
+	reply, err := s.runsFor(r.Context()).Steer(r.Context(), agent, instance, b.Text)
+	if err != nil {
+		s.fail(w, r, sessionErr(agent, instance, err))
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, reply)
+}
+
 // promptSession answers POST /v1/sessions/{agent}/{instance}/prompt with the reply. The
 // request lasts as long as the turn (a turn that waits for an approval waits with it).
 func (s *Server) promptSession(w http.ResponseWriter, r *http.Request) {
@@ -176,7 +226,19 @@ func (s *Server) promptSession(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, badInput(`text is empty; send the prompt as {"text": "..."}`))
 		return
 	}
-	reply, err := s.prompt(r.Context(), agent, instance, b.Text)
+	opts := runs.PromptOptions{Dir: b.Dir}
+	if b.MaxTurns != nil {
+		if *b.MaxTurns < 1 || *b.MaxTurns > api.MaxPromptTurns {
+			s.fail(w, r, badInput("max_turns %d: want a number of model calls from 1 to %d (leave it out for the agent's max_turns)", *b.MaxTurns, api.MaxPromptTurns))
+			return
+		}
+		opts.MaxTurns = *b.MaxTurns
+	}
+	if _, err := api.CleanDir(b.Dir); err != nil {
+		s.fail(w, r, badInput("%v", err))
+		return
+	}
+	reply, err := s.prompt(r.Context(), agent, instance, b.Text, opts)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -186,11 +248,11 @@ func (s *Server) promptSession(w http.ResponseWriter, r *http.Request) {
 
 // prompt sends text to the session, giving up with a 503 when no worker takes the
 // session up (an update that no worker accepts would otherwise wait forever).
-func (s *Server) prompt(ctx context.Context, agent, instance, text string) (api.PromptReply, error) {
+func (s *Server) prompt(ctx context.Context, agent, instance, text string, opts runs.PromptOptions) (api.PromptReply, error) {
 	pctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	go s.watchForWorker(pctx, cancel, agent, instance)
-	reply, err := s.runsFor(pctx).Prompt(pctx, agent, instance, text, runs.PromptOptions{})
+	reply, err := s.runsFor(pctx).Prompt(pctx, agent, instance, text, opts)
 	if err == nil {
 		return reply, nil
 	}

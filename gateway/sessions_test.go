@@ -494,3 +494,69 @@ func TestSessionStreamLive(t *testing.T) {
 		t.Errorf("live_thinking data %q, want %q", thinks, wantThink)
 	}
 }
+
+// TestPromptOptionsInterruptSteer: a prompt's max_turns and dir reach the session, bad
+// ones are a 400 naming the field; interrupt and steer answer with the turn, and the
+// session's refusal (no turn running) is a 409 with its reason.
+func TestPromptOptionsInterruptSteer(t *testing.T) {
+	t.Parallel()
+	var opts []runs.PromptOptions
+	busy := true
+	refused := func(op string) error {
+		return &runs.SessionRefusedError{ID: sessionFixtureID, Op: op, Msg: "session has no turn running (3 turns so far, none in progress): nothing to " + op}
+	}
+	var steered string
+	f := &fakeRuns{
+		prompt: func(_ context.Context, _, _, _ string, o runs.PromptOptions) (api.PromptReply, error) {
+			opts = append(opts, o)
+			return api.PromptReply{Turn: 3, Interrupted: true}, nil
+		},
+		interrupt: func(_ context.Context, agent, instance string) (api.InterruptReply, error) {
+			if !busy {
+				return api.InterruptReply{}, refused("interrupt")
+			}
+			return api.InterruptReply{Turn: 3}, nil
+		},
+		steer: func(_ context.Context, agent, instance, text string) (api.SteerReply, error) {
+			if !busy {
+				return api.SteerReply{}, refused("steer")
+			}
+			steered = text
+			return api.SteerReply{Turn: 3}, nil
+		},
+		get: func(context.Context, string) (api.Record, error) { return sessionRecord(api.StatusRunning), nil },
+	}
+	s := newServer(t, f, Options{})
+
+	resp := do(t, s, request{method: "POST", path: "/v1/sessions/assistant/u42/prompt", body: `{"text":"Build.","max_turns":7,"dir":"src/api"}`})
+	if body := readBody(t, resp); resp.StatusCode != 200 || !strings.Contains(body, `"interrupted": true`) {
+		t.Fatalf("prompt: status %d, body %s; want 200 with interrupted", resp.StatusCode, body)
+	}
+	if len(opts) != 1 || opts[0].MaxTurns != 7 || opts[0].Dir != "src/api" {
+		t.Errorf("Prompt got options %+v, want max_turns 7 and dir src/api", opts)
+	}
+	for body, detail := range map[string]string{
+		`{"text":"x","max_turns":0}`:    "max_turns 0: want a number of model calls from 1 to 1000",
+		`{"text":"x","max_turns":1001}`: "max_turns 1001",
+		`{"text":"x","dir":"../up"}`:    `dir "../up" leads outside the workspace`,
+		`{"text":"x","dir":"/etc"}`:     `dir "/etc" is absolute`,
+	} {
+		wantProblem(t, do(t, s, request{method: "POST", path: "/v1/sessions/assistant/u42/prompt", body: body}), 400, detail)
+	}
+	if len(opts) != 1 {
+		t.Errorf("refused prompts reached the session: %+v", opts)
+	}
+
+	resp = do(t, s, request{method: "POST", path: "/v1/sessions/assistant/u42/interrupt"})
+	if body := readBody(t, resp); resp.StatusCode != 200 || !strings.Contains(body, `"turn": 3`) {
+		t.Errorf("interrupt: status %d, body %s", resp.StatusCode, body)
+	}
+	resp = do(t, s, request{method: "POST", path: "/v1/sessions/assistant/u42/steer", body: `{"text":"Also say hello."}`})
+	if body := readBody(t, resp); resp.StatusCode != 200 || !strings.Contains(body, `"turn": 3`) || steered != "Also say hello." {
+		t.Errorf("steer: status %d, body %s, steered %q", resp.StatusCode, body, steered)
+	}
+	wantProblem(t, do(t, s, request{method: "POST", path: "/v1/sessions/assistant/u42/steer", body: `{"text":" "}`}), 400, "text is empty")
+	busy = false
+	wantProblem(t, do(t, s, request{method: "POST", path: "/v1/sessions/assistant/u42/interrupt"}), 409, "refused the interrupt: session has no turn running")
+	wantProblem(t, do(t, s, request{method: "POST", path: "/v1/sessions/assistant/u42/steer", body: `{"text":"hi"}`}), 409, "refused the steer: session has no turn running")
+}

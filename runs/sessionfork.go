@@ -139,7 +139,7 @@ func (c *Client) ForkSession(ctx context.Context, st artifacts.Getter, req Sessi
 		return SessionForkResult{}, &BadRequestError{Msg: fmt.Sprintf("session %s: turn %d's prompt is too long to be asked again from its record; give it with --prompt", from, req.Turn)}
 	}
 	in := api.SessionInput{Agent: req.Agent, Instance: newInst, ContinueAfterTurns: req.ContinueAfterTurns, Fork: fork}
-	reply, err := c.promptOnce(ctx, newID, in, prompt, true)
+	reply, err := c.promptOnce(ctx, newID, in, api.PromptRequest{Text: prompt}, true)
 	if err != nil {
 		if handover(err) {
 			// The fork's run ended under its first prompt: it failed setting up.

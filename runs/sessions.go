@@ -40,6 +40,11 @@ type PromptOptions struct {
 	// over to its continue-as-new run and was sent again until the new run answered: how
 	// many times and for how long. It is not called for a prompt answered at once.
 	OnRetry func(note string)
+	// MaxTurns bounds this prompt's model calls (0: the agent's max_turns; else 1 to
+	// api.MaxPromptTurns).
+	MaxTurns int
+	// Dir is the working directory of this prompt's tools, relative to the workspace.
+	Dir string
 }
 
 // Prompt sends text to the session of (agent, instance) and returns its reply. The
@@ -53,8 +58,9 @@ func (c *Client) Prompt(ctx context.Context, agent, instance, text string, o Pro
 	if err := api.ValidateInstance(instance); err != nil {
 		return api.PromptReply{}, &BadRequestError{Msg: err.Error()}
 	}
-	if strings.TrimSpace(text) == "" {
-		return api.PromptReply{}, &BadRequestError{Msg: "prompt text is empty"}
+	req := api.PromptRequest{Text: text, MaxTurns: o.MaxTurns, Dir: o.Dir}
+	if err := req.Validate(); err != nil {
+		return api.PromptReply{}, &BadRequestError{Msg: err.Error()}
 	}
 	if err := c.checkSessionPool(ctx, agent); err != nil {
 		return api.PromptReply{}, err
@@ -66,7 +72,7 @@ func (c *Client) Prompt(ctx context.Context, agent, instance, text string, o Pro
 		return api.PromptReply{}, err
 	}
 	in.Carry = carry
-	reply, note, err := c.promptThroughHandover(ctx, id, in, text)
+	reply, note, err := c.promptThroughHandover(ctx, id, in, req)
 	if note != "" && o.OnRetry != nil {
 		o.OnRetry(note)
 	}
@@ -104,7 +110,7 @@ const (
 // deadline (HandoverWait without one) passes. A reply that took more than one send comes
 // with a retry note saying so; the handover is never the user's error unless the deadline
 // passes.
-func (c *Client) promptThroughHandover(ctx context.Context, id string, in api.SessionInput, text string) (api.PromptReply, string, error) {
+func (c *Client) promptThroughHandover(ctx context.Context, id string, in api.SessionInput, req api.PromptRequest) (api.PromptReply, string, error) {
 	start := time.Now()
 	deadline := start.Add(HandoverWait)
 	if d, ok := ctx.Deadline(); ok {
@@ -115,7 +121,7 @@ func (c *Client) promptThroughHandover(ctx context.Context, id string, in api.Se
 		pause = c.handoverPause
 	}
 	for attempt := 1; ; attempt++ {
-		reply, err := c.promptOnce(ctx, id, in, text, false)
+		reply, err := c.promptOnce(ctx, id, in, req, false)
 		if err == nil {
 			var note string
 			if attempt > 1 {
@@ -192,7 +198,7 @@ func (e *updateError) Unwrap() error { return e.err }
 // promptOnce sends one prompt with update-with-start. fresh: the session must be new (a
 // fork): an id already taken, open or closed, fails the start instead of taking the
 // prompt.
-func (c *Client) promptOnce(ctx context.Context, id string, in api.SessionInput, text string, fresh bool) (api.PromptReply, error) {
+func (c *Client) promptOnce(ctx context.Context, id string, in api.SessionInput, req api.PromptRequest, fresh bool) (api.PromptReply, error) {
 	conflict, reuse := enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING, enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE
 	if fresh {
 		conflict, reuse = enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL, enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE
@@ -210,7 +216,7 @@ func (c *Client) promptOnce(ctx context.Context, id string, in api.SessionInput,
 		StartWorkflowOperation: op,
 		UpdateOptions: client.UpdateWorkflowOptions{
 			UpdateName:   api.UpdatePrompt,
-			Args:         []any{api.PromptRequest{Text: text}},
+			Args:         []any{req},
 			WaitForStage: client.WorkflowUpdateStageCompleted,
 		},
 	})
@@ -321,6 +327,74 @@ func (c *Client) CloseSession(ctx context.Context, agent, instance string) error
 			}
 			return fmt.Errorf("wait for session %s to close: %w", id, err)
 		}
+	}
+	return nil
+}
+
+// SessionRefusedError: the session refused an interrupt or a steer (no turn running, an
+// empty message, a turn that ended before it took the message); nothing changed. Msg is
+// the session's reason.
+type SessionRefusedError struct {
+	ID  string
+	Op  string // "interrupt", "steer"
+	Msg string
+}
+
+func (e *SessionRefusedError) Error() string {
+	return fmt.Sprintf("session %s refused the %s: %s", e.ID, e.Op, e.Msg)
+}
+
+// Interrupt ends the turn the session of (agent, instance) is serving: its model or tool
+// call is cancelled, the turn ends with an interrupted turn_end, and the session takes
+// the next prompt. It returns the turn's number once the turn has ended; with no turn
+// running the session refuses it (SessionRefusedError) and nothing changes.
+func (c *Client) Interrupt(ctx context.Context, agent, instance string) (api.InterruptReply, error) {
+	var reply api.InterruptReply
+	err := c.sessionUpdate(ctx, agent, instance, "interrupt", api.UpdateInterrupt, nil, &reply)
+	return reply, err
+}
+
+// Steer hands text to the turn the session of (agent, instance) is serving, as a user
+// message at its next model call, and returns once a model call took it. With no turn
+// running, or a turn that answered before another call, the session refuses it
+// (SessionRefusedError).
+func (c *Client) Steer(ctx context.Context, agent, instance, text string) (api.SteerReply, error) {
+	if strings.TrimSpace(text) == "" {
+		return api.SteerReply{}, &BadRequestError{Msg: "steer text is empty"}
+	}
+	var reply api.SteerReply
+	err := c.sessionUpdate(ctx, agent, instance, "steer", api.UpdateSteer, []any{api.SteerRequest{Text: text}}, &reply)
+	return reply, err
+}
+
+// sessionUpdate sends update name to the open session of (agent, instance) and waits for
+// its result; the session's refusal is a SessionRefusedError.
+func (c *Client) sessionUpdate(ctx context.Context, agent, instance, op, name string, args []any, out any) error {
+	if err := api.ValidateInstance(instance); err != nil {
+		return &BadRequestError{Msg: err.Error()}
+	}
+	id := api.SessionID(agent, instance)
+	desc, err := c.describe(ctx, id) // a NotFoundError names id already
+	if err != nil {
+		return err
+	}
+	if st := desc.GetWorkflowExecutionInfo().GetStatus(); st != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return &StateError{ID: id, Status: closedStatus(st), Want: "open", Hint: "no turn is running in a closed session"}
+	}
+	refused := func(err error) error {
+		var app *temporal.ApplicationError
+		if errors.As(err, &app) && app.Type() != acceptedUpdateCompletedWorkflow {
+			return &SessionRefusedError{ID: id, Op: op, Msg: app.Message()}
+		}
+		return fmt.Errorf("%s session %s: %w", op, id, err)
+	}
+	h, err := c.tc.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: name, Args: args,
+		WaitForStage: client.WorkflowUpdateStageCompleted})
+	if err != nil {
+		return refused(err)
+	}
+	if err := h.Get(ctx, out); err != nil {
+		return refused(err)
 	}
 	return nil
 }

@@ -38,7 +38,7 @@ func TestUsageErrors(t *testing.T) {
 			"Usage: starter deny <run-id> --reason TEXT [flags]   (starter deny --help lists the flags)"},
 		{[]string{"session", "promtp", "scribe", "a"}, `starter session: unknown session subcommand "promtp" (did you mean "prompt"?)`,
 			sessionUsage},
-		{[]string{"session", "frob"}, `starter session: unknown session subcommand "frob" (want prompt, show, watch, fork, list or close)`,
+		{[]string{"session", "frob"}, `starter session: unknown session subcommand "frob" (want prompt, interrupt, show, watch, fork, list or close)`,
 			sessionUsage},
 		{[]string{"session", "fork", "scribe", "a", "--at", "two"}, "starter session: --at \"two\" is not a turn number: want 1 for the first turn, as `starter session show scribe a` numbers them",
 			sessionUsage},
@@ -59,7 +59,7 @@ func TestUsageErrors(t *testing.T) {
 	}
 }
 
-const sessionUsage = `Usage: starter session prompt <agent> <instance> "text" | show <agent> <instance> | watch <agent> <instance> | fork <agent> <instance> --at <turn> | list | close <agent> <instance> [flags]   (starter session --help lists the flags)`
+const sessionUsage = `Usage: starter session prompt <agent> <instance> "text" | interrupt <agent> <instance> | show <agent> <instance> | watch <agent> <instance> | fork <agent> <instance> --at <turn> | list | close <agent> <instance> [flags]   (starter session --help lists the flags)`
 
 func TestVersionFlag(t *testing.T) {
 	var stdout, stderr bytes.Buffer

@@ -21,7 +21,7 @@ import (
 
 func sessionCmd() *command {
 	return &command{
-		name: "session", args: "prompt <agent> <instance> \"text\" | show <agent> <instance> | watch <agent> <instance> | fork <agent> <instance> --at <turn> | list | close <agent> <instance>",
+		name: "session", args: "prompt <agent> <instance> \"text\" | interrupt <agent> <instance> | show <agent> <instance> | watch <agent> <instance> | fork <agent> <instance> --at <turn> | list | close <agent> <instance>",
 		summary: "Talk to a session: a remembering agent addressed by (agent, instance).",
 		flags: func(fs *pflag.FlagSet) {
 			fs.Bool("json", false, "print JSON")
@@ -31,10 +31,13 @@ func sessionCmd() *command {
 			fs.String("at", "", "fork: the turn to fork at (its number in `session show`): the new instance starts as that turn found the session and asks its prompt again")
 			fs.String("id", "", "fork: the new instance's id (default: a new UUIDv7)")
 			fs.String("prompt", "", "fork: ask this instead of the forked turn's prompt")
+			fs.Int("max-turns", 0, fmt.Sprintf("prompt: bound this turn's model calls (1-%d; default: the agent's max_turns)", api.MaxPromptTurns))
+			fs.String("dir", "", "prompt: run this turn's tools in this directory, relative to the workspace")
+			fs.String("steer", "", "prompt: hand this message to the turn in flight, for its next model call, instead of prompting")
 		},
 		run: func(ctx context.Context, e *env, fs *pflag.FlagSet, args []string) error {
 			if len(args) == 0 {
-				return usagef("want a subcommand: prompt, show, watch, fork, list or close")
+				return usagef("want a subcommand: prompt, interrupt, show, watch, fork, list or close")
 			}
 			asJSON, _ := fs.GetBool("json")
 			sub, args := args[0], args[1:]
@@ -53,8 +56,19 @@ func sessionCmd() *command {
 				if err != nil {
 					return err
 				}
+				if fs.Changed("steer") {
+					return steerSession(ctx, e, fs, agent, inst, args[2:], asJSON)
+				}
 				if len(args) < 3 {
 					return usagef(`session prompt wants the prompt text: session prompt %s %s "text"`, agent, inst)
+				}
+				maxTurns, _ := fs.GetInt("max-turns")
+				if fs.Changed("max-turns") && (maxTurns < 1 || maxTurns > api.MaxPromptTurns) {
+					return usagef("--max-turns %d: want a number of model calls from 1 to %d (leave it out for the agent's max_turns)", maxTurns, api.MaxPromptTurns)
+				}
+				dir, _ := fs.GetString("dir")
+				if _, err := api.CleanDir(dir); err != nil {
+					return usagef("--dir: %v", err)
 				}
 				rc, err := e.runs(ctx)
 				if err != nil {
@@ -64,7 +78,7 @@ func sessionCmd() *command {
 				stop := noticeApprovals(ctx, e, rc, agent, inst)
 				var note string
 				reply, err := rc.Prompt(ctx, agent, inst, strings.Join(args[2:], " "), runs.PromptOptions{ContinueAfterTurns: n,
-					OnRetry: func(s string) { note = s }})
+					OnRetry: func(s string) { note = s }, MaxTurns: maxTurns, Dir: dir})
 				stop()
 				if err != nil {
 					return err
@@ -79,7 +93,29 @@ func sessionCmd() *command {
 				if note != "" {
 					fmt.Fprintf(e.stderr, "note: %s\n", note)
 				}
+				if reply.Interrupted {
+					fmt.Fprintf(e.stderr, "turn %d was interrupted before its answer; the session takes the next prompt\n", reply.Turn)
+					return nil
+				}
 				fmt.Fprintln(e.stdout, reply.Reply)
+				return nil
+			case "interrupt":
+				agent, inst, err := pair()
+				if err != nil {
+					return err
+				}
+				rc, err := e.runs(ctx)
+				if err != nil {
+					return err
+				}
+				reply, err := rc.Interrupt(ctx, agent, inst)
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return e.printJSON(reply)
+				}
+				fmt.Fprintf(e.stdout, "interrupted turn %d of session %s; it takes the next prompt\n", reply.Turn, api.SessionID(agent, inst))
 				return nil
 			case "show":
 				agent, inst, err := pair()
@@ -111,7 +147,9 @@ func sessionCmd() *command {
 				}
 				for _, t := range view.Turns {
 					fmt.Fprintf(e.stdout, "\n[%d] %s  you: %s\n", t.N, t.Started.Format(time.RFC3339), t.Prompt)
-					if t.Error != "" {
+					if t.Interrupted {
+						fmt.Fprintf(e.stdout, "    (interrupted)\n")
+					} else if t.Error != "" {
 						fmt.Fprintf(e.stdout, "    error: %s\n", t.Error)
 					} else {
 						fmt.Fprintf(e.stdout, "    %s: %s\n", agent, t.Reply)
@@ -166,9 +204,37 @@ func sessionCmd() *command {
 				fmt.Fprintf(e.stdout, "closed session %s\n", api.SessionID(agent, inst))
 				return nil
 			}
-			return unknownSubcommand("session subcommand", sub, "prompt", "show", "watch", "fork", "list", "close")
+			return unknownSubcommand("session subcommand", sub, "prompt", "interrupt", "show", "watch", "fork", "list", "close")
 		},
 	}
+}
+
+// steerSession hands --steer's text to the turn in flight of (agent, inst), for its next
+// model call, and says which turn took it.
+func steerSession(ctx context.Context, e *env, fs *pflag.FlagSet, agent, inst string, rest []string, asJSON bool) error {
+	text, _ := fs.GetString("steer")
+	if strings.TrimSpace(text) == "" {
+		return usagef("--steer is empty: give the message for the turn in flight")
+	}
+	if len(rest) > 0 {
+		return usagef("session prompt --steer takes no prompt text (got %q): the steer is the message; send a prompt without --steer", strings.Join(rest, " "))
+	}
+	if fs.Changed("max-turns") || fs.Changed("dir") {
+		return usagef("--max-turns and --dir are options of a new turn; a steer joins the turn in flight as it is")
+	}
+	rc, err := e.runs(ctx)
+	if err != nil {
+		return err
+	}
+	reply, err := rc.Steer(ctx, agent, inst, text)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return e.printJSON(reply)
+	}
+	fmt.Fprintf(e.stdout, "turn %d took the message at its next model call\n", reply.Turn)
+	return nil
 }
 
 // forkSession opens a new instance of agent from turn --at of the session (agent, inst)
@@ -497,7 +563,12 @@ func streamLine(ev api.Event) string {
 		return fmt.Sprintf("%stool %s %s: %.200s", prefix, str("id"), str("status"), str("content"))
 	case api.StreamPlan:
 		return prefix + "plan: " + planLine(d["steps"])
+	case api.StreamSteer:
+		return prefix + "you (steer): " + str("text")
 	case api.StreamTurnEnd:
+		if d["interrupted"] == true {
+			return prefix + "turn end (interrupted)"
+		}
 		if e := str("error"); e != "" {
 			return prefix + "turn end (error: " + e + ")"
 		}

@@ -212,6 +212,9 @@ type loopStyle struct {
 	// firstReply, when set, is the reply of the first turn, run without asking the
 	// model (a fork whose call was re-issued with edited arguments).
 	firstReply *api.ChatMessage
+	// steer, when set, returns the messages to add as user messages before the next
+	// model call (a session's nexo.steer).
+	steer func() []string
 }
 
 // agentLoop calls the model and the tools it asks for until the model answers without a
@@ -246,6 +249,11 @@ func (rt *runtime) agentLoop(ctx workflow.Context, spec agents.Spec, tools tools
 		} else if stopped != "" {
 			res.Content, res.Stopped = stopped, api.CapabilityBudget // a human said stop: done, not failed
 			return res, nil
+		}
+		if style.steer != nil {
+			for _, text := range style.steer() {
+				conv.add(api.ChatMessage{Role: api.RoleUser, Content: text})
+			}
 		}
 		if err := rt.compact(ctx, spec, conv); err != nil {
 			return res, wrap(err, "agent %s: compact the thread before model call %d", spec.Name, turn)
@@ -465,6 +473,7 @@ func (rt *runtime) closeMCP(ctx workflow.Context) {
 // callTool decides and runs one tool call. A tool that runs and fails, a denied call and
 // a malformed call are results the model sees; only broken infrastructure is an error.
 func (rt *runtime) callTool(ctx workflow.Context, spec agents.Spec, tools toolset, call api.ToolCall, session, byRef bool) (api.RunToolResult, error) {
+	call = rt.inToolDir(call) // a session prompt's dir (session.go)
 	var args map[string]any
 	argErr := json.Unmarshal([]byte(orEmptyObject(call.Arguments)), &args)
 	rt.emitToolStarted(ctx, call, args, session)
@@ -621,7 +630,7 @@ func (rt *runtime) runAllowed(ctx workflow.Context, spec agents.Spec, tools tool
 
 	req := api.RunToolRequest{RunID: rt.rec.ID, Sandbox: spec.Sandbox, CallID: call.ID, Tool: tool.Name,
 		Args: json.RawMessage(orEmptyObject(call.Arguments)), FetchAllow: spec.FetchAllow, StoreOver: storeOver, Note: note,
-		Base: rt.snapshotBase()}
+		Base: rt.snapshotBase(), Dir: rt.toolDir}
 	snapshots := (tool.Name == agents.ToolWriteFile || tool.Name == agents.ToolShell) && rt.snapshotsOn(ctx)
 	req.Snapshot = snapshots
 	key := ""

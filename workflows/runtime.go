@@ -86,6 +86,9 @@ func decodePayload(payload json.RawMessage, in any) error {
 type runtime struct {
 	rec     api.Record
 	sandbox api.SandboxSpec
+	// toolDir is the working directory of the current session turn's tools, relative to
+	// the workspace ("" for the workspace itself; a prompt's dir, session.go).
+	toolDir string
 	// sandboxUsed is set once an activity touched the run's sandbox, so it is released.
 	sandboxUsed bool
 

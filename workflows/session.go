@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path"
 	"strings"
 
 	"go.temporal.io/sdk/temporal"
@@ -58,6 +59,28 @@ type session struct {
 	skills []string
 	// segmentBytes bounds one archived stream segment (sessionSegmentBytes).
 	segmentBytes int
+
+	// live is the turn in flight (nil between turns): what nexo.interrupt cancels and
+	// nexo.steer hands messages to.
+	live *liveTurn
+}
+
+// liveTurn is the turn a session is serving.
+type liveTurn struct {
+	n int
+	// cancel ends the turn's context: its model or tool call in flight is cancelled.
+	cancel      workflow.CancelFunc
+	interrupted bool
+	// steers are the messages nexo.steer handed over that no model call took yet; taken
+	// counts those taken, so a steer knows whether its message went out.
+	steers []string
+	taken  int
+}
+
+// noTurnError is the refusal of an interrupt or a steer when no turn is running.
+func (s *session) noTurnError(what string) error {
+	return fmt.Errorf("session has no turn running (%d turns so far, none in progress): nothing to %s; send a prompt instead",
+		s.carry.TurnCount(), what)
 }
 
 // Session is the workflow of one (agent, instance) pair: a remembering agent. Prompts
@@ -114,8 +137,8 @@ func runSession(ctx workflow.Context, in api.SessionInput, segmentBytes int) (ap
 			return s.prompt(ctx, rt, req)
 		},
 		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, req api.PromptRequest) error {
-			if strings.TrimSpace(req.Text) == "" {
-				return errors.New("prompt text is empty")
+			if err := req.Validate(); err != nil {
+				return err
 			}
 			if s.closing {
 				return errors.New("session is closing; prompt again after it closed to reopen it")
@@ -135,6 +158,38 @@ func runSession(ctx workflow.Context, in api.SessionInput, segmentBytes int) (ap
 		}
 		return s.snapshot(rt), nil
 	}); err != nil {
+		return api.SessionCarry{}, err
+	}
+
+	// Interrupt and steer act on the turn in flight; registering their handlers adds no
+	// command, and a run that never receives them records none.
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, api.UpdateInterrupt,
+		func(ctx workflow.Context) (api.InterruptReply, error) { return s.interrupt(ctx) },
+		workflow.UpdateHandlerOptions{Validator: func(workflow.Context) error {
+			if s.live == nil {
+				return s.noTurnError("interrupt")
+			}
+			if s.live.interrupted {
+				return fmt.Errorf("turn %d is already being interrupted", s.live.n)
+			}
+			return nil
+		}}); err != nil {
+		return api.SessionCarry{}, err
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, api.UpdateSteer,
+		func(ctx workflow.Context, req api.SteerRequest) (api.SteerReply, error) { return s.steer(ctx, req) },
+		workflow.UpdateHandlerOptions{Validator: func(_ workflow.Context, req api.SteerRequest) error {
+			if strings.TrimSpace(req.Text) == "" {
+				return errors.New("steer text is empty")
+			}
+			if s.live == nil {
+				return s.noTurnError("steer")
+			}
+			if s.live.interrupted {
+				return fmt.Errorf("turn %d is being interrupted; send the message as a prompt", s.live.n)
+			}
+			return nil
+		}}); err != nil {
 		return api.SessionCarry{}, err
 	}
 
@@ -225,13 +280,36 @@ func (s *session) prompt(ctx workflow.Context, rt *runtime, req api.PromptReques
 	}
 	n := s.carry.TurnCount() + 1
 	turn := api.SessionTurn{N: n, Prompt: req.Text, Started: workflow.Now(ctx).UTC()}
-	rt.emit(ctx, api.StreamUserInput, map[string]any{"text": req.Text, "turn": n})
+	input := map[string]any{"text": req.Text, "turn": n}
+	if req.MaxTurns > 0 {
+		input["max_turns"] = req.MaxTurns
+	}
+	dir, _ := api.CleanDir(req.Dir) // the validator refused a bad one
+	if dir != "" {
+		input["dir"] = dir
+	}
+	rt.emit(ctx, api.StreamUserInput, input)
 	turn.FirstSeq = rt.lastSeq()
-	res, err := s.runTurn(ctx, rt, n, req.Text)
+	// The turn runs under its own context, which nexo.interrupt cancels; what follows the
+	// turn (its record, turn_end) runs under the handler's.
+	tctx, cancel := workflow.WithCancel(ctx)
+	live := &liveTurn{n: n, cancel: cancel}
+	s.live = live
+	rt.toolDir = dir
+	res, err := s.runTurn(tctx, rt, n, req)
 	reply, usage := res.Content, res.Usage
+	rt.toolDir = ""
+	s.live = nil
+	cancel()
 	turn.Ended = workflow.Now(ctx).UTC()
 	turn.Usage = usage
 	endData := map[string]any{"turn": n}
+	if live.interrupted && err != nil {
+		// Whatever the cancellation left the turn waiting on (an approval) is over.
+		rt.endInterrupted(ctx)
+		turn.Interrupted, endData["interrupted"] = true, true
+		err = nil
+	}
 	if err != nil {
 		turn.Error = err.Error()
 		endData["error"] = err.Error()
@@ -257,11 +335,12 @@ func (s *session) prompt(ctx workflow.Context, rt *runtime, req api.PromptReques
 		// same text as the turn's record.
 		return api.PromptReply{Turn: n}, failure(err.Error(), err)
 	}
-	return api.PromptReply{Turn: n, Reply: reply, ReplyRef: res.ContentRef, ReplyBytes: res.ContentBytes}, nil
+	return api.PromptReply{Turn: n, Reply: reply, ReplyRef: res.ContentRef, ReplyBytes: res.ContentBytes, Interrupted: turn.Interrupted}, nil
 }
 
-// runTurn runs the agent loop on one prompt; a failed turn returns only its usage.
-func (s *session) runTurn(ctx workflow.Context, rt *runtime, n int, text string) (api.AgentResult, error) {
+// runTurn runs the agent loop on one prompt; a failed (or interrupted) turn returns only
+// its usage.
+func (s *session) runTurn(ctx workflow.Context, rt *runtime, n int, req api.PromptRequest) (api.AgentResult, error) {
 	if s.tools == nil {
 		// Before the first turn: requires probed, skills loaded and copied (once per run;
 		// a failure fails this prompt and the next one tries again).
@@ -276,15 +355,117 @@ func (s *session) runTurn(ctx workflow.Context, rt *runtime, n int, text string)
 		s.tools, s.skills = &ts, skills
 	}
 	conv := s.conv.clone()
-	conv.add(api.ChatMessage{Role: api.RoleUser, Content: text})
-	style := loopStyle{session: true, idPrefix: fmt.Sprintf("%d.", n), streamTo: rt.rec.ID}
-	res, err := rt.tracedAgentLoop(ctx, s.spec, *s.tools, s.skills, conv, style)
+	conv.add(api.ChatMessage{Role: api.RoleUser, Content: req.Text})
+	style := loopStyle{session: true, idPrefix: fmt.Sprintf("%d.", n), streamTo: rt.rec.ID, steer: s.takeSteers(ctx, rt)}
+	spec := s.spec
+	if req.MaxTurns > 0 {
+		spec.MaxTurns = req.MaxTurns // this turn's bound; the agent's stays the default
+	}
+	res, err := rt.tracedAgentLoop(ctx, spec, *s.tools, s.skills, conv, style)
 	if err != nil {
-		// A failed turn leaves the thread as it was: the next prompt starts clean.
+		// A failed (or interrupted) turn leaves the thread as it was: the next prompt
+		// starts clean.
 		return api.AgentResult{Usage: res.Usage}, err
 	}
 	s.conv = conv
 	return res, nil
+}
+
+// interrupt ends the turn in flight: its context is cancelled, so the model or tool call
+// it waits on is cancelled (a command: behind ChangeSessionInterrupt), and the turn ends
+// with an interrupted turn_end. It returns once the turn has ended.
+func (s *session) interrupt(ctx workflow.Context) (api.InterruptReply, error) {
+	live := s.live
+	if live == nil {
+		return api.InterruptReply{}, s.noTurnError("interrupt")
+	}
+	if workflow.GetVersion(ctx, ChangeSessionInterrupt, workflow.DefaultVersion, 1) < 1 {
+		// Unreachable on this code (no run recorded before the change had the update).
+		return api.InterruptReply{}, errors.New("this session run cannot interrupt a turn")
+	}
+	live.interrupted = true
+	live.cancel()
+	if err := workflow.Await(ctx, func() bool { return s.live != live }); err != nil {
+		return api.InterruptReply{}, err
+	}
+	if t := s.carry.Turns; len(t) > 0 && t[len(t)-1].N == live.n && !t[len(t)-1].Interrupted {
+		// The turn's last call had returned in the same workflow task: it ended as it was.
+		return api.InterruptReply{}, fmt.Errorf("turn %d ended before the interrupt reached it", live.n)
+	}
+	return api.InterruptReply{Turn: live.n}, nil
+}
+
+// steer hands text to the turn in flight, for its next model call, and returns once a
+// model call took it. A turn that ends first (its answer was the last call) refuses it.
+func (s *session) steer(ctx workflow.Context, req api.SteerRequest) (api.SteerReply, error) {
+	live := s.live
+	if live == nil {
+		return api.SteerReply{}, s.noTurnError("steer")
+	}
+	pos := live.taken + len(live.steers)
+	live.steers = append(live.steers, req.Text)
+	if err := workflow.Await(ctx, func() bool { return live.taken > pos || s.live != live }); err != nil {
+		return api.SteerReply{}, err
+	}
+	if live.taken <= pos {
+		return api.SteerReply{}, fmt.Errorf("turn %d ended before another model call took the message; send it as a prompt", live.n)
+	}
+	return api.SteerReply{Turn: live.n}, nil
+}
+
+// takeSteers is the loop's hook before each model call: the messages steered since the
+// last one, recorded as steer events.
+func (s *session) takeSteers(ctx workflow.Context, rt *runtime) func() []string {
+	return func() []string {
+		live := s.live
+		if live == nil || len(live.steers) == 0 || live.interrupted {
+			return nil
+		}
+		texts := live.steers
+		live.steers = nil
+		live.taken += len(texts)
+		for _, t := range texts {
+			rt.emit(ctx, api.StreamSteer, map[string]any{"text": t, "turn": live.n})
+		}
+		return texts
+	}
+}
+
+// endInterrupted clears what an interrupted turn may have left waiting: a call's approval
+// (or a budget's decision), which is remembered as decided by the interrupt, and the
+// suspended status.
+func (rt *runtime) endInterrupted(ctx workflow.Context) {
+	rt.pending = nil
+	if a, ok := rt.rec.Approval(); ok {
+		rt.rememberDecided(a.CallID, "canceled by an interrupt")
+	}
+	delete(rt.rec.State, api.StateApproval)
+	delete(rt.rec.State, api.StateSuspend)
+	if rt.rec.Status == api.StatusSuspended {
+		rt.setStatus(ctx, api.StatusRunning)
+	}
+}
+
+// inToolDir returns call with its file path (read_file, write_file) or glob pattern joined
+// with the turn's tool directory, so permissions, the record and the sandbox all see the
+// workspace path the call touches. A path that is absolute, or arguments that are no JSON
+// object, are left as they are (the sandbox and the tool decide those).
+func (rt *runtime) inToolDir(call api.ToolCall) api.ToolCall {
+	key := map[string]string{agents.ToolReadFile: "path", agents.ToolWriteFile: "path", agents.ToolGlob: "pattern"}[call.Name]
+	if rt.toolDir == "" || key == "" {
+		return call
+	}
+	var args map[string]any
+	if json.Unmarshal([]byte(orEmptyObject(call.Arguments)), &args) != nil {
+		return call
+	}
+	p, ok := args[key].(string)
+	if !ok || p == "" || path.IsAbs(p) {
+		return call
+	}
+	args[key] = path.Join(rt.toolDir, p)
+	call.Arguments = string(mustJSON(args))
+	return call
 }
 
 func (rt *runtime) lastSeq() int64 { return rt.seqBase + int64(len(rt.rec.Events)) }

@@ -51,7 +51,7 @@ func (rt *runtime) runToolCallsConcurrently(ctx workflow.Context, spec agents.Sp
 	var now, gated []int
 	for i, call := range calls {
 		s := &slots[i]
-		s.call = call
+		s.call = rt.inToolDir(call) // a session prompt's dir (session.go)
 		s.argErr = json.Unmarshal([]byte(orEmptyObject(call.Arguments)), &s.args)
 		rt.emitToolStarted(ctx, call, s.args, session)
 		if rt.needsApproval(spec, tools, call, s.args, s.argErr) {

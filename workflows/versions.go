@@ -116,6 +116,11 @@ const (
 	// these commands; clients read them by replaying the query.
 	ChangeRecordAtClose = "record-at-close"
 
+	// ChangeSessionInterrupt: nexo.interrupt cancels the session turn in flight (its model
+	// or tool call: a cancel command) and clears what the turn waited on. Asked in the
+	// update's handler, so only a run that was interrupted records it.
+	ChangeSessionInterrupt = "session-interrupt"
+
 	// ChangeSnapshots: every call that can change the workspace (write_file, shell, staged
 	// files, the snapshot at a suspend) stores an incremental content-addressed snapshot,
 	// the run keeps its last one, and a move or a sandbox made anew restores it; the
@@ -164,6 +169,7 @@ func ChangeIDs() []string {
 		ChangePlanTool,
 		ChangeRecordAtClose,
 		ChangeRegistryMemo,
+		ChangeSessionInterrupt,
 		ChangeSnapshots,
 		ChangeStrictResume,
 		ChangeThinkingEvents,
