@@ -268,9 +268,12 @@ func TestA2ACancelAndStream(t *testing.T) {
 	gone := api.Record{ID: "run-1", Workflow: api.WorkflowAgentRun, Status: api.StatusCanceled, Payload: running.Payload}
 	var after api.Record
 	f := &fakeRuns{
-		start:  func(context.Context, runs.StartRequest) (string, error) { return "run-1", nil },
-		get:    getRecords(running),
-		cancel: func(_ context.Context, id string) (string, error) { canceled = append(canceled, id); return "canceled", nil },
+		start: func(context.Context, runs.StartRequest) (string, error) { return "run-1", nil },
+		get:   getRecords(running),
+		cancel: func(_ context.Context, id string) (string, error) {
+			canceled = append(canceled, id)
+			return "canceled", nil
+		},
 		follow: func(_ context.Context, id string, fn func(api.Record) bool) (api.Record, error) {
 			for _, rec := range []api.Record{running, running, after} {
 				if fn(rec) {
