@@ -284,7 +284,8 @@ func a2aSettled(rec api.Record) bool {
 }
 
 // stream yields the task, then a status update on each change of its state (and of the
-// call it waits for), the result as an artifact, and a final status update.
+// call it waits for), and at the end the result as an artifact and a final status
+// update (also when the run had settled before the stream began).
 func (h *a2aAgent) stream(ctx context.Context, id string, yield func(a2a.Event, error) bool) {
 	var (
 		sent    bool
@@ -293,34 +294,33 @@ func (h *a2aAgent) stream(ctx context.Context, id string, yield func(a2a.Event, 
 	)
 	_, err := h.s.runsFor(ctx).Follow(ctx, id, func(rec api.Record) bool {
 		task := a2aTaskOf(rec)
-		if !sent {
+		settled, first := a2aSettled(rec), !sent
+		if first {
 			sent = true
-			last = a2aKey(rec)
 			if !yield(task, nil) {
 				stopped = true
 				return true
 			}
-			if a2aSettled(rec) {
-				return true
-			}
-			return false
+		} else if a2aKey(rec) == last {
+			return settled
 		}
-		if k := a2aKey(rec); k != last {
-			last = k
+		last = a2aKey(rec)
+		if first && !settled {
+			return false // the task said its state
+		}
+		if settled {
 			for _, art := range task.Artifacts {
-				ev := &a2a.TaskArtifactUpdateEvent{TaskID: task.ID, ContextID: task.ContextID, Artifact: art, LastChunk: true}
-				if !yield(ev, nil) {
+				if !yield(&a2a.TaskArtifactUpdateEvent{TaskID: task.ID, ContextID: task.ContextID, Artifact: art, LastChunk: true}, nil) {
 					stopped = true
 					return true
 				}
 			}
-			ev := &a2a.TaskStatusUpdateEvent{TaskID: task.ID, ContextID: task.ContextID, Status: task.Status, Final: a2aSettled(rec)}
-			if !yield(ev, nil) {
-				stopped = true
-				return true
-			}
 		}
-		return a2aSettled(rec)
+		if !yield(&a2a.TaskStatusUpdateEvent{TaskID: task.ID, ContextID: task.ContextID, Status: task.Status, Final: settled}, nil) {
+			stopped = true
+			return true
+		}
+		return settled
 	})
 	if err != nil && !stopped && ctx.Err() == nil {
 		yield(nil, a2aErr(fmt.Errorf("follow task %s: %w", id, err)))
