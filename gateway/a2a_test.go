@@ -316,3 +316,63 @@ func TestA2ACancelAndStream(t *testing.T) {
 		t.Errorf("message/stream = states %v final %v artifact %q, want working then a final completed, and the answer as an artifact", states, final, artifact)
 	}
 }
+
+// TestA2AStreamSettled: a stream of a run that settled before it began still ends with
+// the result and a final status update; a stream of a run waiting for a decision ends
+// input-required, naming the call; tasks/resubscribe needs scope read.
+func TestA2AStreamSettled(t *testing.T) {
+	done := api.Record{ID: "run-1", Workflow: api.WorkflowAgentRun, Status: api.StatusDone, Payload: json.RawMessage(`{"agent":"scribe"}`), Result: json.RawMessage(`{"agent":"scribe","content":"Wrote it."}`)}
+	var outcome api.Record
+	f := &fakeRuns{
+		start: func(context.Context, runs.StartRequest) (string, error) { return outcome.ID, nil },
+		get:   getRecords(done, agentPending()),
+		follow: func(_ context.Context, _ string, fn func(api.Record) bool) (api.Record, error) {
+			if !fn(outcome) {
+				t.Errorf("stream goes on after a %s run", outcome.Status)
+			}
+			return outcome, nil
+		},
+	}
+	s := newServer(t, f, Options{Tokens: testTokens, Agents: []string{"scribe"}})
+	c, _, _ := a2aConnect(t, s, "scribe", allSecret)
+	ctx := context.Background()
+	collect := func(events func(func(a2a.Event, error) bool)) (kinds []string, last *a2a.TaskStatusUpdateEvent, artifact string) {
+		for ev, err := range events {
+			if err != nil {
+				t.Fatalf("stream: %v", err)
+			}
+			switch e := ev.(type) {
+			case *a2a.Task:
+				kinds = append(kinds, "task")
+			case *a2a.TaskStatusUpdateEvent:
+				kinds = append(kinds, "status")
+				last = e
+			case *a2a.TaskArtifactUpdateEvent:
+				kinds = append(kinds, "artifact")
+				artifact = a2aArtifactText(e.Artifact)
+			}
+		}
+		return kinds, last, artifact
+	}
+
+	outcome = done
+	kinds, last, artifact := collect(c.SendStreamingMessage(ctx, a2aSend("Write a note.", "")))
+	if strings.Join(kinds, ",") != "task,artifact,status" || last == nil || !last.Final || last.Status.State != a2a.TaskStateCompleted || artifact != "Wrote it." {
+		t.Errorf("stream of a done run = %v (last %+v, artifact %q), want the task, the answer and a final completed", kinds, last, artifact)
+	}
+
+	outcome = agentPending()
+	kinds, last, _ = collect(c.ResubscribeToTask(ctx, &a2a.TaskIDParams{ID: "run-agent"}))
+	if strings.Join(kinds, ",") != "task,status" || last == nil || !last.Final || last.Status.State != a2a.TaskStateInputRequired ||
+		!strings.Contains(a2aText(last.Status.Message), "tool call 2.1 waits for approval") {
+		t.Errorf("resubscribe to a waiting run = %v (last %+v), want the task and a final input-required naming call 2.1", kinds, last)
+	}
+
+	operator, _, _ := a2aConnect(t, s, "scribe", operatorSecret)
+	for _, err := range operator.ResubscribeToTask(ctx, &a2a.TaskIDParams{ID: "run-agent"}) {
+		if err == nil || !strings.Contains(err.Error(), "lacks scope read, which tasks/resubscribe needs") {
+			t.Errorf("resubscribe with an operate token: %v, want refused naming scope read", err)
+		}
+		break
+	}
+}
