@@ -38,7 +38,6 @@ require (
 	go.temporal.io/server v1.32.2
 	go.yaml.in/yaml/v3 v3.0.5
 	gocloud.dev v0.46.0
-	golang.org/x/mod v0.41.0
 	google.golang.org/protobuf v1.36.12
 )
 
@@ -62,6 +61,7 @@ require (
 	github.com/urfave/cli v1.22.17 // indirect
 	github.com/urfave/cli/v2 v2.27.7 // indirect
 	github.com/xrash/smetrics v0.0.0-20250705151800-55b8f293f342 // indirect
+	golang.org/x/mod v0.41.0 // indirect
 	golang.org/x/xerrors v0.0.0-20240903120638-7835f813f4da // indirect
 )
 
