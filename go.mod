@@ -14,6 +14,7 @@ module github.com/nexo-temporal/nexo
 go 1.26.10
 
 require (
+	github.com/a2aproject/a2a-go v0.3.3
 	github.com/docker/go-units v0.5.0
 	github.com/elastic/go-seccomp-bpf v1.6.0
 	github.com/go-viper/mapstructure/v2 v2.5.0

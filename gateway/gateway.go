@@ -158,6 +158,7 @@ type Server struct {
 	sessions     *sessions
 	mux          *http.ServeMux
 	mcp          http.Handler // the MCP server at /mcp (mcp.go)
+	a2a          a2aAgents    // the A2A servers at /a2a/<agent> (a2a.go)
 	routes       []route
 	crossOrigin  *http.CrossOriginProtection
 	codec        http.Handler // nil: no codec endpoint
@@ -238,6 +239,7 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.mcp = s.newMCP(opts.Agents)
+	s.a2a = s.newA2A(opts.Agents)
 	s.routes = append(s.routeTable(), s.codecRoutes()...)
 	s.mux = http.NewServeMux()
 	for _, rt := range s.routes {
@@ -448,6 +450,11 @@ func (s *Server) routeTable() []route {
 		// The MCP server (mcp.go): POST carries the messages, DELETE ends a session.
 		{method: "POST", path: mcpPath, perCall: true, handle: s.mcp.ServeHTTP},
 		{method: "DELETE", path: mcpPath, perCall: true, handle: s.mcp.ServeHTTP},
+		// The A2A servers (a2a.go): a card per agent (any token reads it: a client reads
+		// the card before each call), and its JSON-RPC endpoint, whose methods check their
+		// scopes.
+		{method: "GET", path: a2aPrefix + "{agent}" + a2aCardPath, perCall: true, handle: s.a2aCard},
+		{method: "POST", path: a2aPrefix + "{agent}", perCall: true, handle: s.a2aRPC},
 		// The web page.
 		{method: "GET", path: "/{$}", scope: api.ScopeRead, page: true, handle: s.runsPage},
 		{method: "GET", path: "/runs/{id}", scope: api.ScopeRead, page: true, handle: s.runPage},
