@@ -178,7 +178,9 @@ func TestToolHooksOnBuiltInTool(t *testing.T) {
 func TestToolHookFailures(t *testing.T) {
 	t.Parallel()
 	hooks := activities.ToolHooks{
-		"boom-before": {Before: func(context.Context, activities.ToolCall) (activities.ToolDecision, error) { panic("nil map in the policy") }},
+		"boom-before": {Before: func(context.Context, activities.ToolCall) (activities.ToolDecision, error) {
+			panic("nil map in the policy")
+		}},
 		"boom-after": {After: func(context.Context, activities.ToolCall, activities.ToolOutput) (activities.ToolOutput, error) {
 			var m map[string]int
 			m["x"]++ // a runtime panic, as a real bug would make
