@@ -1,11 +1,13 @@
-// Command hookworker is a custom worker for the e2e tests of tool hooks: the whole
-// platform plus two hooks. guard refuses a write_file under secrets/ (by its arguments);
-// stamp decorates every read_file result.
+// Command hookworker is a custom worker for the e2e tests of tool hooks
+// (TestToolHooksThroughCustomWorker): the whole platform plus two hooks. guard refuses a
+// write_file under secrets/ (by its arguments); stamp decorates every read_file result.
+// docs/agents.md#tool-hooks shows it.
 package main
 
 import (
 	"context"
 	"encoding/json"
+	"path"
 	"strings"
 
 	"github.com/nexo-temporal/nexo/agents"
@@ -15,25 +17,28 @@ import (
 
 func main() {
 	platform.Main(dev.Server(),
-		platform.ToolHook("guard", platform.Hook{Before: guard}),
-		platform.ToolHook("stamp", platform.Hook{After: stamp}),
+		platform.ToolHook("guard", platform.Hook{Before: guard}), // refuses a write_file under secrets/
+		platform.ToolHook("stamp", platform.Hook{After: stamp}),  // decorates every read_file result
 	)
 }
 
 func guard(_ context.Context, call platform.HookCall) (platform.HookDecision, error) {
-	if call.Tool != agents.ToolWriteFile {
-		return platform.HookDecision{}, nil
-	}
-	var args struct {
-		Path string `json:"path"`
-	}
-	if err := json.Unmarshal(call.Args, &args); err != nil {
-		return platform.HookDecision{}, err
-	}
-	if strings.HasPrefix(strings.TrimPrefix(args.Path, "./"), "secrets/") {
+	// call.Tool, call.Server (MCP tools), call.Args (a JSON object), call.RunID, call.CallID
+	if call.Tool == agents.ToolWriteFile && strings.HasPrefix(pathOf(call.Args), "secrets/") {
 		return platform.HookDecision{Deny: "files under secrets/ are written by people, not agents"}, nil
 	}
-	return platform.HookDecision{}, nil
+	return platform.HookDecision{}, nil // or HookDecision{Args: rewritten} to change the arguments
+}
+
+// pathOf is the workspace-relative path a file tool's arguments name ("" when none).
+func pathOf(args json.RawMessage) string {
+	var a struct {
+		Path string `json:"path"`
+	}
+	if json.Unmarshal(args, &a) != nil || a.Path == "" {
+		return ""
+	}
+	return strings.TrimPrefix(path.Clean(strings.TrimPrefix(a.Path, "/workspace/")), "./")
 }
 
 func stamp(_ context.Context, call platform.HookCall, out platform.HookOutput) (platform.HookOutput, error) {
