@@ -108,6 +108,23 @@ func (a *MCP) CallMCPTool(ctx context.Context, req api.CallMCPToolRequest) (api.
 	if err != nil {
 		return api.RunToolResult{}, temporal.NewNonRetryableApplicationError(err.Error(), api.ErrTypeBadInput, err)
 	}
+	// The agent's tool hooks: Before decides before any connection is made; After sees
+	// the result once the server's own policy (redact, max_bytes) has shaped it.
+	call := ToolCall{RunID: req.RunID, CallID: req.CallID, Tool: req.Tool, Server: name, Args: args}
+	var hooked []api.ToolHookNote
+	after := func(res api.RunToolResult) api.RunToolResult {
+		if len(req.Hooks) == 0 {
+			return res
+		}
+		return a.hooks.after(ctx, req.Hooks, call, res, hooked)
+	}
+	if len(req.Hooks) > 0 {
+		var stop *api.RunToolResult
+		if hooked, stop = a.hooks.before(ctx, req.Hooks, &call); stop != nil {
+			return noteRetry(ctx, *stop), nil
+		}
+		args = call.Args
+	}
 	pool := a.mcpPool()
 	c, err := pool.acquire(ctx, req.RunID, req.Server)
 	if err != nil {
@@ -128,7 +145,7 @@ func (a *MCP) CallMCPTool(ctx context.Context, req api.CallMCPToolRequest) (api.
 			// goes on. The client stays open (a late answer is dropped by its request id).
 			res := toolError("MCP server %s: %s: no answer within the server's timeout of %s; the call was abandoned (it may still be running on the server)",
 				name, req.Tool, time.Duration(req.Server.Timeout))
-			return noteRetry(ctx, res), nil
+			return noteRetry(ctx, after(res)), nil
 		}
 		if ctx.Err() != nil {
 			return api.RunToolResult{}, fmt.Errorf("MCP server %s: call %s: %w", name, req.Tool, ctx.Err())
@@ -148,10 +165,11 @@ func (a *MCP) CallMCPTool(ctx context.Context, req api.CallMCPToolRequest) (api.
 				req.Tool, c.client.ProtocolVersion()))
 		}
 		res := toolError("%s", shape.apply(c.redact(fmt.Sprintf("MCP server %s: %s: %v", name, req.Tool, err))))
-		return noteRetry(ctx, res), nil
+		return noteRetry(ctx, after(res)), nil
 	}
 	res := toolResult(out)
 	res.Content = shape.apply(c.redact(res.Content))
+	res = after(res)
 	// As for the built-in tools: an earlier attempt may have reached the server (a worker
 	// killed mid-call), and the model should check before it builds on the call.
 	res = noteRetry(ctx, res)

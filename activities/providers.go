@@ -55,6 +55,7 @@ type MCP struct {
 	pool   *mcpPool
 	agents map[string]agents.Spec // to name the agent in a login hint
 	out    outputs
+	hooks  ToolHooks // the worker's tool hooks, run around each call (toolhook.go)
 }
 
 // Tools runs the built-in tools, fetch, web search and skills against the run's sandbox.
@@ -67,6 +68,7 @@ type Tools struct {
 	shellTimeout time.Duration
 	skillsPath   string
 	out          outputs
+	hooks        ToolHooks // the worker's tool hooks, run around each call (toolhook.go)
 }
 
 // Host serves the run's sandbox as its host: files, artifacts, snapshots, park and
@@ -137,6 +139,9 @@ type Deps struct {
 	// TokenWait, when set, is told how long each call under a token limit waited for its
 	// booking (the nexo_model_token_wait_seconds histogram).
 	TokenWait func(endpoint string, waited time.Duration)
+	// ToolHooks are the worker's tool hooks by name (platform.ToolHook): the tool calls
+	// of an agent run the ones its tool_hooks name. A call naming one not here fails.
+	ToolHooks ToolHooks
 }
 
 // Activities are the providers of one worker, built together from Deps because some
@@ -162,7 +167,7 @@ func New(d Deps) *Activities {
 		d.Sandboxes.restoreBase = host.restoreBase       // a sandbox made anew from the run's snapshot (snapshot.go)
 	}
 	tools := &Tools{store: d.Store, sandboxes: d.Sandboxes, host: host, fetcher: d.Fetcher, searcher: d.Searcher,
-		shellTimeout: d.ShellTimeout, skillsPath: d.SkillsPath, out: out}
+		shellTimeout: d.ShellTimeout, skillsPath: d.SkillsPath, out: out, hooks: d.ToolHooks}
 	if tools.fetcher == nil {
 		tools.fetcher = NewFetcher()
 	}
@@ -176,7 +181,7 @@ func New(d Deps) *Activities {
 	if idle <= 0 {
 		idle = DefaultMCPIdleTimeout
 	}
-	mcp := &MCP{pool: newMCPPool(idle), agents: byName, out: out}
+	mcp := &MCP{pool: newMCPPool(idle), agents: byName, out: out, hooks: d.ToolHooks}
 	mcp.pool.creds = mcpauth.File{Path: d.MCPCredentialsFile}
 	mcp.pool.loginHint = mcp.mcpLoginHint
 	if d.LookupEnv != nil {

@@ -87,11 +87,20 @@ func toolError(format string, args ...any) api.RunToolResult {
 // RunTool runs one built-in tool in the run's sandbox. A tool that runs and fails
 // (missing file, escaping path, failing command, refused URL) is a result the model sees;
 // only a sandbox that cannot be reached is an activity error, retried by Temporal.
+//
+// The agent's tool hooks (req.Hooks) run first and last: a denial is the result, and the
+// tool never runs; After sees the result of a call that ran before it is stored.
 func (a *Tools) RunTool(ctx context.Context, req api.RunToolRequest) (res api.RunToolResult, err error) {
 	var sb sandbox.Sandbox
+	call := ToolCall{RunID: req.RunID, CallID: req.CallID, Tool: req.Tool, Args: req.Args}
+	var hooked []api.ToolHookNote
+	ran := false
 	defer func() {
 		if errors.Is(err, docker.ErrContainerGone) {
 			a.sandboxes.Forget(req.RunID, req.Sandbox)
+		}
+		if err == nil && ran && len(req.Hooks) > 0 {
+			res = a.hooks.after(ctx, req.Hooks, call, res, hooked)
 		}
 		if err == nil && req.Snapshot && snapshotTool(req.Tool) && sb != nil {
 			res.Snapshot, res.SnapshotError, err = a.host.snapshotAfter(ctx, req, sb)
@@ -102,6 +111,14 @@ func (a *Tools) RunTool(ctx context.Context, req api.RunToolRequest) (res api.Ru
 			res, err = a.out.offload(ctx, res, req.StoreOver)
 		}
 	}()
+	if len(req.Hooks) > 0 {
+		var stop *api.RunToolResult
+		if hooked, stop = a.hooks.before(ctx, req.Hooks, &call); stop != nil {
+			return *stop, nil
+		}
+		req.Args = call.Args
+	}
+	ran = true
 	sb, rebuilt, err := a.sandboxes.OpenFrom(ctx, req.RunID, req.Sandbox, req.Base)
 	if err != nil {
 		sb = nil

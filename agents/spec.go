@@ -65,6 +65,11 @@ type Spec struct {
 	// system prompt after the instructions and the sandbox's own, in this order, and their
 	// files are copied into the sandbox under skills/<name>/ before the first turn.
 	Skills []string `json:"skills,omitempty" mapstructure:"skills" yaml:"skills"`
+	// ToolHooks names the tool hooks (registered in Go by a custom worker with
+	// platform.ToolHook) that wrap each of the agent's tool calls, built-in and MCP, in
+	// this order: before a call they may allow, deny or rewrite its arguments, after it
+	// rewrite its result. They run on the worker that runs the call.
+	ToolHooks []string `json:"tool_hooks,omitempty" mapstructure:"tool_hooks" yaml:"tool_hooks"`
 	// SkillFiles is how skill files reach the sandbox: copy (default: every file is
 	// written) or skip_same (a file the sandbox already holds with the same bytes, such as
 	// one baked into the image, is left alone).
@@ -241,6 +246,16 @@ func (s Spec) Validate() error {
 		if h == "" || strings.ContainsAny(h, "/:*@ ") {
 			bad(fmt.Sprintf("fetch_allow[%d]", i), "%q is not a host name (no scheme, port, path or wildcard; subdomains are included)", h)
 		}
+	}
+	hooks := map[string]bool{}
+	for i, h := range s.ToolHooks {
+		switch {
+		case strings.TrimSpace(h) == "":
+			bad(fmt.Sprintf("tool_hooks[%d]", i), "is empty; name a hook the worker registers (platform.ToolHook)")
+		case hooks[h]:
+			bad(fmt.Sprintf("tool_hooks[%d]", i), "%q is named twice", h)
+		}
+		hooks[h] = true
 	}
 	for i, p := range s.Produces {
 		if p == "" || path.IsAbs(p) || strings.HasPrefix(path.Clean(p), "..") {

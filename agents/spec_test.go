@@ -55,6 +55,8 @@ func TestSpecValidateNamesTheField(t *testing.T) {
 			Requires: api.Requirements{Commands: map[string]string{"python3": ">=3.10, <4", "sh": "*", "node": ""}, Locale: "utf8"}}, ""},
 		{"bad skill", Spec{Name: "a", Skills: []string{"../x"}}, "skills[0]: skill name"},
 		{"skill twice", Spec{Name: "a", Skills: []string{"x", "x"}}, `skills[1]: "x" is listed twice`},
+		{"empty tool hook", Spec{Name: "a", ToolHooks: []string{" "}}, "tool_hooks[0]: is empty"},
+		{"tool hook twice", Spec{Name: "a", ToolHooks: []string{"audit", "audit"}}, `tool_hooks[1]: "audit" is named twice`},
 		{"skill_files", Spec{Name: "a", Skills: []string{"x"}, SkillFiles: "sometimes"}, "skill_files"},
 		{"skill_files without skills", Spec{Name: "a", SkillFiles: "copy"}, "skill_files: is set but the agent has no skills"},
 		{"bad constraint", Spec{Name: "a", Requires: api.Requirements{Commands: map[string]string{"python3": ">=3.x"}}}, `requires.commands.python3: ">=3.x" is not a version constraint`},

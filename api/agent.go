@@ -282,6 +282,9 @@ type RunToolRequest struct {
 	// prompt's dir): shell runs there and glob answers relative to it. File paths arrive
 	// joined with it already (the workflow decides permissions on the real path).
 	Dir string `json:"dir,omitempty"`
+	// Hooks names the tool hooks the agent selects (agents.Spec.ToolHooks), run by the
+	// worker that runs the call, in this order, before and after it.
+	Hooks []string `json:"hooks,omitempty"`
 }
 
 // DefaultStoreOver is the size over which a tool result is stored and referenced.
@@ -317,7 +320,30 @@ type RunToolResult struct {
 	// MaxEgressRecords; EgressDropped counts the rest): one `egress` event each.
 	Egress        []EgressRecord `json:"egress,omitempty"`
 	EgressDropped int            `json:"egress_dropped,omitempty"`
+	// Hooked is what the request's tool hooks did to the call (a denial, rewritten
+	// arguments, a rewritten result): one `tool_hook` event each.
+	Hooked []ToolHookNote `json:"hooked,omitempty"`
 }
+
+// ToolHookNote is one thing a tool hook did to a call. Action is ToolHookDenied,
+// ToolHookArgs or ToolHookResult; Reason is a denial's reason or a hook's failure.
+type ToolHookNote struct {
+	Hook   string `json:"hook"`
+	Action string `json:"action"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// What a tool hook did (ToolHookNote.Action).
+const (
+	ToolHookDenied = "denied"
+	ToolHookArgs   = "args"
+	ToolHookResult = "result"
+	ToolHookFailed = "failed"
+)
+
+// EventToolHook is the event of one thing a tool hook did to a call (ToolHookNote, with
+// the call's id and tool).
+const EventToolHook = "tool_hook"
 
 // CompactThreadRequest asks the CompactThread activity to shorten a thread: Messages are
 // appended to Thread first, then every message but the most recent KeepRecent (never

@@ -131,6 +131,8 @@ type CallMCPToolRequest struct {
 	// the model reads it even when the result travels by reference: "A human edited this
 	// call's arguments...". The result says it did so (RunToolResult.Noted).
 	Note string `json:"note,omitempty"`
+	// Hooks names the tool hooks the agent selects, as RunToolRequest.Hooks.
+	Hooks []string `json:"hooks,omitempty"`
 }
 
 // CloseMCPRequest closes the run's MCP clients (stdio servers are stopped and reaped).

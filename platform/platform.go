@@ -54,6 +54,43 @@ type options struct {
 	// sandboxHost and pool: SandboxHost, Pool.
 	sandboxHost bool
 	pool        string
+	toolHooks   activities.ToolHooks
+}
+
+// A tool hook and what it sees (package activities documents them): Hook.Before may
+// allow, deny or rewrite a call's arguments, Hook.After rewrite its result.
+type (
+	Hook         = activities.ToolHook
+	HookCall     = activities.ToolCall
+	HookDecision = activities.ToolDecision
+	HookOutput   = activities.ToolOutput
+)
+
+// ToolHook registers h as the tool hook name: the tool calls, built-in and MCP, of every
+// agent whose tool_hooks names it run through it, in the order the agent lists them
+// (Nexo's wrap_mcp_tool). Hooks run inside the tool activities on the worker that runs
+// the call, so every worker that runs tools (sandbox hosts and pool hosts too) must
+// register the same hooks: New refuses an agent naming a hook this worker does not
+// register, and a call reaching a worker without it fails with a tool error naming it.
+func ToolHook(name string, h Hook) Option {
+	return func(o *options) {
+		switch {
+		case strings.TrimSpace(name) == "":
+			o.errs = append(o.errs, errors.New("platform.ToolHook: the hook name is empty"))
+			return
+		case h.Before == nil && h.After == nil:
+			o.errs = append(o.errs, fmt.Errorf("platform.ToolHook %s: neither Before nor After is set", name))
+			return
+		}
+		if _, dup := o.toolHooks[name]; dup {
+			o.errs = append(o.errs, fmt.Errorf("platform.ToolHook %s: registered twice", name))
+			return
+		}
+		if o.toolHooks == nil {
+			o.toolHooks = activities.ToolHooks{}
+		}
+		o.toolHooks[name] = h
+	}
 }
 
 type registeredActivity struct {
@@ -190,7 +227,29 @@ func New(cfg config.Config, opts ...Option) (*Platform, error) {
 	if err := checkSkills(cfg); err != nil {
 		return nil, err
 	}
+	if err := checkToolHooks(cfg, p.opts.toolHooks); err != nil {
+		return nil, err
+	}
 	return p, nil
+}
+
+// checkToolHooks refuses an agent naming a tool hook no ToolHook option registers, so
+// the worker stops at start with the agent named, not at the agent's first tool call.
+func checkToolHooks(cfg config.Config, hooks activities.ToolHooks) error {
+	var errs []error
+	for _, a := range cfg.Agents {
+		for i, name := range a.ToolHooks {
+			if _, ok := hooks[name]; ok {
+				continue
+			}
+			known := strings.Join(hooks.Names(), ", ")
+			if known == "" {
+				known = "none"
+			}
+			errs = append(errs, fmt.Errorf("agents[%s].tool_hooks[%d]: no tool hook %q is registered on this worker (registered: %s); a worker built on package platform registers it with platform.ToolHook(%q, ...)", a.Name, i, name, known, name))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // RegisterWorkflows registers the platform's workflows (workflows.RegisterAll: AgentRun,

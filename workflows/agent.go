@@ -625,12 +625,14 @@ func (rt *runtime) runAllowed(ctx workflow.Context, spec agents.Spec, tools tool
 	}
 	defer release()
 	if mcpTool != nil {
-		return rt.callMCP(ctx, tools.servers[mcpTool.Server], *mcpTool, call, storeOver, note), nil
+		res := rt.callMCP(ctx, tools.servers[mcpTool.Server], *mcpTool, call, storeOver, note, spec.ToolHooks)
+		rt.noteHooked(ctx, call.ID, tool.Name, &res)
+		return res, nil
 	}
 
 	req := api.RunToolRequest{RunID: rt.rec.ID, Sandbox: spec.Sandbox, CallID: call.ID, Tool: tool.Name,
 		Args: json.RawMessage(orEmptyObject(call.Arguments)), FetchAllow: spec.FetchAllow, StoreOver: storeOver, Note: note,
-		Base: rt.snapshotBase(), Dir: rt.toolDir}
+		Base: rt.snapshotBase(), Dir: rt.toolDir, Hooks: spec.ToolHooks}
 	snapshots := (tool.Name == agents.ToolWriteFile || tool.Name == agents.ToolShell) && rt.snapshotsOn(ctx)
 	req.Snapshot = snapshots
 	key := ""
@@ -647,6 +649,7 @@ func (rt *runtime) runAllowed(ctx workflow.Context, spec agents.Spec, tools tool
 	}
 	rt.noteToolSnapshot(ctx, call.ID, &res)
 	rt.noteEgress(ctx, call.ID, &res)
+	rt.noteHooked(ctx, call.ID, tool.Name, &res)
 	if !snapshots {
 		rt.parkIfDue(ctx, tool.Name) // runs recorded before snapshots: one every park_every (hostq.go)
 	}
@@ -807,9 +810,9 @@ func (rt *runtime) collectOutputs(ctx workflow.Context, patterns []string) {
 
 // callMCP runs an allowed MCP call. A server that keeps failing after the bounded retries
 // gives the model an error result naming the server; the run goes on.
-func (rt *runtime) callMCP(ctx workflow.Context, server api.MCPServerSpec, tool api.MCPTool, call api.ToolCall, storeOver int, note string) api.RunToolResult {
+func (rt *runtime) callMCP(ctx workflow.Context, server api.MCPServerSpec, tool api.MCPTool, call api.ToolCall, storeOver int, note string, hooks []string) api.RunToolResult {
 	req := api.CallMCPToolRequest{RunID: rt.rec.ID, CallID: call.ID, Server: server, Tool: tool.Name,
-		Args: json.RawMessage(orEmptyObject(call.Arguments)), StoreOver: storeOver, Note: note}
+		Args: json.RawMessage(orEmptyObject(call.Arguments)), StoreOver: storeOver, Note: note, Hooks: hooks}
 	var res api.RunToolResult
 	mctx := workflow.WithActivityOptions(ctx, mcpToolCallOptions(server))
 	if err := workflow.ExecuteActivity(mctx, api.ActivityCallMCPTool, req).Get(ctx, &res); err != nil {

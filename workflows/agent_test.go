@@ -32,6 +32,8 @@ type agentFakes struct {
 	// egress proxy.
 	egress        []api.EgressRecord
 	egressDropped int
+	// hooked is what every RunTool says the tool hooks did to the call.
+	hooked []api.ToolHookNote
 }
 
 func (f *agentFakes) register(env *testsuite.TestWorkflowEnvironment) {
@@ -60,7 +62,7 @@ func (f *agentFakes) register(env *testsuite.TestWorkflowEnvironment) {
 		}
 		f.tools = append(f.tools, req)
 		return api.RunToolResult{Content: req.Note + "ok: " + req.Tool, Stamp: &api.FileStamp{Size: 1, ModUnix: int64(len(f.tools))},
-			Egress: f.egress, EgressDropped: f.egressDropped}, nil
+			Egress: f.egress, EgressDropped: f.egressDropped, Hooked: f.hooked}, nil
 	}, activity.RegisterOptions{Name: api.ActivityRunTool})
 	env.RegisterActivityWithOptions(func(_ context.Context, req api.CollectOutputsRequest) ([]string, error) {
 		return f.outputs, nil

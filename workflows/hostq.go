@@ -166,6 +166,22 @@ func (rt *runtime) noteEgress(ctx workflow.Context, callID string, res *api.RunT
 	res.Egress, res.EgressDropped = nil, 0
 }
 
+// noteHooked appends a tool_hook event for each thing the agent's tool hooks did to the
+// call (a denial with its reason, rewritten arguments or result, a hook that failed).
+// Events are the record's own state, no command: the hooks run inside the tool
+// activities, so histories recorded before (whose results say nothing of hooks) replay
+// as they were.
+func (rt *runtime) noteHooked(ctx workflow.Context, callID, tool string, res *api.RunToolResult) {
+	for _, h := range res.Hooked {
+		data := map[string]any{"call_id": callID, "tool": tool, "hook": h.Hook, "action": h.Action}
+		if h.Reason != "" {
+			data["reason"] = h.Reason
+		}
+		rt.emit(ctx, api.EventToolHook, data)
+	}
+	res.Hooked = nil
+}
+
 // maxNamedPaths bounds the paths a restore's note and event name: a workspace that lost
 // thousands of files must not carry them all into history and the model's thread.
 const maxNamedPaths = 20
