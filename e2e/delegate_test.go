@@ -117,3 +117,24 @@ func recordDelegate(t *testing.T, r *recorder) {
 	r.save(c, "lead_done.json", id, "")
 	r.save(c, "child_approved_done.json", child, "")
 }
+
+// TestDelegateCanceledWithItsParent: cancelling the lead while its child waits for an
+// approval cancels the child too (parent close policy REQUEST_CANCEL); the inbox then
+// holds nothing of either.
+func TestDelegateCanceledWithItsParent(t *testing.T) {
+	t.Parallel()
+	model := delegateModel()
+	p := newPlatform(t)
+	p.writeConfig(delegateConfig(t, model.Start(t)))
+	p.start()
+
+	id := strings.TrimSpace(p.ok("agent", "lead", "Have the researcher write the launch note."))
+	child := waitDelegate(t, p, id)
+	wantPending(t, p, child, "1.1")
+	p.ok("cancel", id)
+	p.waitStatus(id, api.StatusCanceled)
+	p.waitStatus(child, api.StatusCanceled)
+	if out := p.ok("approvals", "--json"); strings.TrimSpace(out) != "[]" {
+		t.Errorf("approvals after the cancel = %s, want none", out)
+	}
+}
