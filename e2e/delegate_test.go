@@ -77,6 +77,10 @@ func TestDelegateApprovedFromTheInbox(t *testing.T) {
 		t.Fatalf("approvals = %s, want researcher's call in run %s with parent %s", out, child, id)
 	}
 
+	if out := p.ok("approvals"); !strings.Contains(out, "researcher (delegate of "+id+")") || !strings.Contains(out, child) {
+		t.Errorf("approvals:\n%s\nwant researcher's call in %s, named a delegate of %s", out, child, id)
+	}
+
 	p.ok("approve", child, "--by", "ada")
 	rec := p.waitStatus(id, api.StatusDone)
 	var res api.AgentResult
@@ -89,6 +93,12 @@ func TestDelegateApprovedFromTheInbox(t *testing.T) {
 		t.Errorf("the lead's last call ends with %v, want the researcher's answer as the tool result", tool)
 	}
 	crec := p.waitStatus(child, api.StatusDone)
+	if out := p.ok("show", child); !strings.Contains(out, id+" (call 1.1 of agent lead, depth 1)") {
+		t.Errorf("show %s:\n%s\nwant its parent named", child, out)
+	}
+	if out := p.ok("show", id); !strings.Contains(out, child+" (agent researcher, call 1.1)") {
+		t.Errorf("show %s:\n%s\nwant its delegate named", id, out)
+	}
 	var link api.ParentLink
 	if err := json.Unmarshal(crec.State[api.StateParent], &link); err != nil || link.Run != id || link.Call != "1.1" || link.Agent != "lead" || link.Depth != 1 {
 		t.Errorf("child's state.parent = %s (%v), want run %s call 1.1 agent lead depth 1", crec.State[api.StateParent], err, id)
