@@ -106,6 +106,39 @@ type Spec struct {
 	// validate against OutputSchema, is sent back to the model with the errors for a
 	// corrected one before the run fails (nil: DefaultOutputRetries).
 	OutputRetries *int `json:"output_retries,omitempty" mapstructure:"output_retries" yaml:"output_retries"`
+	// Delegates names other agents of the config offered to this one as tools
+	// (DelegateToolName: agent_<name>, input {"prompt": string}); a call runs the named agent
+	// as a child AgentRun and its final answer is the tool's result. Config loading refuses
+	// an unknown name and a cycle.
+	Delegates []string `json:"delegates,omitempty" mapstructure:"delegates" yaml:"delegates"`
+	// MaxDepth bounds how deep delegation goes from a run of this agent: a run at that
+	// depth (the top run is at 0) is offered no delegate tool. Zero: DefaultMaxDepth.
+	MaxDepth int `json:"max_depth,omitempty" mapstructure:"max_depth" yaml:"max_depth"`
+}
+
+// DefaultMaxDepth is Spec.MaxDepth when neither the agent nor the worker sets it.
+const DefaultMaxDepth = 3
+
+// DelegatePrefix starts the name of every delegate tool.
+const DelegatePrefix = "agent_"
+
+// DelegateToolName is the tool that runs agent as a delegate: agent_<name>.
+func DelegateToolName(agent string) string { return DelegatePrefix + agent }
+
+// Depth is MaxDepth or the default.
+func (s Spec) Depth() int {
+	if s.MaxDepth > 0 {
+		return s.MaxDepth
+	}
+	return DefaultMaxDepth
+}
+
+// DelegateTool is the tool that runs agent as a child run. It has capability agent, so
+// the delegating agent's permissions decide it like any other privileged call.
+func DelegateTool(agent string) Tool {
+	return Tool{Name: DelegateToolName(agent), Capability: permissions.CapAgent,
+		Description: strings.ReplaceAll(describe("delegate"), "{{agent}}", agent),
+		Parameters:  json.RawMessage(`{"type":"object","properties":{"prompt":{"type":"string","description":"the whole task for the agent: it sees nothing of this conversation"}},"required":["prompt"],"additionalProperties":false}`)}
 }
 
 // DefaultOutputRetries is Spec.OutputRetries when unset.

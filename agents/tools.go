@@ -104,6 +104,9 @@ func Offered(s Spec) []Tool {
 // pattern, the command or the URL.
 func Detail(tool string, args map[string]any) string {
 	key := map[string]string{ToolReadFile: "path", ToolWriteFile: "path", ToolGlob: "pattern", ToolShell: "command", ToolFetch: "url", ToolWebSearch: "query"}[tool]
+	if strings.HasPrefix(tool, DelegatePrefix) {
+		key = "prompt" // a delegate tool (DelegateTool)
+	}
 	s, _ := args[key].(string)
 	return s
 }

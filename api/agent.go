@@ -403,7 +403,29 @@ type AgentRunInput struct {
 	// Fork, when set, starts the run from another run's thread and workspace at one of
 	// its tool calls (`starter fork`): Prompt is then the source's, for the record.
 	Fork *ForkInput `json:"fork,omitempty"`
+	// Parent, when set, makes the run a delegate: the child run an agent_<name> tool call
+	// of Parent.Run started (delegates). Its record keeps the link (state StateParent).
+	Parent *ParentLink `json:"parent,omitempty"`
 }
+
+// ParentLink names the run and tool call that started a delegate run, and how deep the
+// delegate is (1: a child of a top run).
+type ParentLink struct {
+	Run   string `json:"run"`
+	Call  string `json:"call"`
+	Agent string `json:"agent"`
+	Depth int    `json:"depth"`
+}
+
+// StateParent is the state key of a delegate run's ParentLink.
+const StateParent = "parent"
+
+// Delegation events of the parent run: a delegate started (call_id, agent, child) and
+// ended (call_id, agent, child, status, usage, and error when it failed).
+const (
+	EventDelegateStarted = "delegate_started"
+	EventDelegateDone    = "delegate_done"
+)
 
 // ForkInput is where a forked run starts: the source run's thread as its model call
 // before the call was made (Thread and Messages, references and new messages as that

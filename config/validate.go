@@ -250,6 +250,7 @@ func (c Config) Validate() error {
 	if c.Search.APIKeyEnv != "" && !envVarName.MatchString(c.Search.APIKeyEnv) {
 		bad("search.api_key_env", c.Search.APIKeyEnv, "want the name of an environment variable (the key itself never goes in config)")
 	}
+	errs = append(errs, c.validateDelegates()...)
 	for i, ag := range c.Agents {
 		if ag.WebSearch && c.Search.URL == "" {
 			bad(fmt.Sprintf("agents[%s].web_search", orIndex(ag.Name, i)), true, "needs a search backend: set search.url")

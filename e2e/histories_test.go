@@ -237,6 +237,10 @@ var historyScenarios = []struct {
 	// Typed results (version 1 of "typed-output"): a reply that is not JSON sent back
 	// with the error, then a valid one, the run's result the object (e2e/typed_test.go).
 	{"agent typed output retried", "typed_", []string{"agent_output_retried.json"}, recordAgentTypedRetried},
+	// Agents as tools (version 1 of "agent-delegates"): a lead whose agent_researcher call
+	// ran researcher as a child run, approved from the inbox, and that child
+	// (e2e/delegate_test.go).
+	{"agent delegated to a child run", "delegates_", []string{"lead_done.json", "child_approved_done.json"}, recordDelegate},
 }
 
 // recordAgentDeadlines: scribe under approve with approval_timeout 2s: a write nobody

@@ -85,9 +85,10 @@ const (
 	CapFetch  Capability = "fetch"  // fetch a URL from the worker (fetch)
 	CapSearch Capability = "search" // query a web-search backend (web_search)
 	CapMCP    Capability = "mcp"    // call a tool of an MCP server; decided per tool name
+	CapAgent  Capability = "agent"  // run another agent as a child run (agent_<name>, delegates)
 )
 
-var capabilities = []Capability{CapRead, CapGlob, CapWrite, CapShell, CapFetch, CapSearch, CapMCP}
+var capabilities = []Capability{CapRead, CapGlob, CapWrite, CapShell, CapFetch, CapSearch, CapMCP, CapAgent}
 
 // Capabilities returns every capability, in a stable order (a fresh slice).
 func Capabilities() []Capability { return slices.Clone(capabilities) }

@@ -26,6 +26,9 @@ type Pending struct {
 	Run      string `json:"run"`
 	Workflow string `json:"workflow"`
 	Instance string `json:"instance,omitempty"`
+	// Parent is the run that started this one as a delegate (an agent_<name> call of its
+	// agent's delegates), from visibility; empty for a top run.
+	Parent string `json:"parent,omitempty"`
 	// CallID is what approve and deny name with --call.
 	CallID     string          `json:"call_id"`
 	Tool       string          `json:"tool"`
@@ -89,7 +92,8 @@ func (c *Client) Approvals(ctx context.Context, req ApprovalsRequest) ([]Pending
 			return nil, fmt.Errorf("list approvals (query %q): %w", q, err)
 		}
 		for _, e := range resp.GetExecutions() {
-			p := Pending{Run: e.GetExecution().GetWorkflowId(), Workflow: e.GetType().GetName()}
+			p := Pending{Run: e.GetExecution().GetWorkflowId(), Workflow: e.GetType().GetName(),
+				Parent: e.GetParentExecution().GetWorkflowId()}
 			if raw := e.GetSearchAttributes().GetIndexedFields()[api.SearchAttributeApprovalAgent]; raw != nil {
 				_ = converter.GetDefaultDataConverter().FromPayload(raw, &p.Agent)
 			}

@@ -77,7 +77,11 @@ func approvalsCmd() *command {
 				} else {
 					calls = true
 				}
-				line := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", p.Agent, p.Run, p.CallID, p.Tool, p.Capability,
+				agent := p.Agent
+				if p.Parent != "" {
+					agent += " (delegate of " + p.Parent + ")" // agents as tools: the run that delegated
+				}
+				line := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", agent, p.Run, p.CallID, p.Tool, p.Capability,
 					cell(p.Detail, 60), cell(args, 60), p.Since.Format(time.RFC3339))
 				if expires {
 					line += "\t" + expiryCell(p.ExpiresAt, p.OnTimeout, p.Escalated)

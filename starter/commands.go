@@ -338,9 +338,10 @@ func printRecord(w io.Writer, rec api.Record) {
 			row("  expires", x)
 		}
 	}
+	printDelegation(row, rec)
 	var keys []string
 	for _, k := range sortedKeys(rec.State) {
-		if !api.IsReservedStateKey(k) {
+		if !api.IsReservedStateKey(k) && !(k == api.StateParent && rec.Workflow == api.WorkflowAgentRun) {
 			keys = append(keys, k)
 		}
 	}

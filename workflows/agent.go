@@ -94,7 +94,7 @@ func agentRunResult(ctx workflow.Context, in api.AgentRunInput) (json.RawMessage
 	if err != nil {
 		return nil, err
 	}
-	if res.Output != nil {
+	if res.Output != nil && in.Parent == nil { // a delegate's parent reads its usage too
 		return res.Output, nil
 	}
 	return json.Marshal(res)
@@ -117,6 +117,11 @@ func agentRun(ctx workflow.Context, in api.AgentRunInput) (api.AgentResult, erro
 		return api.AgentResult{}, err
 	}
 	rt.sandbox = spec.Sandbox // the run owns the agent's sandbox
+	if in.Parent != nil {
+		// A delegate (delegate.go): no run recorded before delegates had a parent.
+		rt.depth = in.Parent.Depth
+		rt.setState(ctx, api.StateParent, in.Parent)
+	}
 	if in.Fork != nil {
 		return rt.runFork(ctx, spec, in)
 	}
@@ -433,7 +438,7 @@ func mcpToolCallOptions(server api.MCPServerSpec) workflow.ActivityOptions {
 }
 
 func (rt *runtime) toolset(ctx workflow.Context, spec agents.Spec) (toolset, error) {
-	ts := toolset{builtin: agents.Offered(spec), servers: map[string]api.MCPServerSpec{}}
+	ts := toolset{builtin: append(agents.Offered(spec), delegateTools(spec, rt.depth)...), servers: map[string]api.MCPServerSpec{}}
 	if len(spec.MCP) == 0 {
 		return ts, nil
 	}
@@ -618,6 +623,9 @@ func escapesWorkspace(tool string, args map[string]any) string {
 func (rt *runtime) runAllowed(ctx workflow.Context, spec agents.Spec, tools toolset, tool agents.Tool, mcpTool *api.MCPTool, call api.ToolCall, pc permissions.Call, storeOver int, note string) (api.RunToolResult, error) {
 	if tool.Name == agents.ToolUpdatePlan {
 		return rt.updatePlan(ctx, call), nil
+	}
+	if agent, ok := delegateOf(spec, tool.Name); ok {
+		return rt.runDelegate(ctx, spec, agent, call, pc.Args)
 	}
 	release, err := rt.toolSlot(ctx) // tool_concurrency (toolpar.go)
 	if err != nil {

@@ -91,6 +91,8 @@ type runtime struct {
 	toolDir string
 	// sandboxUsed is set once an activity touched the run's sandbox, so it is released.
 	sandboxUsed bool
+	// depth is how deep this run is in a delegation (0: not a delegate; delegate.go).
+	depth int
 
 	// suspension bookkeeping, see suspend.go.
 	suspendGen int

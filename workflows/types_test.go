@@ -107,7 +107,7 @@ func TestTypeRecorderRecordsInputs(t *testing.T) {
 	Register(rec, "Loose", func(workflow.Context, map[string]any) (string, error) { return "", nil }, Options{})
 	got := rec.Inputs()
 	want := map[string][]string{
-		"AgentRun": {"agent", "fork", "max_turns", "prompt"},
+		"AgentRun": {"agent", "fork", "max_turns", "parent", "prompt"},
 		"Invoice":  {"amount", "invoice_id"},
 	}
 	for typ, fields := range want {

@@ -55,6 +55,11 @@ const (
 	// the cancellation (runs canceled before it could close failed).
 	ChangeCancelOutcome = "cancel-outcome"
 
+	// ChangeDelegates: an agent_<name> tool call (an agent's delegates) starts the agent
+	// as a child AgentRun and waits for it. Asked only at such a call, which no spec
+	// recorded before delegates could offer.
+	ChangeDelegates = "agent-delegates"
+
 	// ChangeHostQueue: sandbox activities go to the host queue the run claimed, the run
 	// snapshots its workspace, and moves when its host is lost. Runs recorded before keep
 	// the worker sessions of hostroute.go, docker only.
@@ -159,6 +164,7 @@ func ChangeIDs() []string {
 		ChangeApprovalNotify,
 		ChangeBudget,
 		ChangeCancelOutcome,
+		ChangeDelegates,
 		ChangeHostQueue,
 		ChangeInbox,
 		ChangeLiveRegistry,
