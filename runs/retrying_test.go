@@ -164,9 +164,24 @@ type retryClient struct {
 
 	mu      sync.Mutex
 	answers []*workflowservice.DescribeWorkflowExecutionResponse
+	// delivered, when set, holds every read after the first until it is closed: the
+	// follower has its first record, so the reads that follow are changes to it.
+	delivered chan struct{}
+	reads     int
 }
 
-func (c *retryClient) DescribeWorkflowExecution(context.Context, string, string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
+func (c *retryClient) DescribeWorkflowExecution(ctx context.Context, _, _ string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
+	c.mu.Lock()
+	c.reads++
+	wait := c.delivered != nil && c.reads > 1
+	c.mu.Unlock()
+	if wait {
+		select {
+		case <-c.delivered:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	a := c.answers[0]
@@ -226,15 +241,17 @@ func TestFollowSaysWhenARetryChanges(t *testing.T) {
 		running(pendingCall(api.ActivityCompleteChat, "7", 2, refused, next)), // no change: not delivered
 		running(pendingCall(api.ActivityCompleteChat, "7", 3, refused, next)),
 		running(), // it succeeded
-	}}
+	}, delivered: make(chan struct{})}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var attempts []int32
 	returned := false
 	var mu sync.Mutex
+	var first sync.Once
 	last, err := New(fc, "default", "nexo").Follow(ctx, "r1", func(r api.Record) bool {
 		mu.Lock()
 		defer mu.Unlock()
+		defer first.Do(func() { close(fc.delivered) })
 		if returned {
 			t.Error("fn called after Follow returned")
 		}
