@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -59,6 +61,18 @@ type liveFollow struct {
 	think liveTail // the thinking handed on, by the same rules
 	seen  int64    // seq of the last event checked for a text event
 	ready bool     // a record was delivered: live text before it would come before its turn
+	turn  int      // the newest turn whose user_input was delivered
+}
+
+// callTurn is the session turn of a model call's tag ("3.2": turn 3's second call), or 0
+// for a tag of another shape.
+func callTurn(call string) int {
+	head, _, _ := strings.Cut(call, ".")
+	n, err := strconv.Atoi(head)
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
 }
 
 func newLiveFollow(c *Client, id string, deliver func(api.LiveText)) *liveFollow {
@@ -92,6 +106,14 @@ func (lf *liveFollow) record(rec api.Record, fn func(api.Record) bool) bool {
 		lf.seen = ev.Seq
 		tail := &lf.tail
 		switch ev.Type {
+		case api.StreamUserInput:
+			var d struct {
+				Turn int `json:"turn"`
+			}
+			if json.Unmarshal(ev.Data, &d) == nil && d.Turn > lf.turn {
+				lf.turn = d.Turn
+			}
+			continue
 		case api.StreamText:
 		case api.StreamThinking:
 			tail = &lf.think
@@ -171,6 +193,13 @@ func (lf *liveFollow) poll(ctx context.Context) (wait time.Duration, more bool) 
 		return wait, more // the next read hands the text on, after the record of its turn
 	}
 	for _, lt := range snaps {
+		if lf.turn > 0 && callTurn(lt.Call) > lf.turn {
+			// A turn's prompt (user_input) was delivered, but not this call's turn's yet:
+			// its record comes after this read, e.g. the first of a run continued as new.
+			// The next read hands the text on after it. (A record that shows no prompt at
+			// all leaves the rule off: live text is never held for a prompt it cannot see.)
+			continue
+		}
 		lf.handOn(lt)
 	}
 	return wait, more

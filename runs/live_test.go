@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -394,5 +395,28 @@ func TestLiveOffloadedDetails(t *testing.T) {
 		case !withStore && len(got) != 0:
 			t.Errorf("without the blob store: delivered %+v, want nothing", got)
 		}
+	}
+}
+
+// The first read of a turn's model call can come before the record of its prompt, e.g.
+// in the run a session continued as new into: its live text waits for that record, so a
+// watcher never sees a turn's text under the turn before it.
+func TestLiveWaitsForItsTurnsPrompt(t *testing.T) {
+	snap := chatPending(t, enumspb.PENDING_ACTIVITY_STATE_STARTED, api.LiveText{Call: "3.1", Text: "three"}, t0.Add(time.Second))
+	var got []api.LiveText
+	lf := newLiveFollow(New(&describer{answers: []*workflowservice.DescribeWorkflowExecutionResponse{snap}}, "default", "q"),
+		"session:a:b", func(l api.LiveText) { got = append(got, l) })
+	prompt := func(seq int64, turn int) api.Event {
+		return api.Event{Seq: seq, Type: api.StreamUserInput, Data: json.RawMessage(fmt.Sprintf(`{"text":"p","turn":%d}`, turn))}
+	}
+	lf.record(api.Record{Events: []api.Event{prompt(1, 2)}}, func(api.Record) bool { return false })
+	lf.poll(context.Background())
+	if len(got) != 0 {
+		t.Fatalf("delivered %+v of turn 3 while the record showed turn 2's prompt only", got)
+	}
+	lf.record(api.Record{Events: []api.Event{prompt(1, 2), prompt(2, 3)}}, func(api.Record) bool { return false })
+	lf.poll(context.Background())
+	if len(got) != 1 || got[0].Text != "three" {
+		t.Errorf("after turn 3's prompt: delivered %+v, want three", got)
 	}
 }
