@@ -1,5 +1,7 @@
 package api
 
+import "strings"
+
 // Wire names. Nobody spells these twice: workflows, the worker, the starter and the tests
 // all use the constants.
 const (
@@ -48,6 +50,16 @@ var SearchAttributes = []string{SearchAttributeStatus, SearchAttributeApprovalAg
 // MemoPromptRunes bounds the prompt a run's memo holds (MemoPrompt): a list shows its
 // start, the run's input holds it whole.
 const MemoPromptRunes = 200
+
+// PromptHead is the start of a prompt a run's memo keeps (MemoPrompt): at most
+// MemoPromptRunes runes of it, trimmed, with "…" when it was cut.
+func PromptHead(p string) string {
+	r := []rune(strings.TrimSpace(p))
+	if len(r) > MemoPromptRunes {
+		return string(r[:MemoPromptRunes]) + "…"
+	}
+	return string(r)
+}
 
 // Activity names. Workflows reference activities by these names only, never by importing
 // their implementations.

@@ -31,7 +31,7 @@ func startAttributes(workflow string, payload json.RawMessage) (temporal.SearchA
 		return temporal.SearchAttributes{}, nil
 	}
 	var memo map[string]any
-	if p := promptHead(in.Prompt); p != "" {
+	if p := api.PromptHead(in.Prompt); p != "" {
 		memo = map[string]any{api.MemoPrompt: p}
 	}
 	return temporal.NewSearchAttributes(agentKey.ValueSet(in.Agent)), memo
@@ -40,15 +40,6 @@ func startAttributes(workflow string, payload json.RawMessage) (temporal.SearchA
 // sessionAttributes are a session's: its agent (the prompts are its turns).
 func sessionAttributes(agent string) temporal.SearchAttributes {
 	return temporal.NewSearchAttributes(agentKey.ValueSet(agent))
-}
-
-// promptHead is the start of a prompt, at most api.MemoPromptRunes runes.
-func promptHead(p string) string {
-	r := []rune(strings.TrimSpace(p))
-	if len(r) > api.MemoPromptRunes {
-		return string(r[:api.MemoPromptRunes]) + "…"
-	}
-	return string(r)
 }
 
 // rowAgent is the agent of a visibility row: its NexoAgent attribute, or a session's

@@ -78,7 +78,7 @@ func (rt *runtime) runDelegate(ctx workflow.Context, spec agents.Spec, agent str
 	in := api.AgentRunInput{Agent: agent, Prompt: prompt,
 		Parent: &api.ParentLink{Run: rt.rec.ID, Call: call.ID, Agent: spec.Name, Depth: rt.depth + 1}}
 	memo := map[string]any{}
-	if p := promptHead(prompt); p != "" {
+	if p := api.PromptHead(prompt); p != "" {
 		memo[api.MemoPrompt] = p
 	}
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
@@ -124,13 +124,3 @@ func (rt *runtime) runDelegate(ctx workflow.Context, spec agents.Spec, agent str
 }
 
 var agentAttrKey = temporal.NewSearchAttributeKeyKeyword(api.SearchAttributeAgent)
-
-// promptHead is the start of a delegate's prompt for its memo, as runs.Client.Start
-// keeps a run's (api.MemoPromptRunes runes).
-func promptHead(p string) string {
-	r := []rune(strings.TrimSpace(p))
-	if len(r) > api.MemoPromptRunes {
-		return string(r[:api.MemoPromptRunes]) + "…"
-	}
-	return string(r)
-}
