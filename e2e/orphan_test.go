@@ -84,7 +84,10 @@ agents:
 	reqs := model.Requests()
 	msgs := reqs[len(reqs)-1].Messages
 	got, _ := msgs[len(msgs)-1]["content"].(string)
-	if !strings.HasPrefix(got, "note: this call is a retry (attempt 2)") || !strings.Contains(got, "retried") {
+	// Temporal's retry on the restarted worker says "(attempt 2)"; when the restart takes
+	// longer than the host timeout (a loaded machine), the run moves to the restarted
+	// worker's host and the call is a new activity there, which says its host was lost.
+	if !strings.HasPrefix(got, "note: this call is a retry (") || !strings.Contains(got, "retried") {
 		t.Errorf("the model got %q, want the retry's output under a retry note", got)
 	}
 	if _, err := os.Stat(filepath.Join(p.dir, "workspace", "marker")); err == nil {

@@ -354,7 +354,25 @@ func (rt *runtime) onHost(ctx workflow.Context, opts *workflow.ActivityOptions, 
 		if merr := rt.moveOnce(ctx, used); merr != nil {
 			return merr
 		}
+		arg = reissued(arg)
 	}
+}
+
+// movedNote starts the result of a tool call run again on a new host after its host was
+// lost. The call is a new activity there (attempt 1), so the retry note the worker adds
+// for Temporal's own retries (attempt > 1) would not say it; yet the lost host may have
+// run it partly (a command half done, a file written outside the workspace, a request
+// sent), and the model should check before it repeats or builds on the call.
+const movedNote = "note: this call is a retry (its host was lost, and it runs again on a new host): an earlier attempt may have run partly\n"
+
+// reissued is arg as the new host gets it: a tool call carries movedNote (only the input
+// changes, not the command).
+func reissued(arg any) any {
+	if req, ok := arg.(api.RunToolRequest); ok {
+		req.Note = movedNote + req.Note
+		return req
+	}
+	return arg
 }
 
 // moveOnce moves the run off the host queue used, unless a concurrent call (of the same

@@ -186,7 +186,7 @@ func TestHostLostMovesTheRunAndRestores(t *testing.T) {
 			if q == "nexo@host-a" && req.Tool == "write_file" {
 				return api.RunToolResult{}, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START, nil)
 			}
-			return api.RunToolResult{Content: "ok"}, nil
+			return api.RunToolResult{Content: req.Note + "ok"}, nil
 		})
 	var snapAt time.Time
 	env.RegisterDelayedCallback(func() {
@@ -222,6 +222,19 @@ func TestHostLostMovesTheRunAndRestores(t *testing.T) {
 	}
 	if rel := h.queues[api.ActivityReleaseSandbox]; len(rel) != 1 || rel[0] != "nexo@host-b" {
 		t.Errorf("release ran on %v, want the new host", rel)
+	}
+	// The write runs again on host b as a new activity (attempt 1): the model is still told
+	// it is a retry that may have run partly; the read before the move is not.
+	results := map[string]string{} // call id: the result the model got (threads by value repeat them)
+	for _, r := range f.requests {
+		for _, m := range r.Messages {
+			if m.Role == api.RoleTool {
+				results[m.ToolCallID] = m.Content
+			}
+		}
+	}
+	if len(results) != 2 || results["1.1"] != "ok" || results["2.1"] != movedNote+"ok" {
+		t.Errorf("tool results the model got = %q, want the read's plain and the moved write's under the retry note", results)
 	}
 }
 
