@@ -1,6 +1,8 @@
 package config
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -54,5 +56,36 @@ func TestA2ARemoteErrors(t *testing.T) {
 				t.Errorf("error = %v\nwant it to contain %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestReadmeA2ARemotes: the "Remote A2A agents" example of docs/agents.md loads as
+// written, and the same with a url that is not one is refused naming the field.
+func TestReadmeA2ARemotes(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "docs", "agents.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var example string
+	for _, blk := range strings.Split(string(b), "```yaml\n")[1:] {
+		blk, _, _ = strings.Cut(blk, "```")
+		if strings.Contains(blk, "name: weather") {
+			example = blk
+		}
+	}
+	if example == "" {
+		t.Fatal("docs/agents.md has no ```yaml block with name: weather")
+	}
+	cfg, err := loadDelegatesYAML(t, "llm: {base_url: http://x:1/v1}\n"+example)
+	if err != nil {
+		t.Fatalf("Load the example of docs/agents.md: %v", err)
+	}
+	r := cfg.Agents[0].A2A
+	if cfg.Agents[0].Name != "forecaster" || len(r) != 1 || r[0].URL != "https://weather.example.com/a2a" || r[0].TokenEnv != "WEATHER_A2A_TOKEN" || r[0].CallTimeout() != 2*time.Minute {
+		t.Errorf("forecaster = %+v", cfg.Agents[0])
+	}
+	_, err = loadDelegatesYAML(t, "llm: {base_url: http://x:1/v1}\n"+strings.Replace(example, "https://weather.example.com/a2a", "weather.example.com", 1))
+	if err == nil || !strings.Contains(err.Error(), `agents[forecaster].a2a[0].url: remote weather: "weather.example.com" is not an http(s) URL`) {
+		t.Errorf("a url without a scheme: err = %v, want it named", err)
 	}
 }
