@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -13,7 +14,7 @@ import (
 	"github.com/a2aproject/a2a-go/a2asrv"
 	"github.com/a2aproject/a2a-go/a2asrv/eventqueue"
 	enumspb "go.temporal.io/api/enums/v1"
-	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/nexo-temporal/nexo/api"
 	"github.com/nexo-temporal/nexo/fakellm"
@@ -168,19 +169,23 @@ func TestA2AToolCallsARemote(t *testing.T) {
 		t.Error("the token is in the run's events")
 	}
 	it := p.dial().GetWorkflowHistory(context.Background(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	events := 0
+	// The payloads' bytes are read as they are (protojson would show them base64), and
+	// the variable's name, which the recorded spec carries, proves the search sees them.
+	events, named := 0, false
 	for it.HasNext() {
 		ev, err := it.Next()
 		if err != nil {
 			t.Fatal(err)
 		}
 		events++
-		if b, _ := protojson.Marshal(ev); strings.Contains(string(b), weatherToken) {
+		b, _ := proto.Marshal(ev)
+		if bytes.Contains(b, []byte(weatherToken)) {
 			t.Errorf("history event %d holds the token", ev.GetEventId())
 		}
+		named = named || bytes.Contains(b, []byte("WEATHER_A2A_TOKEN"))
 	}
-	if events == 0 {
-		t.Error("read no history")
+	if events == 0 || !named {
+		t.Errorf("read %d history events, the token's variable named in them: %v; want events and the name", events, named)
 	}
 	if strings.Contains(p.output(), weatherToken) {
 		t.Error("the token is in the worker's output")
