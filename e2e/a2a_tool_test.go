@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -207,4 +208,55 @@ func recordA2ATool(t *testing.T, r *recorder) {
 	p.ok("approve", id, "--by", "ada")
 	p.waitStatus(id, api.StatusDone)
 	r.save(p.dial(), "forecaster_approved_done.json", id, "")
+}
+
+// TestA2AToolCallsTheGateway: the remote is this platform's own gateway, its A2A face of
+// agent helper (open, loopback): lead's a2a_helper call starts a run of helper through
+// A2A, follows its task to completed, and the helper's answer is lead's tool result.
+// Agent calls agent with nothing but A2A between them.
+func TestA2AToolCallsTheGateway(t *testing.T) {
+	t.Parallel()
+	model := fakellm.New(
+		fakellm.Reply{Match: "Hello from helper.", Content: "Helper said hello."},
+		fakellm.Reply{Prompt: "say hello", Content: "Hello from helper."},
+		fakellm.Reply{ToolCalls: []fakellm.Call{toolCall("a2a_helper", map[string]any{"message": "please say hello"})}},
+	)
+	p := newPlatform(t)
+	p.writeConfig(fmt.Sprintf(`llm: {base_url: %s, model: fake}
+agents:
+  - name: helper
+    sandbox: {type: virtual}
+  - name: lead
+    permissions: {mode: auto}
+    sandbox: {type: virtual}
+    a2a:
+      - {name: helper, url: 'http://127.0.0.1:%d/a2a/helper', timeout: 1m}
+`, model.Start(t), p.gateway))
+	p.start()
+	id := strings.TrimSpace(p.ok("agent", "lead", "Ask the helper to greet."))
+	rec := p.waitStatus(id, api.StatusDone)
+	var res api.AgentResult
+	if err := json.Unmarshal(rec.Result, &res); err != nil || res.Content != "Helper said hello." {
+		t.Fatalf("lead's result = %s (%v), want its answer from helper's\n%s", rec.Result, err, p.ok("logs", id))
+	}
+	var task string
+	for _, e := range rec.Events {
+		if e.Type != "agent_tool_result" {
+			continue
+		}
+		var d struct{ Content string }
+		_ = json.Unmarshal(e.Data, &d)
+		if !strings.HasPrefix(d.Content, "Hello from helper.") || !strings.Contains(d.Content, ": completed]") {
+			t.Errorf("a2a_helper's result = %q, want helper's answer from a completed task", d.Content)
+		}
+		if _, rest, ok := strings.Cut(d.Content, "[A2A task "); ok {
+			task, _, _ = strings.Cut(rest, ",")
+		}
+	}
+	// The task is a run of helper on the message, as the gateway's A2A face promises.
+	hrec := p.record(task)
+	var in api.AgentRunInput
+	if err := json.Unmarshal(hrec.Payload, &in); err != nil || in.Agent != "helper" || in.Prompt != "please say hello" || hrec.Status != api.StatusDone {
+		t.Errorf("task %q: run %s %s %s, want a done AgentRun of helper on the message", task, hrec.Workflow, hrec.Status, hrec.Payload)
+	}
 }
