@@ -79,7 +79,8 @@ func CheckA2ATokens(agent string, remotes []api.A2ARemote, lookupEnv func(string
 // DescribeA2AAgents reads the card of each remote (in parallel, each within
 // a2aCardTimeout) and returns how each is offered: described by its card's name,
 // description and skills, its calls sent to the card's JSON-RPC endpoint. A remote whose
-// card cannot be read is still offered, described by its declaration, with the reason in
+// card cannot be read, or names an endpoint on another origin than its url (which would
+// get the token), is still offered, described by its declaration, with the reason in
 // Error (the run emits it); its calls go to its url.
 func (a *A2A) DescribeA2AAgents(ctx context.Context, req api.DescribeA2AAgentsRequest) (api.DescribeA2AAgentsResult, error) {
 	out := make([]api.A2AAgent, len(req.Remotes))
@@ -108,6 +109,11 @@ func (a *A2A) describe(ctx context.Context, r api.A2ARemote) api.A2AAgent {
 	endpoint, err := jsonrpcEndpoint(card)
 	if err != nil {
 		ag.Error = fmt.Sprintf("remote %s: %v", r.Name, err)
+		return ag
+	}
+	if !sameOrigin(endpoint, r.URL) {
+		// The card is the remote's word: an endpoint elsewhere would get the token.
+		ag.Error = fmt.Sprintf("remote %s: its card names the endpoint %s, not on %s; calls go to url", r.Name, clipText(endpoint, 300), origin(r.URL))
 		return ag
 	}
 	ag.Endpoint, ag.Card = endpoint, clipText(card.Name, 200)
@@ -186,6 +192,10 @@ func (a *A2A) CallA2AAgent(ctx context.Context, req api.CallA2AAgentRequest) (ap
 	endpoint := req.Endpoint
 	if endpoint == "" {
 		endpoint = r.URL
+	}
+	if !sameOrigin(endpoint, r.URL) {
+		return api.RunToolResult{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("remote A2A agent %s: endpoint %s is not on %s (its url); the token goes to that origin only", r.Name, endpoint, origin(r.URL)), api.ErrTypeBadInput, nil)
 	}
 	client, err := a2aclient.NewFromEndpoints(ctx, []a2a.AgentInterface{{URL: endpoint, Transport: a2a.TransportProtocolJSONRPC}},
 		a2aclient.WithJSONRPCTransport(a.httpClient(token)), a2aclient.WithConfig(a2aclient.Config{Polling: true}))
@@ -465,4 +475,21 @@ func clipText(s string, n int) string {
 		cut--
 	}
 	return s[:cut] + "…"
+}
+
+// origin is a URL's scheme and host ("https://weather.example.com:8443"), "" when it
+// does not parse.
+func origin(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return ""
+	}
+	return strings.ToLower(u.Scheme + "://" + u.Host)
+}
+
+// sameOrigin: a and b have one scheme and host, so a request to a may carry what the
+// declaration of b entrusts (its token).
+func sameOrigin(a, b string) bool {
+	oa := origin(a)
+	return oa != "" && oa == origin(b)
 }

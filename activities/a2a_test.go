@@ -96,6 +96,17 @@ func a2aRemote(t *testing.T, exec a2asrv.AgentExecutor, token string, status *at
 	return srv
 }
 
+// a2aRemoteAt serves only a card, without a token, whose JSON-RPC endpoint is endpoint.
+func a2aRemoteAt(t *testing.T, endpoint string) *httptest.Server {
+	t.Helper()
+	card := &a2a.AgentCard{Name: "Moved", URL: endpoint, PreferredTransport: a2a.TransportProtocolJSONRPC}
+	mux := http.NewServeMux()
+	mux.Handle("GET "+a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(card))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
 // authorized wraps h: 401 unless "Bearer <token>"; status, when non-zero, answers with it.
 func authorized(h http.Handler, token string, status *atomic.Int32) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -156,6 +167,13 @@ func TestDescribeA2AAgents(t *testing.T) {
 	}
 	if u := res.Agents[2]; !strings.Contains(u.Error, "token_env names MISSING_TOKEN, which is not set") {
 		t.Errorf("unset = %+v, want the unset variable named", u)
+	}
+	// A card whose endpoint is on another origin is not followed: the token stays home.
+	elsewhere := a2aRemoteAt(t, "http://127.0.0.2:9/rpc")
+	res2, err := a.A2A.DescribeA2AAgents(context.Background(), api.DescribeA2AAgentsRequest{RunID: "r1", Remotes: []api.A2ARemote{
+		{Name: "moved", URL: elsewhere.URL}}})
+	if err != nil || len(res2.Agents) != 1 || res2.Agents[0].Endpoint != elsewhere.URL || !strings.Contains(res2.Agents[0].Error, "its card names the endpoint http://127.0.0.2:9/rpc, not on "+elsewhere.URL) {
+		t.Errorf("moved = %+v (%v), want its url kept and the card's endpoint refused", res2.Agents, err)
 	}
 	for _, ag := range res.Agents {
 		if strings.Contains(ag.Description+ag.Error+ag.Endpoint, a2aTestToken) {
@@ -254,8 +272,13 @@ func TestCallA2AAgent(t *testing.T) {
 		final(t, err, api.ErrTypeA2ATransport, true, "503 Service Unavailable")
 	})
 	t.Run("unreachable", func(t *testing.T) {
-		_, err := call(weather, "http://127.0.0.1:1/rpc", "weather? Lisbon", 0)
+		down := api.A2ARemote{Name: "weather", URL: "http://127.0.0.1:1", TokenEnv: "WEATHER_TOKEN"}
+		_, err := call(down, "http://127.0.0.1:1/rpc", "weather? Lisbon", 0)
 		final(t, err, api.ErrTypeA2ATransport, true, "remote A2A agent weather: message/send")
+	})
+	t.Run("endpoint elsewhere", func(t *testing.T) {
+		_, err := call(weather, "http://127.0.0.2:1/rpc", "weather? Lisbon", 0)
+		final(t, err, api.ErrTypeBadInput, false, "endpoint http://127.0.0.2:1/rpc is not on "+srv.URL+" (its url); the token goes to that origin only")
 	})
 }
 
