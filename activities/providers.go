@@ -18,6 +18,7 @@ import (
 //   - Model: model calls, threads, compaction, token bookings, cost, and agent resolution
 //     (llm.go, endpoints.go, thread.go, compact.go, stream.go, tokenlimit.go, cost.go);
 //   - MCP: the worker's MCP clients (its pool, OAuth tokens), closed with it (mcp.go);
+//   - A2A: calls of remote Agent2Agent agents with a2a-go's client (a2a.go);
 //   - Tools: the built-in tools, fetch, web search and skills (tools.go, skills.go);
 //   - Host: the run's sandbox, its snapshots, park and restore, artifacts and stored
 //     records (activities.go, hostq.go, snapshot.go, park.go, record.go);
@@ -149,6 +150,7 @@ type Deps struct {
 type Activities struct {
 	Model    *Model
 	MCP      *MCP
+	A2A      *A2A
 	Tools    *Tools
 	Host     *Host
 	Notifier *Notifier
@@ -193,6 +195,7 @@ func New(d Deps) *Activities {
 	return &Activities{
 		Model:    model,
 		MCP:      mcp,
+		A2A:      &A2A{out: out, lookupEnv: d.LookupEnv},
 		Tools:    tools,
 		Host:     host,
 		Notifier: &Notifier{store: d.Store, outbox: d.Outbox, notify: d.Notify, pageURL: strings.TrimRight(d.PageURL, "/"), lookupEnv: d.LookupEnv},
@@ -204,6 +207,7 @@ func New(d Deps) *Activities {
 func (a *Activities) Register(r Registry) {
 	a.Model.Register(r)
 	a.MCP.Register(r)
+	a.A2A.Register(r)
 	a.Tools.Register(r)
 	a.Host.Register(r)
 	a.Notifier.Register(r)

@@ -114,6 +114,10 @@ type Spec struct {
 	// MaxDepth bounds how deep delegation goes from a run of this agent: a run at that
 	// depth (the top run is at 0) is offered no delegate tool. Zero: DefaultMaxDepth.
 	MaxDepth int `json:"max_depth,omitempty" mapstructure:"max_depth" yaml:"max_depth"`
+	// A2A names remote Agent2Agent agents offered to this one as tools (A2AToolName:
+	// a2a_<name>, input {"message": string, "context_id"?, "task_id"?}); a call sends the
+	// message to the remote and its answer is the tool's result. Capability a2a.
+	A2A []api.A2ARemote `json:"a2a,omitempty" mapstructure:"a2a" yaml:"a2a"`
 }
 
 // DefaultMaxDepth is Spec.MaxDepth when neither the agent nor the worker sets it.
@@ -329,6 +333,7 @@ func (s Spec) Validate() error {
 		}
 		validateMCPLimits(field, m, bad)
 	}
+	validateA2A(s.A2A, bad)
 	seenSkill := map[string]bool{}
 	for i, name := range s.Skills {
 		field := fmt.Sprintf("skills[%d]", i)

@@ -101,11 +101,14 @@ func Offered(s Spec) []Tool {
 }
 
 // Detail is what a permission rule and an approval record see of a call: the path, the
-// pattern, the command or the URL.
+// pattern, the command, the URL, a delegate's prompt or an A2A tool's message.
 func Detail(tool string, args map[string]any) string {
 	key := map[string]string{ToolReadFile: "path", ToolWriteFile: "path", ToolGlob: "pattern", ToolShell: "command", ToolFetch: "url", ToolWebSearch: "query"}[tool]
 	if strings.HasPrefix(tool, DelegatePrefix) {
 		key = "prompt" // a delegate tool (DelegateTool)
+	}
+	if strings.HasPrefix(tool, A2APrefix) {
+		key = "message" // an A2A tool (A2ATool)
 	}
 	s, _ := args[key].(string)
 	return s

@@ -2,7 +2,8 @@ package config
 
 // SecretEnvNames lists the environment variables that hold this configuration's secrets,
 // in config order, without duplicates: temporal.api_key_env, llm.api_key_env,
-// search.api_key_env, every gateway.tokens[].token_env, and every agents[].mcp[].token_env
+// search.api_key_env, every gateway.tokens[].token_env, and every agents[].mcp[].token_env,
+// every agents[].a2a[].token_env,
 // agents[].mcp[].oauth.client_secret_env, every agents[].sandbox.egress.inject[].value_env,
 // and every approvals.notify[].secret_env and url_env.
 // A worker reads them once at start and keeps them out of its environment after that
@@ -27,6 +28,9 @@ func (c Config) SecretEnvNames() []string {
 			for _, in := range e.Inject {
 				add(in.ValueEnv)
 			}
+		}
+		for _, r := range a.A2A {
+			add(r.TokenEnv)
 		}
 		for _, m := range a.MCP {
 			add(m.TokenEnv)

@@ -241,6 +241,10 @@ var historyScenarios = []struct {
 	// ran researcher as a child run, approved from the inbox, and that child
 	// (e2e/delegate_test.go).
 	{"agent delegated to a child run", "delegates_", []string{"lead_done.json", "child_approved_done.json"}, recordDelegate},
+	// Remote A2A agents (version 1 of "a2a-tools"): the forecaster's tools built from the
+	// remote's card, its approved a2a_weather call answered by an a2a-go server
+	// (e2e/a2a_tool_test.go).
+	{"agent called a remote A2A agent", "a2a_", []string{"forecaster_approved_done.json"}, recordA2ATool},
 }
 
 // recordAgentDeadlines: scribe under approve with approval_timeout 2s: a write nobody

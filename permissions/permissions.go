@@ -86,9 +86,10 @@ const (
 	CapSearch Capability = "search" // query a web-search backend (web_search)
 	CapMCP    Capability = "mcp"    // call a tool of an MCP server; decided per tool name
 	CapAgent  Capability = "agent"  // run another agent as a child run (agent_<name>, delegates)
+	CapA2A    Capability = "a2a"    // send a message to a remote A2A agent (a2a_<name>)
 )
 
-var capabilities = []Capability{CapRead, CapGlob, CapWrite, CapShell, CapFetch, CapSearch, CapMCP, CapAgent}
+var capabilities = []Capability{CapRead, CapGlob, CapWrite, CapShell, CapFetch, CapSearch, CapMCP, CapAgent, CapA2A}
 
 // Capabilities returns every capability, in a stable order (a fresh slice).
 func Capabilities() []Capability { return slices.Clone(capabilities) }

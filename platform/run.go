@@ -74,6 +74,15 @@ func (p *Platform) Run(ctx context.Context) error {
 	for _, w := range cfg.Warnings() {
 		fmt.Fprintf(p.opts.stderr, "warning: %s\n", w)
 	}
+	// A remote A2A agent's token must be here before any run calls it (the A2A activities
+	// run on this worker, never on a sandbox host).
+	var a2aErrs []error
+	for _, a := range cfg.Agents {
+		a2aErrs = append(a2aErrs, activities.CheckA2ATokens(a.Name, a.A2A, p.opts.lookupEnv))
+	}
+	if err := errors.Join(a2aErrs...); err != nil {
+		return fmt.Errorf("check A2A remotes: %w", err)
+	}
 
 	// With --dev the gateway listens first, so the embedded Web UI can be pointed at its
 	// codec endpoint, which shows the payloads External Storage offloaded.

@@ -382,6 +382,8 @@ type toolset struct {
 	builtin []agents.Tool
 	mcp     []api.MCPTool
 	servers map[string]api.MCPServerSpec
+	// a2a is, by tool name, where each A2A tool's calls go (its tools are in builtin).
+	a2a map[string]api.A2AAgent
 }
 
 func (ts toolset) names() []string {
@@ -439,6 +441,11 @@ func mcpToolCallOptions(server api.MCPServerSpec) workflow.ActivityOptions {
 
 func (rt *runtime) toolset(ctx workflow.Context, spec agents.Spec) (toolset, error) {
 	ts := toolset{builtin: append(agents.Offered(spec), delegateTools(spec, rt.depth)...), servers: map[string]api.MCPServerSpec{}}
+	remotes, byTool, err := rt.a2aTools(ctx, spec)
+	if err != nil {
+		return ts, err
+	}
+	ts.builtin, ts.a2a = append(ts.builtin, remotes...), byTool
 	if len(spec.MCP) == 0 {
 		return ts, nil
 	}
@@ -588,7 +595,7 @@ func (rt *runtime) decideAndRun(ctx workflow.Context, spec agents.Spec, tools to
 		return errorResult("permission denied: %s", v.Reason), nil
 	}
 	res, err := rt.runAllowed(ctx, spec, tools, tool, mcpTool, call, pc, storeOver, note)
-	if err == nil && note != "" && mcpTool != nil && !res.Noted {
+	if err == nil && note != "" && (mcpTool != nil || tools.a2a[tool.Name].Remote != "") && !res.Noted {
 		// CallMCPTool writes the note before it stores a result (Noted), so a result by
 		// reference tells the model of the edit too. A result recorded before that, an
 		// error result, or one from a worker without it, gets the note here, as always.
@@ -632,6 +639,9 @@ func (rt *runtime) runAllowed(ctx workflow.Context, spec agents.Spec, tools tool
 		return api.RunToolResult{}, err
 	}
 	defer release()
+	if remote, ok := spec.A2ARemoteOf(tool.Name); ok && mcpTool == nil {
+		return rt.callA2A(ctx, remote, tools.a2a[tool.Name], call, pc.Args, storeOver, note)
+	}
 	if mcpTool != nil {
 		res := rt.callMCP(ctx, tools.servers[mcpTool.Server], *mcpTool, call, storeOver, note, spec.ToolHooks)
 		rt.noteHooked(ctx, call.ID, tool.Name, &res)

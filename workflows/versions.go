@@ -29,6 +29,11 @@ import "github.com/nexo-temporal/nexo/workflows/registry"
 // A user's own workflow picks its own change ids; these are not part of the authoring API's
 // contract, only listed here so one place holds them all.
 const (
+	// ChangeA2ATools: an agent's a2a: remotes are described by a DescribeA2AAgents
+	// activity when its tools are built, and an a2a_<name> call is a CallA2AAgent
+	// activity. Asked only for a spec with remotes, which no spec recorded before them had.
+	ChangeA2ATools = "a2a-tools"
+
 	// ChangeAgentUnavailable: a worker that lacks the run's agent no longer fails the run.
 	// The workflow records which worker could not (event agent_unavailable, once per
 	// worker) and asks again after a backoff, so another worker of the task queue takes it;
@@ -159,6 +164,7 @@ const (
 // ChangeIDs returns every change id above, in alphabetical order (a fresh slice).
 func ChangeIDs() []string {
 	return []string{
+		ChangeA2ATools,
 		ChangeAgentUnavailable,
 		ChangeApprovalDeadline,
 		ChangeApprovalNotify,
