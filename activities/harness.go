@@ -40,7 +40,9 @@ type Loop interface {
 type LoopFunc func(ctx context.Context, req api.LoopRequest) (api.LoopStep, error)
 
 // Step calls f.
-func (f LoopFunc) Step(ctx context.Context, req api.LoopRequest) (api.LoopStep, error) { return f(ctx, req) }
+func (f LoopFunc) Step(ctx context.Context, req api.LoopRequest) (api.LoopStep, error) {
+	return f(ctx, req)
+}
 
 // Loops are a worker's registered Go loops, by name.
 type Loops map[string]Loop
