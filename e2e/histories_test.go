@@ -241,6 +241,10 @@ var historyScenarios = []struct {
 	// ran researcher as a child run, approved from the inbox, and that child
 	// (e2e/delegate_test.go).
 	{"agent delegated to a child run", "delegates_", []string{"lead_done.json", "child_approved_done.json"}, recordDelegate},
+	// A pluggable loop (version 1 of "harness-loop"): the example's harnessed agent, its
+	// steps HarnessStep activities on the run's host, its write approved
+	// (e2e/harnessloop_test.go).
+	{"agent harness loop approved", "harness_", []string{"agent_harness_approved.json"}, recordHarnessLoop},
 }
 
 // recordAgentDeadlines: scribe under approve with approval_timeout 2s: a write nobody
