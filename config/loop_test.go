@@ -1,6 +1,7 @@
 package config
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -33,5 +34,41 @@ func TestLoopRefusedAtLoad(t *testing.T) {
 		if _, err := loadTyped(t, tc.agent, map[string]string{}); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: err = %v, want %q", tc.agent, err, tc.want)
 		}
+	}
+}
+
+// TestHarnessProtocolExampleLoads: the loop: example of docs/harness-protocol.md loads
+// as written, with no llm: section (a harness calls no model), its ./ command resolved
+// beside the config file.
+func TestHarnessProtocolExampleLoads(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "docs", "harness-protocol.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var example string
+	for _, blk := range strings.Split(string(b), "```yaml\n")[1:] {
+		blk, _, _ = strings.Cut(blk, "```")
+		if strings.Contains(blk, "type: harness") {
+			example = blk
+			break
+		}
+	}
+	if example == "" {
+		t.Fatal("docs/harness-protocol.md has no ```yaml block with type: harness")
+	}
+	dir := t.TempDir()
+	t.Chdir(dir)
+	if err := os.WriteFile(filepath.Join(dir, DefaultFile), []byte(example), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Load(LoadOptions{Env: []string{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := cfg.Agents[0].Loop
+	real, _ := filepath.EvalSymlinks(dir)
+	if l == nil || (l.Command[0] != filepath.Join(dir, "bin", "harness-loop") && l.Command[0] != filepath.Join(real, "bin", "harness-loop")) ||
+		l.Command[1] != "--verbose" || l.StepTimeout().String() != "1m0s" {
+		t.Errorf("loop = %+v", l)
 	}
 }
