@@ -14,6 +14,7 @@ import (
 
 	"github.com/nexo-temporal/nexo/activities"
 	"github.com/nexo-temporal/nexo/api"
+	"github.com/nexo-temporal/nexo/sandbox/bwrap"
 )
 
 // harnessScript writes an executable sh script outside the run's workspace and returns
@@ -227,5 +228,39 @@ func TestHarnessNeedsAProcessSandbox(t *testing.T) {
 	_, err := e.a.Tools.HarnessStep(context.Background(), req)
 	if err == nil || !strings.Contains(err.Error(), "a virtual sandbox cannot run a harness") {
 		t.Errorf("err = %v", err)
+	}
+}
+
+// TestHarnessStepSealed: on the bubblewrap tier the harness runs sealed (no network, the
+// workspace the only writable place), its binary, outside the workspace and the system
+// folders, bound read-only.
+func TestHarnessStepSealed(t *testing.T) {
+	if err := bwrap.Probe(context.Background(), ""); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("bubblewrap unavailable under CI: %v", err)
+		}
+		t.Skipf("bubblewrap unavailable: %v", err)
+	}
+	sbs, err := activities.NewSandboxes(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin, _ := bwrap.LookPath("")
+	sbs.WithBubblewrap(bin)
+	spec := api.SandboxSpec{Type: api.SandboxBubblewrap}
+	t.Cleanup(func() { _ = sbs.Release(context.Background(), testRun, spec) })
+	e := newEnv(t, activities.Deps{Sandboxes: sbs})
+	script := harnessScript(t, `cat >/dev/null
+if echo x >> "$0" 2>/dev/null; then echo '{"type":"text","text":"wrote my binary "}'; fi
+if [ -e /root ] || [ -e /home ]; then echo '{"type":"text","text":"saw the host "}'; fi
+echo '{"type":"final","text":"sealed"}'`)
+	req := harnessReq(api.LoopSpec{Type: api.LoopHarness, Command: []string{script}})
+	req.Sandbox = spec
+	out, err := e.a.Tools.HarnessStep(context.Background(), req)
+	if err != nil {
+		t.Fatalf("HarnessStep: %v", err)
+	}
+	if out.Message.Content != "sealed" {
+		t.Errorf("the harness said %q, want only sealed", out.Message.Content)
 	}
 }
