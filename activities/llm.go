@@ -125,32 +125,15 @@ func (a *Model) CompleteChat(ctx context.Context, req api.CompleteChatRequest) (
 	if err != nil {
 		return api.CompleteChatResult{}, err
 	}
-	cc, ctxName, err := a.chatContext(ctx, req)
+	in, err := a.chatInput(ctx, req)
 	if err != nil {
 		return api.CompleteChatResult{}, err
 	}
-	// With a stored thread, the request carries only what follows it.
-	var prior []api.ChatMessage
-	thread := req.Messages
-	if req.Thread != nil {
-		if prior, err = a.loadThread(ctx, req.Thread.Head); err != nil {
-			return api.CompleteChatResult{}, err
-		}
-		thread = append(append(make([]api.ChatMessage, 0, len(prior)+len(req.Messages)), prior...), req.Messages...)
+	msgs := make([]openai.ChatCompletionMessage, 0, len(in.thread)+1)
+	if in.system != "" {
+		msgs = append(msgs, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleSystem, Content: in.system})
 	}
-	if thread, err = a.resolve(ctx, thread); err != nil {
-		return api.CompleteChatResult{}, err
-	}
-	sandboxInstructions := ""
-	if req.RunID != "" {
-		sandboxInstructions = a.sandboxes.Instructions(ctx, req.RunID, req.Sandbox)
-	}
-	system := SystemPrompt(cc.System, sandboxInstructions, cc.Skills)
-	msgs := make([]openai.ChatCompletionMessage, 0, len(thread)+1)
-	if system != "" {
-		msgs = append(msgs, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleSystem, Content: system})
-	}
-	for _, m := range thread {
+	for _, m := range in.thread {
 		om := openai.ChatCompletionMessage{Role: m.Role, Content: m.Content, ToolCallID: m.ToolCallID}
 		for _, tc := range m.ToolCalls {
 			om.ToolCalls = append(om.ToolCalls, openai.ToolCall{ID: tc.ID, Type: openai.ToolTypeFunction,
@@ -159,7 +142,7 @@ func (a *Model) CompleteChat(ctx context.Context, req api.CompleteChatRequest) (
 		msgs = append(msgs, om)
 	}
 	creq := openai.ChatCompletionRequest{Model: model, Messages: msgs}
-	for _, t := range cc.Tools {
+	for _, t := range in.cc.Tools {
 		creq.Tools = append(creq.Tools, openai.Tool{Type: openai.ToolTypeFunction, Function: &openai.FunctionDefinition{
 			Name: t.Name, Description: t.Description, Parameters: t.Parameters}})
 	}
@@ -167,6 +150,57 @@ func (a *Model) CompleteChat(ctx context.Context, req api.CompleteChatRequest) (
 	if err != nil {
 		return out, err
 	}
+	a.priceAt(req.Endpoint, model, out.Model, &out.Usage)
+	return a.chatReplied(ctx, req, in, out)
+}
+
+// chatIn is a call's conversation as the worker rebuilds it: what a model call (and a
+// pluggable loop's step, harness.go) is asked with.
+type chatIn struct {
+	cc      api.ChatContext // instructions, skills, tools
+	ctxName string          // the stored context's name, when it is stored
+	prior   []api.ChatMessage
+	// thread is the whole conversation without the system message, every referenced
+	// content put back in full.
+	thread []api.ChatMessage
+	// system is the system message: instructions, the sandbox's own, skills.
+	system string
+}
+
+// chatInput rebuilds the conversation of req: its constant part (from the store when it
+// is named), the stored thread plus the new messages, every reference resolved, and the
+// system message (agent instructions, then the sandbox's own instructions, then the
+// agent's skills), so the stored thread never carries it.
+func (a *Model) chatInput(ctx context.Context, req api.CompleteChatRequest) (chatIn, error) {
+	var in chatIn
+	var err error
+	if in.cc, in.ctxName, err = a.chatContext(ctx, req); err != nil {
+		return in, err
+	}
+	// With a stored thread, the request carries only what follows it.
+	thread := req.Messages
+	if req.Thread != nil {
+		if in.prior, err = a.loadThread(ctx, req.Thread.Head); err != nil {
+			return in, err
+		}
+		thread = append(append(make([]api.ChatMessage, 0, len(in.prior)+len(req.Messages)), in.prior...), req.Messages...)
+	}
+	if in.thread, err = a.resolve(ctx, thread); err != nil {
+		return in, err
+	}
+	sandboxInstructions := ""
+	if req.RunID != "" && a.sandboxes != nil {
+		sandboxInstructions = a.sandboxes.Instructions(ctx, req.RunID, req.Sandbox)
+	}
+	in.system = SystemPrompt(in.cc.System, sandboxInstructions, in.cc.Skills)
+	return in, nil
+}
+
+// chatReplied finishes a call with its reply out: long reasoning and reply text stored
+// by reference, the context's name when asked for, and the reply stored as the thread's
+// next segment (with the call's own tool call ids, as the workflow names them).
+func (a *Model) chatReplied(ctx context.Context, req api.CompleteChatRequest, in chatIn, out api.CompleteChatResult) (api.CompleteChatResult, error) {
+	var err error
 	if out, err = a.offloadReasoning(ctx, out); err != nil {
 		return api.CompleteChatResult{}, err
 	}
@@ -174,19 +208,17 @@ func (a *Model) CompleteChat(ctx context.Context, req api.CompleteChatRequest) (
 	if out, err = a.offloadReply(ctx, req, out); err != nil {
 		return api.CompleteChatResult{}, err
 	}
-	a.priceAt(req.Endpoint, model, out.Model, &out.Usage)
 	if req.StoreContext {
-		out.Context = ctxName
+		out.Context = in.ctxName
 	}
 	if req.Thread != nil {
-		// The reply is stored with the call's own ids, as the workflow names them.
 		reply := out.Message
 		reply.ToolCalls = append([]api.ToolCall(nil), reply.ToolCalls...)
 		for i := range reply.ToolCalls {
 			reply.ToolCalls[i].ID = fmt.Sprintf("%s.%d", req.CallID, i+1)
 		}
 		added := append(append([]api.ChatMessage(nil), req.Messages...), reply)
-		ref, _, err := a.appendThread(ctx, *req.Thread, prior, added)
+		ref, _, err := a.appendThread(ctx, *req.Thread, in.prior, added)
 		if err != nil {
 			return api.CompleteChatResult{}, err
 		}

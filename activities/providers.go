@@ -70,6 +70,9 @@ type Tools struct {
 	skillsPath   string
 	out          outputs
 	hooks        ToolHooks // the worker's tool hooks, run around each call (toolhook.go)
+	// model rebuilds and stores the threads of loop steps (harness.go), as for a model call.
+	model *Model
+	loops Loops // the worker's Go loops (harness.go)
 }
 
 // Host serves the run's sandbox as its host: files, artifacts, snapshots, park and
@@ -143,6 +146,9 @@ type Deps struct {
 	// ToolHooks are the worker's tool hooks by name (platform.ToolHook): the tool calls
 	// of an agent run the ones its tool_hooks name. A call naming one not here fails.
 	ToolHooks ToolHooks
+	// Loops are the worker's Go loops by name (platform.WithLoop): an agent with
+	// `loop: {type: go, name: N}` runs its turns through the one named N.
+	Loops Loops
 }
 
 // Activities are the providers of one worker, built together from Deps because some
@@ -169,7 +175,7 @@ func New(d Deps) *Activities {
 		d.Sandboxes.restoreBase = host.restoreBase       // a sandbox made anew from the run's snapshot (snapshot.go)
 	}
 	tools := &Tools{store: d.Store, sandboxes: d.Sandboxes, host: host, fetcher: d.Fetcher, searcher: d.Searcher,
-		shellTimeout: d.ShellTimeout, skillsPath: d.SkillsPath, out: out, hooks: d.ToolHooks}
+		shellTimeout: d.ShellTimeout, skillsPath: d.SkillsPath, out: out, hooks: d.ToolHooks, loops: d.Loops}
 	if tools.fetcher == nil {
 		tools.fetcher = NewFetcher()
 	}
@@ -192,6 +198,7 @@ func New(d Deps) *Activities {
 	model := &Model{store: d.Store, sandboxes: d.Sandboxes, llm: d.LLM, agents: byName, threads: newThreadCache(), out: out,
 		notify: d.Notify, endpoints: d.Endpoints, modelQueues: d.ModelQueues, tokens: d.Tokens, tokenWait: d.TokenWait,
 		signalStream: signalChunk}
+	tools.model = model
 	return &Activities{
 		Model:    model,
 		MCP:      mcp,

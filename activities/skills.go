@@ -35,6 +35,7 @@ func (a *Tools) RegisterSandbox(r Registry) {
 		api.ActivityRestoreArtifacts:  a.RestoreArtifacts,
 		api.ActivityMaterializeSkills: a.MaterializeSkills,
 		api.ActivityProbeSandbox:      a.ProbeSandbox,
+		api.ActivityHarnessStep:       a.HarnessStep,
 	} {
 		r.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}

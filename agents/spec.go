@@ -118,6 +118,12 @@ type Spec struct {
 	// a2a_<name>, input {"message": string, "context_id"?, "task_id"?}); a call sends the
 	// message to the remote and its answer is the tool's result. Capability a2a.
 	A2A []api.A2ARemote `json:"a2a,omitempty" mapstructure:"a2a" yaml:"a2a"`
+	// Loop, when set, replaces the model call of each turn with a step of a pluggable
+	// loop: an external harness program run in the run's sandbox (type harness, see
+	// docs/harness-protocol.md) or a Go loop the worker registers (type go). Everything
+	// else of the built-in loop (permission gate, approvals, budgets, max_turns, events,
+	// durable tool calls) applies unchanged.
+	Loop *api.LoopSpec `json:"loop,omitempty" mapstructure:"loop" yaml:"loop"`
 }
 
 // DefaultMaxDepth is Spec.MaxDepth when neither the agent nor the worker sets it.
@@ -395,6 +401,9 @@ func (s Spec) Validate() error {
 	case c.KeepRecent > 0 && c.MaxTokens == 0:
 		bad("context.keep_recent", "is set but context.max_tokens is not")
 	}
+	if s.Loop != nil {
+		validateLoop(*s.Loop, s.Sandbox.Type, bad)
+	}
 	for _, msg := range s.Budget.Validate() {
 		errs = append(errs, errors.New(msg))
 	}
@@ -450,5 +459,43 @@ func validateOAuth(field string, m api.MCPServerSpec, bad func(field, format str
 	}
 	if o.ClientSecretEnv != "" && !envName.MatchString(o.ClientSecretEnv) {
 		bad(field+".client_secret_env", "want the name of an environment variable (the secret itself never goes in config)")
+	}
+}
+
+// validateLoop checks an agent's loop: block.
+func validateLoop(l api.LoopSpec, sandboxType string, bad func(field, format string, a ...any)) {
+	switch l.Type {
+	case api.LoopHarness:
+		if len(l.Command) == 0 {
+			bad("loop.command", "is empty; give the harness's argv, e.g. [./bin/harness]")
+		}
+		for i, w := range l.Command {
+			if strings.ContainsRune(w, 0) || (i == 0 && strings.TrimSpace(w) == "") {
+				bad(fmt.Sprintf("loop.command[%d]", i), "%q is not a word of a command", w)
+			}
+		}
+		if l.Name != "" {
+			bad("loop.name", "names a Go loop; a harness loop runs loop.command (use type go for a registered loop)")
+		}
+		switch sandboxType {
+		case api.SandboxVirtual:
+			bad("loop.type", "a harness runs as a process in the run's sandbox, and a virtual sandbox runs no processes; use sandbox type local or bubblewrap")
+		case api.SandboxDocker:
+			bad("loop.type", "a harness cannot run in a docker sandbox yet (its binary would have to be in the image and commands there have no stdin); use sandbox type local or bubblewrap")
+		}
+	case api.LoopGo:
+		if strings.TrimSpace(l.Name) == "" {
+			bad("loop.name", "is empty; name the Go loop the worker registers (platform.WithLoop)")
+		}
+		if len(l.Command) > 0 {
+			bad("loop.command", "applies to type harness only (a Go loop runs in the worker)")
+		}
+	case "":
+		bad("loop.type", "is empty; want %s (a program speaking docs/harness-protocol.md) or %s (a registered Go loop)", api.LoopHarness, api.LoopGo)
+	default:
+		bad("loop.type", "%q is not one of %s, %s", l.Type, api.LoopHarness, api.LoopGo)
+	}
+	if t := time.Duration(l.Timeout); t < 0 || t > api.MaxHarnessTimeout {
+		bad("loop.timeout", "%s is not between 0 (the default, %s) and %s", t, api.DefaultHarnessTimeout, api.MaxHarnessTimeout)
 	}
 }

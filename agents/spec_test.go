@@ -3,6 +3,7 @@ package agents
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nexo-temporal/nexo/api"
 	"github.com/nexo-temporal/nexo/permissions"
@@ -15,6 +16,16 @@ func TestSpecValidateNamesTheField(t *testing.T) {
 		want string
 	}{
 		{"ok", Spec{Name: "a"}, ""},
+		{"harness ok", Spec{Name: "a", Loop: &api.LoopSpec{Type: api.LoopHarness, Command: []string{"/bin/h"}}}, ""},
+		{"go loop ok", Spec{Name: "a", Loop: &api.LoopSpec{Type: api.LoopGo, Name: "planner"}}, ""},
+		{"harness no command", Spec{Name: "a", Loop: &api.LoopSpec{Type: api.LoopHarness}}, "loop.command: is empty"},
+		{"harness blank argv0", Spec{Name: "a", Loop: &api.LoopSpec{Type: api.LoopHarness, Command: []string{" "}}}, "loop.command[0]"},
+		{"loop no type", Spec{Name: "a", Loop: &api.LoopSpec{Command: []string{"h"}}}, "loop.type: is empty; want harness"},
+		{"loop unknown type", Spec{Name: "a", Loop: &api.LoopSpec{Type: "mcp", Command: []string{"h"}}}, `loop.type: "mcp" is not one of harness, go`},
+		{"go loop no name", Spec{Name: "a", Loop: &api.LoopSpec{Type: api.LoopGo}}, "loop.name: is empty"},
+		{"harness on virtual", Spec{Name: "a", Sandbox: api.SandboxSpec{Type: api.SandboxVirtual}, Loop: &api.LoopSpec{Type: api.LoopHarness, Command: []string{"h"}}}, "loop.type: a harness runs as a process in the run's sandbox, and a virtual sandbox runs no processes"},
+		{"harness on docker", Spec{Name: "a", Sandbox: api.SandboxSpec{Type: api.SandboxDocker}, Loop: &api.LoopSpec{Type: api.LoopHarness, Command: []string{"h"}}}, "loop.type: a harness cannot run in a docker sandbox yet"},
+		{"loop timeout", Spec{Name: "a", Loop: &api.LoopSpec{Type: api.LoopHarness, Command: []string{"h"}, Timeout: api.Duration(2 * time.Hour)}}, "loop.timeout: 2h0m0s is not between"},
 		{"no name", Spec{}, "name: is empty"},
 		{"bad name", Spec{Name: "a b"}, "name:"},
 		{"bad mode", Spec{Name: "a", Permissions: permissions.Policy{Mode: "yolo"}}, "permissions.mode"},

@@ -42,6 +42,9 @@ type ChatMessage struct {
 	ContentRef string `json:"content_ref,omitempty"`
 	// ContentBytes is the size of the whole content when ContentRef is set.
 	ContentBytes int `json:"content_bytes,omitempty"`
+	// IsError marks a tool result that is an error (a pluggable loop's transcript says
+	// so; the model reads it in the content).
+	IsError bool `json:"is_error,omitempty"`
 }
 
 // ThreadRef names a stored thread: a chain of segments in the blob store, each naming its
@@ -162,6 +165,10 @@ type CompleteChatRequest struct {
 	// which it cannot do with a preview. Without it a reply over TextInlineMax is stored and
 	// referenced. A reply over 256 KB still leaves history through External Storage.
 	KeepReply bool `json:"keep_reply,omitempty"`
+	// Loop, when set, is the agent's pluggable loop: the call is a HarnessStep on the
+	// run's sandbox host, not a model call. Agent names the agent for the loop.
+	Loop  *LoopSpec `json:"loop,omitempty"`
+	Agent string    `json:"agent,omitempty"`
 }
 
 // LiveText is the heartbeat detail of a streaming model call: the reply's text (and
@@ -220,6 +227,9 @@ type CompleteChatResult struct {
 	Reasoning      string `json:"reasoning,omitempty"`
 	ReasoningRef   string `json:"reasoning_ref,omitempty"`
 	ReasoningBytes int    `json:"reasoning_bytes,omitempty"`
+	// Plan is the plan a loop's step reported (HarnessStep), recorded as the update_plan
+	// tool records one.
+	Plan []PlanStep `json:"plan,omitempty"`
 }
 
 // TextInlineMax is the largest reply text a model call's result carries inline (under

@@ -184,6 +184,9 @@ func (c Config) validateEndpoints() []error {
 // other), which then needs llm.base_url.
 func (c Config) usesDefaultEndpoint() bool {
 	for _, ag := range c.Agents {
+		if ag.Loop != nil && ag.Context.MaxTokens == 0 {
+			continue // a pluggable loop calls no model (but a summary of its thread would)
+		}
 		if EndpointOf(ag.LLM) == api.DefaultEndpoint {
 			return true
 		}

@@ -128,6 +128,7 @@ func Load(opts LoadOptions) (Config, error) {
 			return Config{}, err
 		}
 	}
+	resolveLoopCommands(file, &cfg)
 	if err := readOutputSchemas(file, &cfg); err != nil {
 		return Config{}, fmt.Errorf("invalid config%s: %w", inFile(file), err)
 	}

@@ -74,7 +74,7 @@ func TestOfflineAgentDemoAsWritten(t *testing.T) {
 		`bin/starter agent scribe "Write three haikus, one per file" --wait`,
 		`bin/starter approve <id> --always --wait`,
 	}
-	cmds := readmeStarterCommands(t, "### Offline, in three terminals", "## Sessions")
+	cmds := readmeStarterCommands(t, "### Offline, in three terminals", "### A harness in place of the model")
 	if !reflect.DeepEqual(cmds, want) {
 		t.Fatalf("the README's demo commands changed; update this test with them:\n%s", strings.Join(cmds, "\n"))
 	}

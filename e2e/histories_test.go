@@ -245,6 +245,10 @@ var historyScenarios = []struct {
 	// remote's card, its approved a2a_weather call answered by an a2a-go server
 	// (e2e/a2a_tool_test.go).
 	{"agent called a remote A2A agent", "a2a_", []string{"forecaster_approved_done.json"}, recordA2ATool},
+	// A pluggable loop (version 1 of "harness-loop"): the example's harnessed agent, its
+	// steps HarnessStep activities on the run's host, its write approved
+	// (e2e/harnessloop_test.go).
+	{"agent harness loop approved", "harness_", []string{"agent_harness_approved.json"}, recordHarnessLoop},
 }
 
 // recordAgentDeadlines: scribe under approve with approval_timeout 2s: a write nobody

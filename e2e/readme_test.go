@@ -415,6 +415,7 @@ var readmeCommandTests = []struct {
 	{marker: "temporal workflow signal --workflow-id", tests: []string{"TestApproveWithTheTemporalCLIAsWritten", "TestApproveWithRawSignal"}},
 	{marker: "bin/fakellm --script examples/agents/scribe.script.json", tests: []string{"TestOfflineAgentDemoAsWritten"}},
 	{marker: `bin/starter deny <id> --reason "not now"`, tests: []string{"TestOfflineAgentDemoAsWritten"}},
+	{marker: "go build -o examples/harness-loop/bin/harness-loop ./examples/harness-loop", tests: []string{"TestHarnessLoopExampleAsWritten"}},
 	{marker: "bin/starter approve <id> --always --wait", tests: []string{"TestOfflineAgentDemoAsWritten"}},
 	{marker: "bin/starter answer <id> --call 2.1", tests: []string{"TestDecideAsWritten"}},
 	{marker: "export OPENAI_API_KEY=sk-...", tests: []string{"TestRealModelSectionAsWritten"}},

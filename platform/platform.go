@@ -55,6 +55,7 @@ type options struct {
 	sandboxHost bool
 	pool        string
 	toolHooks   activities.ToolHooks
+	loops       activities.Loops
 }
 
 // A tool hook and what it sees (package activities documents them): Hook.Before may
@@ -90,6 +91,42 @@ func ToolHook(name string, h Hook) Option {
 			o.toolHooks = activities.ToolHooks{}
 		}
 		o.toolHooks[name] = h
+	}
+}
+
+// A pluggable agent loop written in Go and what one step of it sees and answers
+// (package api documents the shapes, docs/harness-protocol.md the protocol they mirror).
+type (
+	Loop        = activities.Loop
+	LoopFunc    = activities.LoopFunc
+	LoopRequest = api.LoopRequest
+	LoopStep    = api.LoopStep
+)
+
+// WithLoop registers l as the Go loop name: every agent with `loop: {type: go, name:
+// name}` runs each turn as a step of l in place of a model call, through the same
+// permission gate, approvals, budgets and events as the built-in loop. A step runs on
+// the worker that hosts the run's sandbox, so every worker that hosts sandboxes (sandbox
+// hosts and pool hosts too) must register the same loops: New refuses an agent naming a
+// loop this worker does not register.
+func WithLoop(name string, l Loop) Option {
+	return func(o *options) {
+		switch {
+		case strings.TrimSpace(name) == "":
+			o.errs = append(o.errs, errors.New("platform.WithLoop: the loop name is empty"))
+			return
+		case l == nil:
+			o.errs = append(o.errs, fmt.Errorf("platform.WithLoop %s: the loop is nil", name))
+			return
+		}
+		if _, dup := o.loops[name]; dup {
+			o.errs = append(o.errs, fmt.Errorf("platform.WithLoop %s: registered twice", name))
+			return
+		}
+		if o.loops == nil {
+			o.loops = activities.Loops{}
+		}
+		o.loops[name] = l
 	}
 }
 
@@ -230,7 +267,30 @@ func New(cfg config.Config, opts ...Option) (*Platform, error) {
 	if err := checkToolHooks(cfg, p.opts.toolHooks); err != nil {
 		return nil, err
 	}
+	if err := checkLoops(cfg, p.opts.loops); err != nil {
+		return nil, err
+	}
 	return p, nil
+}
+
+// checkLoops refuses an agent naming a Go loop no WithLoop option registers, so the
+// worker stops at start with the agent named, not at the agent's first turn.
+func checkLoops(cfg config.Config, loops activities.Loops) error {
+	var errs []error
+	for _, a := range cfg.Agents {
+		if a.Loop == nil || a.Loop.Type != api.LoopGo {
+			continue
+		}
+		if _, ok := loops[a.Loop.Name]; ok {
+			continue
+		}
+		known := strings.Join(loops.Names(), ", ")
+		if known == "" {
+			known = "none"
+		}
+		errs = append(errs, fmt.Errorf("agents[%s].loop.name: no Go loop %q is registered on this worker (registered: %s); a worker built on package platform registers it with platform.WithLoop(%q, ...)", a.Name, a.Loop.Name, known, a.Loop.Name))
+	}
+	return errors.Join(errs...)
 }
 
 // checkToolHooks refuses an agent naming a tool hook no ToolHook option registers, so

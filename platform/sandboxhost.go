@@ -68,7 +68,7 @@ func (p *Platform) runSandboxHost(ctx context.Context) error {
 
 	// No model, agents, MCP or notifications: none of their activities run here.
 	deps := activities.Deps{Store: store, Sandboxes: sandboxes, InlineLimit: cfg.Artifacts.InlineLimit,
-		ShellTimeout: cfg.Sandbox.ShellTimeout, SkillsPath: cfg.SkillsPath, LookupEnv: p.opts.lookupEnv, ToolHooks: p.opts.toolHooks}
+		ShellTimeout: cfg.Sandbox.ShellTimeout, SkillsPath: cfg.SkillsPath, LookupEnv: p.opts.lookupEnv, ToolHooks: p.opts.toolHooks, Loops: p.opts.loops}
 	if cfg.Search.URL != "" { // web_search runs where the run's tools run
 		key := ""
 		if cfg.Search.APIKeyEnv != "" {

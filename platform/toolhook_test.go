@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/nexo-temporal/nexo/agents"
+	"github.com/nexo-temporal/nexo/api"
 	"github.com/nexo-temporal/nexo/config"
 )
 
@@ -46,5 +47,22 @@ func TestToolHookRefusesBadRegistrations(t *testing.T) {
 				t.Errorf("New: err = %v, want one containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestNewRefusesUnregisteredLoop: an agent naming a Go loop no WithLoop registers stops
+// the worker at start, naming the agent.
+func TestNewRefusesUnregisteredLoop(t *testing.T) {
+	cfg := config.Config{Agents: []agents.Spec{{Name: "planner", Loop: &api.LoopSpec{Type: api.LoopGo, Name: "graph"}}}}
+	_, err := New(cfg)
+	if err == nil || !strings.Contains(err.Error(), `agents[planner].loop.name: no Go loop "graph" is registered on this worker (registered: none)`) {
+		t.Fatalf("New = %v", err)
+	}
+	step := LoopFunc(func(context.Context, LoopRequest) (LoopStep, error) { return LoopStep{Final: true}, nil })
+	if _, err := New(cfg, WithLoop("graph", step)); err != nil {
+		t.Errorf("New with the loop: %v", err)
+	}
+	if _, err := New(cfg, WithLoop("graph", step), WithLoop("graph", step)); err == nil || !strings.Contains(err.Error(), "platform.WithLoop graph: registered twice") {
+		t.Errorf("twice: %v", err)
 	}
 }

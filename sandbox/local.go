@@ -46,6 +46,10 @@ type LocalOptions struct {
 	// in the workspace directory, with the cleared environment, in a guarded process
 	// group killed at the timeout, with capped output. An error fails the call.
 	Wrap func(argv []string) ([]string, []*os.File, error)
+	// WrapExec, when set, is Wrap for Exec: it also gets the host files the program
+	// needs to read (ExecOptions.ReadOnly), to bind them into a sealed process. Unset,
+	// Exec uses Wrap.
+	WrapExec func(argv, readOnly []string) ([]string, []*os.File, error)
 	// RefuseHardLinks makes reads, listings, snapshots and archives refuse a regular file
 	// with more than one hard link (ErrHardLink, naming the file). Set it for a directory
 	// the user gave (sandbox.dir): anyone who can write there can plant a hard link to a
@@ -70,6 +74,7 @@ type Local struct {
 	env       []string
 	maxOutput int
 	wrap      func([]string) ([]string, []*os.File, error)
+	wrapExec  func(argv, readOnly []string) ([]string, []*os.File, error)
 	noLinks   bool // RefuseHardLinks
 
 	closed atomic.Bool
@@ -77,7 +82,10 @@ type Local struct {
 	groups map[int]struct{} // process groups of running commands, killed on Close
 }
 
-var _ Sandbox = (*Local)(nil)
+var (
+	_ Sandbox = (*Local)(nil)
+	_ Execer  = (*Local)(nil)
+)
 
 // NewLocal returns a sandbox over dir, creating it (and its parents) if missing. dir must
 // not be the file-system root; opts.Env names must be non-empty and contain no "=" or NUL.
@@ -107,7 +115,7 @@ func NewLocal(dir string, opts LocalOptions) (*Local, error) {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	l := &Local{root: abs, realRoot: real, maxOutput: opts.MaxOutput, wrap: opts.Wrap, noLinks: opts.RefuseHardLinks, groups: map[int]struct{}{}}
+	l := &Local{root: abs, realRoot: real, maxOutput: opts.MaxOutput, wrap: opts.Wrap, wrapExec: opts.WrapExec, noLinks: opts.RefuseHardLinks, groups: map[int]struct{}{}}
 	for _, k := range keys {
 		l.env = append(l.env, k+"="+env[k])
 	}

@@ -33,12 +33,50 @@ const drainGrace = time.Second
 // context's cause. Stdout and stderr are captured separately, each capped at MaxOutput
 // bytes (the tail is kept).
 func (l *Local) Shell(ctx context.Context, command string, timeout time.Duration) (ShellResult, error) {
+	res, err := l.run(ctx, "run shell", []string{"/bin/sh", "-c", command}, runParams{timeout: timeout, wrap: l.wrap})
+	return res.ShellResult, err
+}
+
+// Exec runs argv (no shell) in the workspace directory with opts.Stdin as its standard
+// input, under every guarantee of Shell: the cleared environment, its own guarded process
+// group killed when it ends, times out or ctx ends, stderr capped (the tail kept). Stdout
+// is kept from its start up to opts.MaxStdout bytes: a process that prints more is killed
+// at once and the result has StdoutOverflow set (the error is nil). On a sealed tier
+// (bwrap) the process runs sealed, with opts.ReadOnly bound read-only at the same paths.
+func (l *Local) Exec(ctx context.Context, argv []string, opts ExecOptions) (ExecResult, error) {
+	if len(argv) == 0 || argv[0] == "" {
+		return ExecResult{}, errors.New("exec: the command is empty")
+	}
+	wrap := l.wrap
+	if l.wrapExec != nil {
+		wrap = func(a []string) ([]string, []*os.File, error) { return l.wrapExec(a, opts.ReadOnly) }
+	}
+	maxOut := opts.MaxStdout
+	if maxOut <= 0 {
+		maxOut = l.maxOutput
+	}
+	return l.run(ctx, "exec "+filepath.Base(argv[0]), argv, runParams{timeout: opts.Timeout, stdin: opts.Stdin, headStdout: maxOut, wrap: wrap})
+}
+
+// runParams are what Shell and Exec differ in.
+type runParams struct {
+	timeout time.Duration
+	stdin   []byte // nil: none
+	// headStdout > 0 keeps stdout's first headStdout bytes and kills the process when it
+	// prints more; 0 keeps its tail, as Shell does.
+	headStdout int
+	wrap       func([]string) ([]string, []*os.File, error)
+}
+
+// run starts argv as Shell describes and waits for it; op names the operation in errors.
+func (l *Local) run(ctx context.Context, op string, argv []string, p runParams) (ExecResult, error) {
 	if err := l.check(ctx); err != nil {
-		return ShellResult{}, fmt.Errorf("run shell: %w", err)
+		return ExecResult{}, fmt.Errorf("%s: %w", op, err)
 	}
 	if !shellSupported {
-		return ShellResult{}, fmt.Errorf("run shell: %w on %s", ErrNoShell, runtime.GOOS)
+		return ExecResult{}, fmt.Errorf("%s: %w on %s", op, ErrNoShell, runtime.GOOS)
 	}
+	timeout := p.timeout
 	if timeout <= 0 {
 		timeout = DefaultShellTimeout
 	}
@@ -47,20 +85,19 @@ func (l *Local) Shell(ctx context.Context, command string, timeout time.Duration
 
 	outR, outW, err := os.Pipe()
 	if err != nil {
-		return ShellResult{}, fmt.Errorf("run shell: %w", err)
+		return ExecResult{}, fmt.Errorf("%s: %w", op, err)
 	}
 	errR, errW, err := os.Pipe()
 	if err != nil {
 		outR.Close()
 		outW.Close()
-		return ShellResult{}, fmt.Errorf("run shell: %w", err)
+		return ExecResult{}, fmt.Errorf("%s: %w", op, err)
 	}
-	argv := []string{"/bin/sh", "-c", command}
 	var extra []*os.File
-	if l.wrap != nil {
-		if argv, extra, err = l.wrap(argv); err != nil {
+	if p.wrap != nil {
+		if argv, extra, err = p.wrap(argv); err != nil {
 			closeAll(outR, outW, errR, errW)
-			return ShellResult{}, fmt.Errorf("run shell: %w", err)
+			return ExecResult{}, fmt.Errorf("%s: %w", op, err)
 		}
 	}
 	defer closeAll(extra...) // the child holds its own copies once started
@@ -69,12 +106,25 @@ func (l *Local) Shell(ctx context.Context, command string, timeout time.Duration
 	cmd.Dir = l.realRoot
 	cmd.Env = l.env
 	cmd.Stdout, cmd.Stderr = outW, errW // *os.File: the child writes to the pipes directly
+	var inW *os.File
+	if p.stdin != nil {
+		inR, w, err := os.Pipe()
+		if err != nil {
+			closeAll(outR, outW, errR, errW)
+			return ExecResult{}, fmt.Errorf("%s: %w", op, err)
+		}
+		cmd.Stdin, inW = inR, w
+		defer inR.Close()
+	}
 
 	l.mu.Lock()
 	if l.closed.Load() {
 		l.mu.Unlock()
 		closeAll(outR, outW, errR, errW)
-		return ShellResult{}, fmt.Errorf("run shell: %w", ErrClosed)
+		if inW != nil {
+			inW.Close()
+		}
+		return ExecResult{}, fmt.Errorf("%s: %w", op, ErrClosed)
 	}
 	// The group's leader is a guard that kills the group if the worker dies, so no command
 	// outlives the worker (see guardScript); the command joins the guard's group.
@@ -91,11 +141,27 @@ func (l *Local) Shell(ctx context.Context, command string, timeout time.Duration
 	closeAll(outW, errW) // the child holds its own copies
 	if err != nil {
 		closeAll(outR, errR)
-		return ShellResult{}, fmt.Errorf("run shell: start %s: %w", filepath.Base(argv[0]), err)
+		if inW != nil {
+			inW.Close()
+		}
+		return ExecResult{}, fmt.Errorf("%s: start %s: %w", op, filepath.Base(argv[0]), err)
 	}
 	pgid := g.pgid()
+	if r, ok := cmd.Stdin.(*os.File); ok {
+		r.Close() // the child holds its own copy: the write below fails once it is gone
+	}
+	if inW != nil {
+		// A process that never reads its stdin must not block the worker: the write ends
+		// with the process (its read end closes) or when the input is all in.
+		go func() { _, _ = inW.Write(p.stdin); inW.Close() }()
+	}
 
-	stdout, stderr := NewTailBuffer(l.maxOutput), NewTailBuffer(l.maxOutput)
+	var stdout outBuffer = NewTailBuffer(l.maxOutput)
+	flooded := make(chan struct{})
+	if p.headStdout > 0 {
+		stdout = &headBuffer{max: p.headStdout, over: flooded}
+	}
+	stderr := NewTailBuffer(l.maxOutput)
 	var readers sync.WaitGroup
 	readers.Add(2)
 	go drain(&readers, stdout, outR)
@@ -103,13 +169,17 @@ func (l *Local) Shell(ctx context.Context, command string, timeout time.Duration
 
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	killed := false
+	killed, overflow := false, false
 	var waitErr error
 	select {
 	case waitErr = <-exited:
 	case <-runCtx.Done():
 		killGroup(pgid)
 		killed = true
+		waitErr = <-exited
+	case <-flooded:
+		killGroup(pgid)
+		overflow = true
 		waitErr = <-exited
 	}
 	// Background jobs the command left behind die with the group; the guard, unreaped
@@ -127,23 +197,59 @@ func (l *Local) Shell(ctx context.Context, command string, timeout time.Duration
 		closeAll(outR, errR) // unblocks the readers
 		<-drained
 	}
+	if hb, ok := stdout.(*headBuffer); ok && hb.overflowed() {
+		overflow = true
+	}
 
-	res := ShellResult{Stdout: stdout.String(), Stderr: stderr.String(), TimedOut: killed}
+	res := ExecResult{ShellResult: ShellResult{Stdout: stdout.String(), Stderr: stderr.String(), TimedOut: killed}, StdoutOverflow: overflow}
 	if cmd.ProcessState != nil {
 		res.ExitCode = exitCode(cmd.ProcessState)
 	}
 	var exitErr *exec.ExitError
 	if waitErr != nil && !errors.As(waitErr, &exitErr) {
-		return res, fmt.Errorf("run shell: wait: %w", waitErr)
+		return res, fmt.Errorf("%s: wait: %w", op, waitErr)
 	}
 	if killed && ctx.Err() != nil {
-		return res, fmt.Errorf("run shell: %w", context.Cause(ctx))
+		return res, fmt.Errorf("%s: %w", op, context.Cause(ctx))
 	}
 	return res, nil
 }
 
+// outBuffer is what drain fills: a TailBuffer, or Exec's headBuffer.
+type outBuffer interface {
+	io.Writer
+	String() string
+}
+
+// headBuffer keeps the first max bytes written to it; the first byte past them closes
+// over (once), and the rest is dropped.
+type headBuffer struct {
+	max  int
+	buf  []byte
+	over chan struct{}
+	shut bool
+}
+
+func (h *headBuffer) Write(p []byte) (int, error) {
+	n := len(p)
+	if room := h.max - len(h.buf); room > 0 {
+		h.buf = append(h.buf, p[:min(room, len(p))]...)
+		p = p[min(room, len(p)):]
+	}
+	if len(p) > 0 && !h.shut {
+		h.shut = true
+		close(h.over)
+	}
+	return n, nil
+}
+
+func (h *headBuffer) String() string { return string(h.buf) }
+
+// overflowed: read only after drain returned (one goroutine owns the buffer until then).
+func (h *headBuffer) overflowed() bool { return h.shut }
+
 // drain copies r into buf until EOF (or until r is closed under it), then closes r.
-func drain(wg *sync.WaitGroup, buf *TailBuffer, r *os.File) {
+func drain(wg *sync.WaitGroup, buf io.Writer, r *os.File) {
 	defer wg.Done()
 	defer r.Close()
 	_, _ = io.Copy(buf, r)

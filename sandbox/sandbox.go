@@ -44,6 +44,37 @@ type ShellResult struct {
 	TimedOut bool `json:"timed_out,omitempty"`
 }
 
+// ExecOptions are the options of one Exec.
+type ExecOptions struct {
+	// Stdin is the process's standard input (nil: none).
+	Stdin []byte
+	// Timeout kills the process (and all it started) after this long; <= 0 means
+	// DefaultShellTimeout.
+	Timeout time.Duration
+	// MaxStdout caps stdout, kept from its start: a process that prints more is killed
+	// and the result has StdoutOverflow set. <= 0 means the tier's output cap.
+	MaxStdout int
+	// ReadOnly are host files the process needs to read (its own binary): a sealed tier
+	// binds each read-only at the same path; an unsealed tier sees them anyway.
+	ReadOnly []string
+}
+
+// ExecResult is the outcome of one Exec. A non-zero ExitCode is a result, not an error.
+type ExecResult struct {
+	ShellResult
+	// StdoutOverflow is set when the process printed more than ExecOptions.MaxStdout on
+	// stdout and was killed for it.
+	StdoutOverflow bool `json:"stdout_overflow,omitempty"`
+}
+
+// Execer is a sandbox that runs a program with an argv and a standard input, not only
+// a shell command: what a pluggable loop's harness needs (the local and bubblewrap
+// tiers). It keeps Shell's guarantees: cleared environment, process group killed at the
+// end, output caps.
+type Execer interface {
+	Exec(ctx context.Context, argv []string, opts ExecOptions) (ExecResult, error)
+}
+
 // FileInfo is what Stat reports, enough for a read-before-write guard.
 type FileInfo struct {
 	Size    int64

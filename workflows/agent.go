@@ -286,9 +286,12 @@ func (rt *runtime) agentLoop(ctx workflow.Context, spec agents.Spec, tools tools
 		var out api.CompleteChatResult
 		var err error
 		given := turn == 1 && style.firstReply != nil
-		if given {
+		switch {
+		case given:
 			out.Message = *style.firstReply
-		} else {
+		case spec.Loop != nil && workflow.GetVersion(ctx, ChangeHarnessLoop, workflow.DefaultVersion, 1) >= 1:
+			err = rt.loopStep(ctx, spec, req, &out) // harness.go
+		default:
 			err = workflow.ExecuteActivity(mctx, api.ActivityCompleteChat, req).Get(ctx, &out)
 		}
 		rt.streamCall = ""
@@ -318,6 +321,9 @@ func (rt *runtime) agentLoop(ctx workflow.Context, spec agents.Spec, tools tools
 			conv.replied(out, msg)
 		}
 		rt.emitThinking(ctx, out, callTag, turn, style.session)
+		if len(out.Plan) > 0 {
+			rt.emitPlan(ctx, callTag, out.Plan) // a loop's plan line (harness.go)
+		}
 		if msg.Content != "" {
 			switch {
 			case style.session:
@@ -371,7 +377,7 @@ func (rt *runtime) agentLoop(ctx workflow.Context, spec agents.Spec, tools tools
 				return res, wrap(err, "agent %s: tool call %s (%s)", spec.Name, call.ID, call.Name)
 			}
 			conv.add(api.ChatMessage{Role: api.RoleTool, ToolCallID: call.ID, Content: result.Content,
-				ContentRef: result.ContentRef, ContentBytes: result.ContentBytes})
+				ContentRef: result.ContentRef, ContentBytes: result.ContentBytes, IsError: result.IsError})
 		}
 	}
 }

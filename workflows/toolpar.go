@@ -110,7 +110,7 @@ func (rt *runtime) runToolCallsConcurrently(ctx workflow.Context, spec agents.Sp
 	}
 	for _, s := range slots {
 		conv.add(api.ChatMessage{Role: api.RoleTool, ToolCallID: s.call.ID, Content: s.res.Content,
-			ContentRef: s.res.ContentRef, ContentBytes: s.res.ContentBytes})
+			ContentRef: s.res.ContentRef, ContentBytes: s.res.ContentBytes, IsError: s.res.IsError})
 	}
 	return true, nil
 }

@@ -45,10 +45,17 @@ func (rt *runtime) updatePlan(ctx workflow.Context, call api.ToolCall) api.RunTo
 	if err != nil {
 		return errorResult("update_plan: %v", err)
 	}
+	rt.emitPlan(ctx, call.ID, steps)
+	return api.RunToolResult{Content: agents.PlanSummary(steps)}
+}
+
+// emitPlan records a plan: a session's `plan` update, a run's `agent_plan`, both
+// {"steps": [...], "call_id"}; call is the update_plan call, or the loop step that
+// reported the plan.
+func (rt *runtime) emitPlan(ctx workflow.Context, call string, steps any) {
 	kind := "agent_plan"
 	if rt.rec.Workflow == api.WorkflowSession {
 		kind = api.StreamPlan
 	}
-	rt.emit(ctx, kind, map[string]any{"call_id": call.ID, "steps": steps})
-	return api.RunToolResult{Content: agents.PlanSummary(steps)}
+	rt.emit(ctx, kind, map[string]any{"call_id": call, "steps": steps})
 }

@@ -65,6 +65,11 @@ const (
 	// recorded before delegates could offer.
 	ChangeDelegates = "agent-delegates"
 
+	// ChangeHarnessLoop: an agent with a pluggable loop (agents.Spec.Loop) runs each turn
+	// as a HarnessStep activity on the run's sandbox host instead of a CompleteChat model
+	// call. Asked only for such an agent, which no spec recorded before loops could name.
+	ChangeHarnessLoop = "harness-loop"
+
 	// ChangeHostQueue: sandbox activities go to the host queue the run claimed, the run
 	// snapshots its workspace, and moves when its host is lost. Runs recorded before keep
 	// the worker sessions of hostroute.go, docker only.
@@ -171,6 +176,7 @@ func ChangeIDs() []string {
 		ChangeBudget,
 		ChangeCancelOutcome,
 		ChangeDelegates,
+		ChangeHarnessLoop,
 		ChangeHostQueue,
 		ChangeInbox,
 		ChangeLiveRegistry,

@@ -148,6 +148,7 @@ type Sandbox struct {
 var (
 	_ sandbox.Sandbox = (*Sandbox)(nil)
 	_ sandbox.Lister  = (*Sandbox)(nil)
+	_ sandbox.Execer  = (*Sandbox)(nil)
 )
 
 // New returns a bubblewrap sandbox over dir, creating the directory if missing. It does
@@ -158,7 +159,7 @@ func New(dir string, opts Options) (*Sandbox, error) {
 		return nil, fmt.Errorf("new bubblewrap sandbox: %w", err)
 	}
 	s := &Sandbox{}
-	local, err := sandbox.NewLocal(dir, sandbox.LocalOptions{MaxOutput: opts.MaxOutput, Wrap: s.wrap, RefuseHardLinks: opts.RefuseHardLinks})
+	local, err := sandbox.NewLocal(dir, sandbox.LocalOptions{MaxOutput: opts.MaxOutput, Wrap: s.wrap, WrapExec: s.wrapExec, RefuseHardLinks: opts.RefuseHardLinks})
 	if err != nil {
 		return nil, fmt.Errorf("new bubblewrap sandbox: %w", err)
 	}
@@ -330,6 +331,49 @@ func (s *Sandbox) wrap(argv []string) ([]string, []*os.File, error) {
 	}
 	out := make([]string, 0, len(s.prefix)+len(argv))
 	return append(append(out, s.prefix...), argv...), files, nil
+}
+
+// wrapExec is wrap for Exec: each of readOnly (the harness's binary) is bound read-only
+// at its own path, so a program outside the system folders and the workspace (a harness
+// built beside the config) runs sealed like any command. A path must be absolute.
+func (s *Sandbox) wrapExec(argv, readOnly []string) ([]string, []*os.File, error) {
+	out, files, err := s.wrap(argv)
+	if err != nil || len(readOnly) == 0 {
+		return out, files, err
+	}
+	at := -1
+	for i, a := range out {
+		if a == "--chdir" {
+			at = i
+			break
+		}
+	}
+	if at < 0 {
+		closeFiles(files)
+		return nil, nil, errors.New("bubblewrap command line has no --chdir")
+	}
+	var binds []string
+	for _, p := range readOnly {
+		if !filepath.IsAbs(p) {
+			closeFiles(files)
+			return nil, nil, fmt.Errorf("bind %q read-only: not an absolute path", p)
+		}
+		binds = append(binds, "--ro-bind", p, p)
+	}
+	out = append(out[:at:at], append(binds, out[at:]...)...)
+	return out, files, nil
+}
+
+func closeFiles(files []*os.File) {
+	for _, f := range files {
+		_ = f.Close()
+	}
+}
+
+// Exec runs argv sealed in the workspace (see sandbox.Local.Exec), with opts.ReadOnly
+// bound read-only.
+func (s *Sandbox) Exec(ctx context.Context, argv []string, opts sandbox.ExecOptions) (sandbox.ExecResult, error) {
+	return s.Local.Exec(ctx, argv, opts)
 }
 
 // Shell runs command sealed in the workspace (see sandbox.Local.Shell for timeouts,

@@ -389,3 +389,23 @@ func TestProbeNoUserNamespaces(t *testing.T) {
 		t.Errorf("Probe = %v, want ErrUnavailable with bwrap's message and the sysctl to set", err)
 	}
 }
+
+// TestExecBindsTheProgram: a program outside the system folders and the workspace (a
+// harness built beside its config) runs sealed, bound read-only, and reads its stdin.
+func TestExecBindsTheProgram(t *testing.T) {
+	w := newWorld(t, Options{})
+	prog := filepath.Join(t.TempDir(), "harness.sh")
+	if err := os.WriteFile(prog, []byte("#!/bin/sh\nread line\necho \"got $line\"\necho x >> \"$0\" || echo read-only\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	res, err := w.sb.Exec(context.Background(), []string{prog}, sandbox.ExecOptions{Stdin: []byte("hello\n"), Timeout: 20 * time.Second, ReadOnly: []string{prog}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != 0 || res.Stdout != "got hello\nread-only\n" {
+		t.Errorf("result = %+v", res)
+	}
+	if res, _ := w.sb.Exec(context.Background(), []string{prog}, sandbox.ExecOptions{Timeout: 20 * time.Second}); res.ExitCode == 0 {
+		t.Errorf("unbound, the program ran anyway: %+v", res)
+	}
+}
