@@ -11,6 +11,7 @@ import (
 
 	"github.com/nexo-temporal/nexo/agents"
 	"github.com/nexo-temporal/nexo/api"
+	"github.com/nexo-temporal/nexo/api/searchattr"
 	"github.com/nexo-temporal/nexo/permissions"
 )
 
@@ -85,7 +86,7 @@ func (rt *runtime) runDelegate(ctx workflow.Context, spec agents.Spec, agent str
 		WorkflowID:            childID,
 		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_REQUEST_CANCEL,
 		WaitForCancellation:   true,
-		TypedSearchAttributes: temporal.NewSearchAttributes(agentAttrKey.ValueSet(agent)),
+		TypedSearchAttributes: temporal.NewSearchAttributes(searchattr.Agent.ValueSet(agent)),
 		Memo:                  memo,
 	})
 	fut := workflow.ExecuteChildWorkflow(cctx, api.WorkflowAgentRun, in)
@@ -122,5 +123,3 @@ func (rt *runtime) runDelegate(ctx workflow.Context, spec agents.Spec, agent str
 	}
 	return api.RunToolResult{Content: res.Content, ContentRef: res.ContentRef, ContentBytes: res.ContentBytes}, nil
 }
-
-var agentAttrKey = temporal.NewSearchAttributeKeyKeyword(api.SearchAttributeAgent)
