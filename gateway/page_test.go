@@ -492,3 +492,32 @@ func TestRunPageLinksDelegation(t *testing.T) {
 		t.Errorf("a run that delegated nothing shows delegation links:\n%s", page)
 	}
 }
+
+// TestSessionPageMarksAnInterruptedTurn: a turn `session interrupt` ended is drawn as
+// interrupted (no reply, not a failure), and the page's script knows the steer and
+// interrupted turn_end events it draws live.
+func TestSessionPageMarksAnInterruptedTurn(t *testing.T) {
+	t.Parallel()
+	view := sessionFixture()
+	view.Turns = append(view.Turns, api.SessionTurn{N: 3, Prompt: "Build it.", Interrupted: true, Started: t0, Ended: t0, FirstSeq: 6, LastSeq: 8})
+	f := &fakeRuns{session: func(context.Context, string, string) (api.SessionView, error) { return view, nil }}
+	s := newServer(t, f, Options{})
+	page := readBody(t, do(t, s, request{method: "GET", path: "/sessions/assistant/u42"}))
+	for _, want := range []string{
+		`<li class="turn done interrupted" data-turn="3">`,
+		`<div class="text interrupted">interrupted before its answer</div>`,
+		`<p class="meta">turn 3 · 2026-11-30 09:12:01 UTC · interrupted</p>`,
+		`<li class="turn done failed" data-turn="2">`,
+		`<li class="turn done" data-turn="1">`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the session page lacks %s\n%s", want, page)
+		}
+	}
+	js := readBody(t, do(t, s, request{method: "GET", path: "/static/app.js"}))
+	for _, want := range []string{`case "steer":`, `d.interrupted`, `"interrupted before its answer"`} {
+		if !strings.Contains(js, want) {
+			t.Errorf("app.js lacks %s: the live stream would not draw it", want)
+		}
+	}
+}
