@@ -474,7 +474,7 @@ func TestGatewaySessionPageSteerAndInterrupt(t *testing.T) {
 	model := fakellm.New(
 		fakellm.Reply{Content: "Hi."}, // turn 1
 		fakellm.Reply{Content: "Looking.", ToolCalls: []fakellm.Call{{Name: "glob", Arguments: json.RawMessage(`{"pattern":"*"}`)}}, Hold: "steer"},
-		fakellm.Reply{Content: "Nothing here, and hello."}, // turn 2, after the steer
+		fakellm.Reply{Content: "Nothing here, and hello."},          // turn 2, after the steer
 		fakellm.Reply{Content: "This never arrives.", Hold: "stop"}, // turn 3, interrupted
 	)
 	model.Index = fakellm.BySequence
@@ -503,7 +503,10 @@ func TestGatewaySessionPageSteerAndInterrupt(t *testing.T) {
 
 	// Turn 2: steered while its first model call is held.
 	prompted := make(chan int, 2)
-	go func() { status, _ := g.call("POST", path+"/prompt", map[string]string{"text": "Look around."}); prompted <- status }()
+	go func() {
+		status, _ := g.call("POST", path+"/prompt", map[string]string{"text": "Look around."})
+		prompted <- status
+	}()
 	pollUntil(t, time.Minute, "turn 2's first model call in flight", func(context.Context) error {
 		if n := len(model.Requests()); n != 2 {
 			return fmt.Errorf("model requests = %d, want 2", n)
@@ -511,7 +514,10 @@ func TestGatewaySessionPageSteerAndInterrupt(t *testing.T) {
 		return nil
 	})
 	steered := make(chan int, 1)
-	go func() { status, _ := g.call("POST", path+"/steer", map[string]string{"text": steer}); steered <- status }()
+	go func() {
+		status, _ := g.call("POST", path+"/steer", map[string]string{"text": steer})
+		steered <- status
+	}()
 	waitUpdateAccepted(t, p.dial(), id, api.UpdateSteer)
 	model.Release("steer")
 	turn2 := `li.turn[data-turn="2"]`
@@ -544,7 +550,10 @@ func TestGatewaySessionPageSteerAndInterrupt(t *testing.T) {
 	}
 
 	// Turn 3: interrupted while its model call is held.
-	go func() { status, _ := g.call("POST", path+"/prompt", map[string]string{"text": "Think forever."}); prompted <- status }()
+	go func() {
+		status, _ := g.call("POST", path+"/prompt", map[string]string{"text": "Think forever."})
+		prompted <- status
+	}()
 	pollUntil(t, time.Minute, "turn 3's model call in flight", func(context.Context) error {
 		if n := len(model.Requests()); n != 4 {
 			return fmt.Errorf("model requests = %d, want 4", n)
