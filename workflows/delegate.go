@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 
@@ -56,7 +57,15 @@ func delegateChildID(parent, callID string) string {
 // runDelegate runs an allowed delegate call: the agent as a child run, its answer as the
 // result. Its usage is counted into this run's (under the delegating agent, so that
 // agent's budget sees it); a budget already spent refuses the delegation.
-func (rt *runtime) runDelegate(ctx workflow.Context, spec agents.Spec, agent string, call api.ToolCall, args map[string]any) (api.RunToolResult, error) {
+//
+// The answer follows the rule of every tool result: one over storeOver (a thread by
+// reference; 0: none) goes by reference (ContentRef) with a preview, never inline into the
+// thread and the events. An untyped child's long answer is its reply's blob already; a typed
+// child's output (output_schema) is carried inline in its result, so over storeOver the
+// result names the blob its final reply was stored as (the validated JSON as the child's
+// model wrote it, api.TextInlineMax), and the model reads the whole of it from there. This
+// changes the result's data only, not the commands: no change id.
+func (rt *runtime) runDelegate(ctx workflow.Context, spec agents.Spec, agent string, call api.ToolCall, args map[string]any, storeOver int) (api.RunToolResult, error) {
 	prompt, _ := args["prompt"].(string)
 	if strings.TrimSpace(prompt) == "" {
 		return errorResult(`%s needs {"prompt": "<the whole task>"}`, call.Name), nil
@@ -119,7 +128,18 @@ func (rt *runtime) runDelegate(ctx workflow.Context, spec agents.Spec, agent str
 	rt.emit(ctx, api.EventDelegateDone, map[string]any{"call_id": call.ID, "agent": agent, "child": childID,
 		"status": api.StatusDone, "turns": res.Turns, "total_tokens": res.Usage.TotalTokens, "cost": res.Usage.Cost})
 	if res.Output != nil {
-		return api.RunToolResult{Content: string(res.Output)}, nil
+		out := string(res.Output)
+		if storeOver > 0 && len(out) > storeOver && res.ContentRef != "" {
+			return api.RunToolResult{Content: delegatePreview(out, res.ContentBytes), ContentRef: res.ContentRef, ContentBytes: res.ContentBytes}, nil
+		}
+		return api.RunToolResult{Content: out}, nil
 	}
 	return api.RunToolResult{Content: res.Content, ContentRef: res.ContentRef, ContentBytes: res.ContentBytes}, nil
+}
+
+// delegatePreview is what the thread and the events keep of a typed child's output stored
+// by reference: its start (api.PreviewBytes) and the whole size, worded as the worker's
+// preview of any stored tool output (activities.Preview).
+func delegatePreview(output string, size int) string {
+	return strings.TrimRight(clip(output, api.PreviewBytes), "\n") + fmt.Sprintf("\n[… %d bytes in all; the model received the whole output]", size)
 }
