@@ -42,6 +42,7 @@ type Model struct {
 	threads     *threadCache
 	out         outputs
 	notify      []api.NotifyTarget // approvals.notify, given to every resolved agent
+	maxDepth    int                // worker.max_depth, bounding every resolved agent's (0: the default)
 	endpoints   map[string]*LLM    // llm.endpoints by name (the default endpoint is llm)
 	modelQueues map[string]string  // endpoint name → task queue of its rate-limited model calls
 	tokens      TokenLimiter       // books the calls of endpoints with tokens_per_minute (tokenlimit.go)
@@ -143,6 +144,10 @@ type Deps struct {
 	// TokenWait, when set, is told how long each call under a token limit waited for its
 	// booking (the nexo_model_token_wait_seconds histogram).
 	TokenWait func(endpoint string, waited time.Duration)
+	// MaxDepth is the worker's bound on delegation depth (config worker.max_depth):
+	// every agent it resolves records the smaller of it and its own max_depth
+	// (agents.Spec.WithMaxDepth). 0: agents.DefaultMaxDepth.
+	MaxDepth int
 	// ToolHooks are the worker's tool hooks by name (platform.ToolHook): the tool calls
 	// of an agent run the ones its tool_hooks name. A call naming one not here fails.
 	ToolHooks ToolHooks
@@ -196,7 +201,7 @@ func New(d Deps) *Activities {
 		mcp.pool.lookupEnv = d.LookupEnv
 	}
 	model := &Model{store: d.Store, sandboxes: d.Sandboxes, llm: d.LLM, agents: byName, threads: newThreadCache(), out: out,
-		notify: d.Notify, endpoints: d.Endpoints, modelQueues: d.ModelQueues, tokens: d.Tokens, tokenWait: d.TokenWait,
+		notify: d.Notify, maxDepth: d.MaxDepth, endpoints: d.Endpoints, modelQueues: d.ModelQueues, tokens: d.Tokens, tokenWait: d.TokenWait,
 		signalStream: signalChunk}
 	tools.model = model
 	return &Activities{

@@ -35,7 +35,7 @@ const (
 // ResolveAgent returns the configured definition of the agent called name.
 func (a *Model) ResolveAgent(_ context.Context, name string) (agents.Spec, error) {
 	if s, ok := a.agents[name]; ok {
-		return a.withEndpoint(a.withNotify(a.withRetryBudget(withEgressAgent(s)))), nil
+		return a.withEndpoint(a.withNotify(a.withRetryBudget(withEgressAgent(s.WithMaxDepth(a.maxDepth))))), nil
 	}
 	known := make([]string, 0, len(a.agents))
 	for n := range a.agents {

@@ -715,6 +715,32 @@ func TestResolveAgent(t *testing.T) {
 	}
 }
 
+// TestResolveAgentBoundsMaxDepth: the worker's max_depth (worker.max_depth) is recorded
+// as the max_depth of an agent that sets none, and cuts a deeper one: the smaller wins.
+func TestResolveAgentBoundsMaxDepth(t *testing.T) {
+	t.Parallel()
+	specs := []agents.Spec{{Name: "unset"}, {Name: "shallow", MaxDepth: 1}, {Name: "deep", MaxDepth: 5}}
+	for _, tc := range []struct {
+		worker int
+		want   map[string]int
+	}{
+		{0, map[string]int{"unset": agents.DefaultMaxDepth, "shallow": 1, "deep": agents.DefaultMaxDepth}},
+		{2, map[string]int{"unset": 2, "shallow": 1, "deep": 2}},
+		{8, map[string]int{"unset": 8, "shallow": 1, "deep": 5}},
+	} {
+		e := newEnv(t, activities.Deps{Agents: specs, MaxDepth: tc.worker})
+		for name, want := range tc.want {
+			got, err := e.a.Model.ResolveAgent(context.Background(), name)
+			if err != nil {
+				t.Fatalf("ResolveAgent(%s): %v", name, err)
+			}
+			if got.MaxDepth != want || got.Depth() != want {
+				t.Errorf("worker max_depth %d: agent %s resolves with max_depth %d (Depth %d), want %d", tc.worker, name, got.MaxDepth, got.Depth(), want)
+			}
+		}
+	}
+}
+
 // Through Temporal's activity environment: the api names are registered, a tool failure
 // arrives as a result and a non-retryable error survives the trip.
 func TestActivitiesRegistered(t *testing.T) {

@@ -112,7 +112,10 @@ type Spec struct {
 	// an unknown name and a cycle.
 	Delegates []string `json:"delegates,omitempty" mapstructure:"delegates" yaml:"delegates"`
 	// MaxDepth bounds how deep delegation goes from a run of this agent: a run at that
-	// depth (the top run is at 0) is offered no delegate tool. Zero: DefaultMaxDepth.
+	// depth (the top run is at 0) is offered no delegate tool. Zero: the worker's
+	// (worker.max_depth), else DefaultMaxDepth. The worker that resolves the agent records
+	// the smaller of the two in the spec (WithMaxDepth), so a run keeps the bound it
+	// started with.
 	MaxDepth int `json:"max_depth,omitempty" mapstructure:"max_depth" yaml:"max_depth"`
 	// A2A names remote Agent2Agent agents offered to this one as tools (A2AToolName:
 	// a2a_<name>, input {"message": string, "context_id"?, "task_id"?}); a call sends the
@@ -141,6 +144,20 @@ func (s Spec) Depth() int {
 		return s.MaxDepth
 	}
 	return DefaultMaxDepth
+}
+
+// WithMaxDepth is s bounded by a worker's max_depth (0: none set, DefaultMaxDepth): an
+// agent without its own bound takes the worker's, and one with a deeper bound is cut to
+// it. The smaller wins: each level of delegation is a child run with its own sandbox and
+// approvals, and the worker's operator bounds how far a definition may fan out.
+func (s Spec) WithMaxDepth(worker int) Spec {
+	if worker <= 0 {
+		worker = DefaultMaxDepth
+	}
+	if s.MaxDepth <= 0 || s.MaxDepth > worker {
+		s.MaxDepth = worker
+	}
+	return s
 }
 
 // DelegateTool is the tool that runs agent as a child run. It has capability agent, so

@@ -130,13 +130,18 @@ func TestRoomBoundaries(t *testing.T) {
 		{"./sandbox", "sandbox (the interface and the virtual and local tiers): the standard library", func(d string) bool {
 			return g.standard[d]
 		}},
+		{"./api/searchattr", "api/searchattr: api and the SDK's temporal package, no other of this module", func(d string) bool {
+			return !inModule(d) || d == module+"api"
+		}},
 		{"./internal/secrets", "internal/secrets: the standard library", func(d string) bool { return g.standard[d] }},
 		{"./fakellm", "fakellm (a test double users run): the standard library", func(d string) bool { return g.standard[d] }},
 		// Of the module, the authoring API and the run runtime reach only the wire contract
 		// and the pure rooms. internal/execlocal is the runtime's execution-local map, which
 		// issue 26 (item 3) replaces with an interceptor; drop it here when it goes.
+		// api/searchattr is the typed search-attribute keys (the SDK's type around api's
+		// names), declared once for the workflows and runs.
 		{"./workflows/...", "workflows: of this module only api, agents, permissions", func(d string) bool {
-			return !inModule(d) || under(d, "workflows") || d == module+"api" || d == module+"agents" ||
+			return !inModule(d) || under(d, "workflows") || d == module+"api" || d == module+"api/searchattr" || d == module+"agents" ||
 				d == module+"permissions" || d == module+"internal/execlocal"
 		}},
 	}

@@ -167,6 +167,13 @@ type SessionTurn struct {
 	Usage    Usage     `json:"usage"`
 	// Interrupted: nexo.interrupt ended the turn before its answer.
 	Interrupted bool `json:"interrupted,omitempty"`
+	// ReplyRef names the blob holding the whole reply when it was over TextInlineMax
+	// (Reply is then its preview, ReplyBytes its size): the session's state and its carry
+	// hold the reference, never the text. runs.Client.Session puts the whole text back, so
+	// `session show`, the API and the session page read it whole. Turns recorded before it
+	// keep their preview.
+	ReplyRef   string `json:"reply_ref,omitempty"`
+	ReplyBytes int    `json:"reply_bytes,omitempty"`
 }
 
 // PromptRequest is the argument of UpdatePrompt.

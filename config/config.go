@@ -20,6 +20,7 @@
 //	temporal.profile         NEXO_TEMPORAL_PROFILE            "" (TEMPORAL_PROFILE, else "default"; "off": read none)
 //	worker.activity_heartbeat_timeout NEXO_WORKER_ACTIVITY_HEARTBEAT_TIMEOUT 10s (at least 1s)
 //	worker.registry_ttl      NEXO_WORKER_REGISTRY_TTL         1m (3s to 24h; the worker announces itself every third of it)
+//	worker.max_depth         NEXO_WORKER_MAX_DEPTH            3 (1 to 10; how deep delegates go: an agent's max_depth may lower it, not raise it)
 //	port_base                NEXO_PORT_BASE                   7233 (moves the keys below marked "base"; 1-64534)
 //	dev.ip                   NEXO_DEV_IP                      127.0.0.1
 //	dev.frontend_port        NEXO_DEV_FRONTEND_PORT           7233 (base)
@@ -118,6 +119,7 @@ func Defaults() Config {
 		Worker: Worker{
 			ActivityHeartbeatTimeout: 10 * time.Second,
 			RegistryTTL:              time.Minute,
+			MaxDepth:                 agents.DefaultMaxDepth,
 		},
 		Dev: Dev{
 			IP:           "127.0.0.1",
@@ -339,6 +341,13 @@ type Worker struct {
 	// announcement (default 1m); the worker announces itself every third of it, so a
 	// worker killed without a word drops out of the registry within RegistryTTL.
 	RegistryTTL time.Duration `mapstructure:"registry_ttl"`
+	// MaxDepth bounds how deep delegation (agents' delegates) goes in the runs this worker
+	// resolves an agent for, from 1 to MaxDelegateDepth (default agents.DefaultMaxDepth):
+	// it is the max_depth of an agent that sets none, and a ceiling an agent's own
+	// max_depth may lower but not raise (config loading refuses one above it). The smaller
+	// wins because each level is a child run with its own sandbox and approvals: the
+	// operator of the workers bounds what a definition may fan out to.
+	MaxDepth int `mapstructure:"max_depth"`
 }
 
 // Temporal says how to reach the Temporal frontend.

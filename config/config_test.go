@@ -50,7 +50,7 @@ func TestDefaults(t *testing.T) {
 	}
 	want := Config{
 		Temporal:   Temporal{Address: "127.0.0.1:7233", Namespace: "default", TaskQueue: "nexo"},
-		Worker:     Worker{ActivityHeartbeatTimeout: 10 * time.Second, RegistryTTL: time.Minute},
+		Worker:     Worker{ActivityHeartbeatTimeout: 10 * time.Second, RegistryTTL: time.Minute, MaxDepth: 3},
 		Dev:        Dev{IP: "127.0.0.1", FrontendPort: 7233, UIPort: 8233, DBPath: ".nexo/temporal.db"},
 		Artifacts:  Artifacts{URL: "file://.nexo/artifacts", InlineLimit: 32768, CacheBytes: 64 << 20},
 		Payloads:   Payloads{OffloadThreshold: 256 << 10},

@@ -22,11 +22,23 @@ func (c Config) validateDelegates() []error {
 	for _, ag := range c.Agents {
 		byName[ag.Name] = ag
 	}
+	workerDepth := c.Worker.MaxDepth
+	if workerDepth < 1 || workerDepth > MaxDelegateDepth {
+		errs = append(errs, &FieldError{Field: "worker.max_depth", Value: workerDepth,
+			Problem: fmt.Sprintf("want 1 to %d (default %d)", MaxDelegateDepth, agents.DefaultMaxDepth)})
+		workerDepth = MaxDelegateDepth // the agents' own bound is still checked
+	}
 	for i, ag := range c.Agents {
 		field := fmt.Sprintf("agents[%s]", orIndex(ag.Name, i))
-		if ag.MaxDepth < 0 || ag.MaxDepth > MaxDelegateDepth {
+		switch {
+		case ag.MaxDepth < 0 || ag.MaxDepth > MaxDelegateDepth:
 			errs = append(errs, &FieldError{Field: field + ".max_depth", Value: ag.MaxDepth,
-				Problem: fmt.Sprintf("want 1 to %d (0 or unset: %d)", MaxDelegateDepth, agents.DefaultMaxDepth)})
+				Problem: fmt.Sprintf("want 1 to %d (0 or unset: worker.max_depth, %d)", MaxDelegateDepth, c.Worker.MaxDepth)})
+		case ag.MaxDepth > workerDepth:
+			// The smaller wins (Worker.MaxDepth): an agent's deeper bound would be cut
+			// silently, so it is refused where it is written.
+			errs = append(errs, &FieldError{Field: field + ".max_depth", Value: ag.MaxDepth,
+				Problem: fmt.Sprintf("is deeper than worker.max_depth %d allows (an agent may lower the worker's bound, not raise it): raise worker.max_depth or lower this", workerDepth)})
 		}
 		for j, d := range ag.Delegates {
 			f := fmt.Sprintf("%s.delegates[%d]", field, j)

@@ -460,3 +460,128 @@ agents:
 		t.Errorf("the page ran a model's markup: dialogs %q", d)
 	}
 }
+
+// TestGatewaySessionPageSteerAndInterrupt: the session page draws, live, a message steered
+// into the running turn where its next model call took it, and marks a turn an interrupt
+// ended (turn_end with interrupted: true) as interrupted, not failed; the server renders
+// the interrupted turn the same way after a reload.
+func TestGatewaySessionPageSteerAndInterrupt(t *testing.T) {
+	chrome := chromiumPath()
+	if chrome == "" {
+		t.Skip("no chromium binary found on PATH (Debian: apt-get install -y chromium); skipping the browser test")
+	}
+	const steer = `Also say <b>hello</b>.`
+	model := fakellm.New(
+		fakellm.Reply{Content: "Hi."}, // turn 1
+		fakellm.Reply{Content: "Looking.", ToolCalls: []fakellm.Call{{Name: "glob", Arguments: json.RawMessage(`{"pattern":"*"}`)}}, Hold: "steer"},
+		fakellm.Reply{Content: "Nothing here, and hello."},          // turn 2, after the steer
+		fakellm.Reply{Content: "This never arrives.", Hold: "stop"}, // turn 3, interrupted
+	)
+	model.Index = fakellm.BySequence
+	t.Cleanup(func() { model.Release("steer"); model.Release("stop") })
+	p := newPlatform(t)
+	p.writeConfig(sessionConfig(model.Start(t)))
+	p.start()
+	g := gateway(t, p)
+	const path = "/v1/sessions/assistant/steer"
+	id := api.SessionID("assistant", "steer")
+	g.must(http.StatusOK, "POST", path+"/prompt", map[string]string{"text": "Hello."})
+
+	browser, ctx, dialogs := openBrowser(t, chrome, 1100, 900)
+	pageText := func() string {
+		dctx, dcancel := context.WithTimeout(browser, 5*time.Second)
+		defer dcancel()
+		body, _ := chromedp.Run(dctx, chromedp.Evaluate[string](`location.href + "\n" + document.body.innerText`))
+		return body
+	}
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(fmt.Sprintf("http://127.0.0.1:%d/sessions/assistant/steer", p.gateway)),
+		chromedp.Poll[chromedp.Void](`document.getElementById("live").textContent === "● live"`),
+	); err != nil {
+		t.Fatalf("open the session page: %v\npage: %s", err, pageText())
+	}
+
+	// Turn 2: steered while its first model call is held.
+	prompted := make(chan int, 2)
+	go func() {
+		status, _ := g.call("POST", path+"/prompt", map[string]string{"text": "Look around."})
+		prompted <- status
+	}()
+	pollUntil(t, time.Minute, "turn 2's first model call in flight", func(context.Context) error {
+		if n := len(model.Requests()); n != 2 {
+			return fmt.Errorf("model requests = %d, want 2", n)
+		}
+		return nil
+	})
+	steered := make(chan int, 1)
+	go func() {
+		status, _ := g.call("POST", path+"/steer", map[string]string{"text": steer})
+		steered <- status
+	}()
+	waitUpdateAccepted(t, p.dial(), id, api.UpdateSteer)
+	model.Release("steer")
+	turn2 := `li.turn[data-turn="2"]`
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(turn2+".done"))); err != nil {
+		t.Fatalf("turn 2 on the page: %v\npage: %s\nworker:\n%s", err, pageText(), p.output())
+	}
+	if s := <-steered; s != http.StatusOK {
+		t.Errorf("steer answered %d, want 200", s)
+	}
+	if s := <-prompted; s != http.StatusOK {
+		t.Errorf("turn 2's prompt answered %d, want 200", s)
+	}
+	blocks, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll('`+turn2+` .said.agent .blocks > *'), (b) => b.className + ": " + b.textContent)`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	steerAt, toolAt, replyAt := -1, -1, -1
+	for i, b := range blocks {
+		switch {
+		case b == "steer: you, while it ran"+steer:
+			steerAt = i
+		case strings.HasPrefix(b, "tool: "):
+			toolAt = i
+		case b == "text: Nothing here, and hello.":
+			replyAt = i
+		}
+	}
+	if steerAt < 0 || toolAt < 0 || replyAt < 0 || !(toolAt < steerAt && steerAt < replyAt) {
+		t.Errorf("turn 2's blocks %q; want the tool call, then the steered message (as text), then the reply", blocks)
+	}
+
+	// Turn 3: interrupted while its model call is held.
+	go func() {
+		status, _ := g.call("POST", path+"/prompt", map[string]string{"text": "Think forever."})
+		prompted <- status
+	}()
+	pollUntil(t, time.Minute, "turn 3's model call in flight", func(context.Context) error {
+		if n := len(model.Requests()); n != 4 {
+			return fmt.Errorf("model requests = %d, want 4", n)
+		}
+		return nil
+	})
+	g.must(http.StatusOK, "POST", path+"/interrupt", nil)
+	turn3 := `li.turn[data-turn="3"]`
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(turn3+".done.interrupted"))); err != nil {
+		t.Fatalf("turn 3 marked interrupted: %v\npage: %s\nworker:\n%s", err, pageText(), p.output())
+	}
+	<-prompted
+	check := func(when string) {
+		t.Helper()
+		got, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(function () {
+			const li = document.querySelector('`+turn3+`');
+			return li.className + " | " + li.querySelector(".said.agent").textContent.trim() + " | " + li.querySelector(".meta").textContent;
+		})()`))
+		if err != nil || !strings.Contains(got, "interrupted before its answer") || strings.Contains(got, "failed") || !strings.Contains(got, "· interrupted") {
+			t.Errorf("%s: turn 3 shows %q (%v); want it marked interrupted, not failed", when, got, err)
+		}
+	}
+	check("live")
+	if err := chromedp.Do(ctx, chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(turn3+".done"))); err != nil {
+		t.Fatalf("reload: %v", err)
+	}
+	check("server-rendered")
+	if d := dialogs(); len(d) > 0 {
+		t.Errorf("the page ran markup: dialogs %q", d)
+	}
+}

@@ -47,7 +47,8 @@ func textOf(events []api.Event, typ string) string {
 
 // TestLongReplyWholeEverywhere: a model reply of 50 KB, over the 8 KB an event keeps of a
 // string, is stored by reference and reaches every reader whole, byte for byte: the
-// session prompt's answer, `session watch --from 0` replaying it from the stream archive
+// session prompt's answer, `session show` (the turn's reply, by reference in the session's
+// state), `session watch --from 0` replaying it from the stream archive
 // of a run the session continued on from, the gateway's session stream; and for an agent
 // run `show` (its agent_done event and result), `logs --json`, and the HTTP API's events.
 // The run's history holds the reference only.
@@ -73,6 +74,13 @@ func TestLongReplyWholeEverywhere(t *testing.T) {
 	var view api.SessionView
 	if err := json.Unmarshal([]byte(p.ok("session", "show", "assistant", "long", "--json")), &view); err != nil || view.Runs < 2 {
 		t.Fatalf("session view: runs %d (%v); want the session continued as new, so turn 1 is archived", view.Runs, err)
+	}
+	// `session show`: turn 1's reply, carried across continue-as-new by reference, whole.
+	if len(view.Turns) != 2 || view.Turns[0].Reply != long || view.Turns[0].ReplyRef != "" {
+		t.Errorf("session show --json: turn 1's reply is %d bytes (ref %q), want the whole %d", len(view.Turns[0].Reply), view.Turns[0].ReplyRef, len(long))
+	}
+	if show := p.ok("session", "show", "assistant", "long"); !strings.Contains(show, "    assistant: "+long+"\n") {
+		t.Errorf("session show printed %d bytes, without turn 1's whole %d-byte reply (%.300q…)", len(show), len(long), show)
 	}
 
 	// `session watch --from 0`: turn 1's text event comes from the archived segment.

@@ -218,6 +218,11 @@ type runView struct {
 	Retrying []string
 	// Usage is what the run's model calls spent, nil when it made none.
 	Usage *usageView
+	// Parent is the run that delegated this one (an agent_<name> call), nil for a top
+	// run; Delegates the child runs this one started, in order (runs.Delegation). The
+	// page links both ways.
+	Parent    *api.ParentLink
+	Delegates []runs.DelegateLink
 }
 
 // usageView is the run page's usage box: the totals, one row per model, and the budget
@@ -334,6 +339,7 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 		v.Retrying = append(v.Retrying, runs.RetryLine(p, time.Now()))
 	}
 	v.Usage = usageOf(rec)
+	v.Parent, v.Delegates = runs.Delegation(rec)
 	if s.temporalUI != "" {
 		// Without a run id the UI shows the workflow id's latest run, which is this run.
 		v.TemporalURL = s.temporalUI + "/namespaces/" + url.PathEscape(s.namespace) + "/workflows/" + url.PathEscape(rec.ID)
@@ -346,7 +352,7 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 		v.PendingFields = argFields(v.Pending.Args)
 	}
 	for _, k := range slices.Sorted(maps.Keys(rec.State)) {
-		if !api.IsReservedStateKey(k) {
+		if !api.IsReservedStateKey(k) && (k != api.StateParent || v.Parent == nil) { // the parent is a link above
 			v.Checkpoints = append(v.Checkpoints, checkpoint{Name: k, Value: prettyJSON(rec.State[k])})
 		}
 	}

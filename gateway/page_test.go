@@ -442,3 +442,82 @@ func TestRunPageShowsABudgetPause(t *testing.T) {
 		}
 	}
 }
+
+// TestRunPageLinksDelegation: a delegate's child run names its parent as a link (with the
+// call, the delegating agent and the depth), a lead lists its delegates' runs as links, and
+// the parent is not shown again as a checkpoint; a run that delegated nothing shows neither.
+func TestRunPageLinksDelegation(t *testing.T) {
+	t.Parallel()
+	const child = "run-lead-2.1"
+	lead := api.Record{ID: "run-lead", Workflow: api.WorkflowAgentRun, Status: api.StatusDone,
+		State: map[string]json.RawMessage{},
+		Events: []api.Event{
+			{Seq: 1, Type: "agent_start", Data: json.RawMessage(`{"agent":"lead"}`), At: t0},
+			{Seq: 2, Type: api.EventDelegateStarted, Data: mustJSON(map[string]string{"call_id": "1.1", "agent": "researcher", "child": "run-lead-1.1"}), At: t0},
+			{Seq: 3, Type: api.EventDelegateStarted, Data: mustJSON(map[string]string{"call_id": "2.1", "agent": "<b>writer</b>", "child": child}), At: t0},
+		}, CreatedAt: t0, UpdatedAt: t0}
+	sub := api.Record{ID: child, Workflow: api.WorkflowAgentRun, Status: api.StatusRunning,
+		State: map[string]json.RawMessage{
+			api.StateParent: mustJSON(api.ParentLink{Run: "run-lead", Call: "2.1", Agent: "lead", Depth: 1}),
+		}, CreatedAt: t0, UpdatedAt: t0}
+	s := newServer(t, &fakeRuns{get: getRecords(lead, sub, agentPending())}, Options{})
+
+	page := readBody(t, do(t, s, request{method: "GET", path: "/runs/" + child}))
+	for _, want := range []string{
+		`<dt>Parent</dt><dd id="parent"><a class="mono" href="/runs/run-lead">run-lead</a> <span class="muted">(call 2.1 of agent lead, depth 1)</span></dd>`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the child's page lacks %s\n%s", want, page)
+		}
+	}
+	if strings.Contains(page, `<summary class="mono">parent</summary>`) || strings.Contains(page, `id="delegates"`) {
+		t.Errorf("the child's page shows its parent as a checkpoint, or delegates it has none of:\n%s", page)
+	}
+
+	page = readBody(t, do(t, s, request{method: "GET", path: "/runs/run-lead"}))
+	for _, want := range []string{
+		`<li><a class="mono" href="/runs/run-lead-1.1">run-lead-1.1</a> <span class="muted">(agent researcher, call 1.1)</span></li>`,
+		`<li><a class="mono" href="/runs/run-lead-2.1">run-lead-2.1</a> <span class="muted">(agent &lt;b&gt;writer&lt;/b&gt;, call 2.1)</span></li>`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the lead's page lacks %s\n%s", want, page)
+		}
+	}
+	if strings.Index(page, "run-lead-1.1</a>") > strings.Index(page, "run-lead-2.1</a>") || strings.Contains(page, `id="parent"`) {
+		t.Errorf("the lead's page lists its delegates out of order or names a parent:\n%s", page)
+	}
+
+	page = readBody(t, do(t, s, request{method: "GET", path: "/runs/run-agent"}))
+	if strings.Contains(page, `id="parent"`) || strings.Contains(page, `id="delegates"`) {
+		t.Errorf("a run that delegated nothing shows delegation links:\n%s", page)
+	}
+}
+
+// TestSessionPageMarksAnInterruptedTurn: a turn `session interrupt` ended is drawn as
+// interrupted (no reply, not a failure), and the page's script knows the steer and
+// interrupted turn_end events it draws live.
+func TestSessionPageMarksAnInterruptedTurn(t *testing.T) {
+	t.Parallel()
+	view := sessionFixture()
+	view.Turns = append(view.Turns, api.SessionTurn{N: 3, Prompt: "Build it.", Interrupted: true, Started: t0, Ended: t0, FirstSeq: 6, LastSeq: 8})
+	f := &fakeRuns{session: func(context.Context, string, string) (api.SessionView, error) { return view, nil }}
+	s := newServer(t, f, Options{})
+	page := readBody(t, do(t, s, request{method: "GET", path: "/sessions/assistant/u42"}))
+	for _, want := range []string{
+		`<li class="turn done interrupted" data-turn="3">`,
+		`<div class="text interrupted">interrupted before its answer</div>`,
+		`<p class="meta">turn 3 · 2026-11-30 09:12:01 UTC · interrupted</p>`,
+		`<li class="turn done failed" data-turn="2">`,
+		`<li class="turn done" data-turn="1">`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the session page lacks %s\n%s", want, page)
+		}
+	}
+	js := readBody(t, do(t, s, request{method: "GET", path: "/static/app.js"}))
+	for _, want := range []string{`case "steer":`, `d.interrupted`, `"interrupted before its answer"`} {
+		if !strings.Contains(js, want) {
+			t.Errorf("app.js lacks %s: the live stream would not draw it", want)
+		}
+	}
+}

@@ -216,7 +216,8 @@ func (p *Platform) Run(ctx context.Context) error {
 	p.RegisterWorkflows(registered)
 	deps := activities.Deps{Store: store, Sandboxes: sandboxes, InlineLimit: cfg.Artifacts.InlineLimit,
 		Agents: cfg.Agents, ShellTimeout: cfg.Sandbox.ShellTimeout, SkillsPath: cfg.SkillsPath, MCPCredentialsFile: cfg.MCP.CredentialsFile,
-		LookupEnv: p.opts.lookupEnv, ToolHooks: p.opts.toolHooks, Loops: p.opts.loops, Notify: cfg.Approvals.Notify, PageURL: cfg.Gateway.PageURL()}
+		LookupEnv: p.opts.lookupEnv, ToolHooks: p.opts.toolHooks, Loops: p.opts.loops, Notify: cfg.Approvals.Notify, PageURL: cfg.Gateway.PageURL(),
+		MaxDepth: cfg.Worker.MaxDepth}
 	if cfg.Search.URL != "" {
 		key := ""
 		if cfg.Search.APIKeyEnv != "" {

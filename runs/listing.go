@@ -11,14 +11,13 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/nexo-temporal/nexo/api"
+	"github.com/nexo-temporal/nexo/api/searchattr"
 )
 
 // What a run says of itself at start, for lists: the agent in the NexoAgent search
 // attribute (so a search finds an agent's runs in one visibility query) and the start of
 // its prompt in the memo (so a list shows it without reading each run's input). Neither
 // is a workflow command: they ride on the start request, so no history changes shape.
-
-var agentKey = temporal.NewSearchAttributeKeyKeyword(api.SearchAttributeAgent)
 
 // startAttributes are the search attributes and memo a run of workflow with payload is
 // started with: an AgentRun's agent and prompt; nothing for other workflows.
@@ -34,12 +33,12 @@ func startAttributes(workflow string, payload json.RawMessage) (temporal.SearchA
 	if p := api.PromptHead(in.Prompt); p != "" {
 		memo = map[string]any{api.MemoPrompt: p}
 	}
-	return temporal.NewSearchAttributes(agentKey.ValueSet(in.Agent)), memo
+	return temporal.NewSearchAttributes(searchattr.Agent.ValueSet(in.Agent)), memo
 }
 
 // sessionAttributes are a session's: its agent (the prompts are its turns).
 func sessionAttributes(agent string) temporal.SearchAttributes {
-	return temporal.NewSearchAttributes(agentKey.ValueSet(agent))
+	return temporal.NewSearchAttributes(searchattr.Agent.ValueSet(agent))
 }
 
 // rowAgent is the agent of a visibility row: its NexoAgent attribute, or a session's

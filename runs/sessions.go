@@ -419,6 +419,32 @@ func (c *Client) Session(ctx context.Context, agent, instance string) (api.Sessi
 	if err := v.Get(&view); err != nil {
 		return api.SessionView{}, fmt.Errorf("decode session %s: %w", id, err)
 	}
+	var st artifacts.BlobGetter
+	if c.Blobs != nil {
+		st = c.Blobs
+	}
+	return withTurnReplies(ctx, st, view)
+}
+
+// withTurnReplies returns view with every turn's reply stored by reference (a reply over
+// api.TextInlineMax) put back whole, as withTexts does for a record's events; view's own
+// turns are not changed. A blob that cannot be read fails naming the turn and the blob,
+// never a preview passed off as the reply.
+func withTurnReplies(ctx context.Context, st artifacts.BlobGetter, view api.SessionView) (api.SessionView, error) {
+	copied := false
+	for i, t := range view.Turns {
+		if t.ReplyRef == "" {
+			continue
+		}
+		text, err := storedText(ctx, st, t.ReplyRef)
+		if err != nil {
+			return view, fmt.Errorf("session %s: turn %d: %w", view.ID, t.N, err)
+		}
+		if !copied {
+			view.Turns, copied = append([]api.SessionTurn(nil), view.Turns...), true
+		}
+		view.Turns[i].Reply, view.Turns[i].ReplyRef, view.Turns[i].ReplyBytes = text, "", 0
+	}
 	return view, nil
 }
 

@@ -59,3 +59,41 @@ func TestRecordTextsResolved(t *testing.T) {
 		})
 	}
 }
+
+// A session view handed out has its turns' long replies whole (`session show` prints them),
+// the view it came from unchanged; a lost blob fails naming the session, the turn and the
+// blob.
+func TestSessionTurnRepliesResolved(t *testing.T) {
+	ctx := context.Background()
+	st, err := artifacts.Open("mem://")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	whole := strings.Repeat("ü", 6000) // 12000 bytes
+	ref, err := st.PutBlob(ctx, []byte(whole))
+	if err != nil {
+		t.Fatal(err)
+	}
+	view := api.SessionView{ID: "session:a:i", Turns: []api.SessionTurn{
+		{N: 1, Prompt: "short", Reply: "Hi."},
+		{N: 2, Prompt: "long", Reply: "üü…[… 12000 bytes of text in all]", ReplyRef: ref, ReplyBytes: 12000},
+	}}
+	got, err := withTurnReplies(ctx, st, view)
+	if err != nil {
+		t.Fatalf("withTurnReplies: %v", err)
+	}
+	if t2 := got.Turns[1]; t2.Reply != whole || t2.ReplyRef != "" || t2.ReplyBytes != 0 {
+		t.Errorf("turn 2: reply %d bytes, ref %q; want the whole %d-byte reply", len(t2.Reply), t2.ReplyRef, len(whole))
+	}
+	if got.Turns[0].Reply != "Hi." || view.Turns[1].ReplyRef != ref {
+		t.Errorf("turn 1 %q, the source's turn 2 ref %q; want turn 1 as it was and the source untouched", got.Turns[0].Reply, view.Turns[1].ReplyRef)
+	}
+	missing := artifacts.Sum([]byte("lost"))
+	view.Turns[1].ReplyRef = missing
+	for name, st := range map[string]artifacts.BlobGetter{"lost blob": st, "no store": nil} {
+		if _, err := withTurnReplies(ctx, st, view); err == nil || !strings.Contains(err.Error(), "session session:a:i: turn 2") || !strings.Contains(err.Error(), missing) {
+			t.Errorf("%s: %v; want an error naming the session, turn 2 and blob %s", name, err, missing)
+		}
+	}
+}

@@ -638,7 +638,7 @@ func (rt *runtime) runAllowed(ctx workflow.Context, spec agents.Spec, tools tool
 		return rt.updatePlan(ctx, call), nil
 	}
 	if agent, ok := delegateOf(spec, tool.Name); ok {
-		return rt.runDelegate(ctx, spec, agent, call, pc.Args)
+		return rt.runDelegate(ctx, spec, agent, call, pc.Args, storeOver)
 	}
 	release, err := rt.toolSlot(ctx) // tool_concurrency (toolpar.go)
 	if err != nil {

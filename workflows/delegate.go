@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/nexo-temporal/nexo/agents"
 	"github.com/nexo-temporal/nexo/api"
+	"github.com/nexo-temporal/nexo/api/searchattr"
 	"github.com/nexo-temporal/nexo/permissions"
 )
 
@@ -55,7 +57,15 @@ func delegateChildID(parent, callID string) string {
 // runDelegate runs an allowed delegate call: the agent as a child run, its answer as the
 // result. Its usage is counted into this run's (under the delegating agent, so that
 // agent's budget sees it); a budget already spent refuses the delegation.
-func (rt *runtime) runDelegate(ctx workflow.Context, spec agents.Spec, agent string, call api.ToolCall, args map[string]any) (api.RunToolResult, error) {
+//
+// The answer follows the rule of every tool result: one over storeOver (a thread by
+// reference; 0: none) goes by reference (ContentRef) with a preview, never inline into the
+// thread and the events. An untyped child's long answer is its reply's blob already; a typed
+// child's output (output_schema) is carried inline in its result, so over storeOver the
+// result names the blob its final reply was stored as (the validated JSON as the child's
+// model wrote it, api.TextInlineMax), and the model reads the whole of it from there. This
+// changes the result's data only, not the commands: no change id.
+func (rt *runtime) runDelegate(ctx workflow.Context, spec agents.Spec, agent string, call api.ToolCall, args map[string]any, storeOver int) (api.RunToolResult, error) {
 	prompt, _ := args["prompt"].(string)
 	if strings.TrimSpace(prompt) == "" {
 		return errorResult(`%s needs {"prompt": "<the whole task>"}`, call.Name), nil
@@ -85,7 +95,7 @@ func (rt *runtime) runDelegate(ctx workflow.Context, spec agents.Spec, agent str
 		WorkflowID:            childID,
 		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_REQUEST_CANCEL,
 		WaitForCancellation:   true,
-		TypedSearchAttributes: temporal.NewSearchAttributes(agentAttrKey.ValueSet(agent)),
+		TypedSearchAttributes: temporal.NewSearchAttributes(searchattr.Agent.ValueSet(agent)),
 		Memo:                  memo,
 	})
 	fut := workflow.ExecuteChildWorkflow(cctx, api.WorkflowAgentRun, in)
@@ -118,9 +128,18 @@ func (rt *runtime) runDelegate(ctx workflow.Context, spec agents.Spec, agent str
 	rt.emit(ctx, api.EventDelegateDone, map[string]any{"call_id": call.ID, "agent": agent, "child": childID,
 		"status": api.StatusDone, "turns": res.Turns, "total_tokens": res.Usage.TotalTokens, "cost": res.Usage.Cost})
 	if res.Output != nil {
-		return api.RunToolResult{Content: string(res.Output)}, nil
+		out := string(res.Output)
+		if storeOver > 0 && len(out) > storeOver && res.ContentRef != "" {
+			return api.RunToolResult{Content: delegatePreview(out, res.ContentBytes), ContentRef: res.ContentRef, ContentBytes: res.ContentBytes}, nil
+		}
+		return api.RunToolResult{Content: out}, nil
 	}
 	return api.RunToolResult{Content: res.Content, ContentRef: res.ContentRef, ContentBytes: res.ContentBytes}, nil
 }
 
-var agentAttrKey = temporal.NewSearchAttributeKeyKeyword(api.SearchAttributeAgent)
+// delegatePreview is what the thread and the events keep of a typed child's output stored
+// by reference: its start (api.PreviewBytes) and the whole size, worded as the worker's
+// preview of any stored tool output (activities.Preview).
+func delegatePreview(output string, size int) string {
+	return strings.TrimRight(clip(output, api.PreviewBytes), "\n") + fmt.Sprintf("\n[… %d bytes in all; the model received the whole output]", size)
+}

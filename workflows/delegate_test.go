@@ -3,6 +3,7 @@ package workflows
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -206,5 +207,63 @@ func TestDelegateToolsStopAtMaxDepth(t *testing.T) {
 		if (len(got) == 1 && got[0].Name == "agent_helper") != tc.want || len(got) > 1 {
 			t.Errorf("max_depth %d, depth %d, %s: tools %v, want offered %v", tc.maxDepth, tc.depth, tc.mode, got, tc.want)
 		}
+	}
+}
+
+// TestTypedDelegateOutputFollowsTheToolResultRule: a typed child's output (output_schema)
+// over api.DefaultStoreOver reaches the lead as any long tool output does: by reference to
+// the blob of the child's reply, with a preview in the thread and the event, and the whole
+// JSON for the model; a short one stays inline.
+func TestTypedDelegateOutputFollowsTheToolResultRule(t *testing.T) {
+	long := `{"notes":"` + strings.Repeat("n", api.DefaultStoreOver+100) + `"}`
+	for _, tc := range []struct {
+		name   string
+		output string
+		byRef  bool
+	}{
+		{"short output inline", `{"notes":"Monday."}`, false},
+		{"long output by reference", long, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := newEnv(t)
+			specs := delegateSpecs(leadSpec())
+			helper := specs["helper"]
+			helper.OutputSchema = map[string]any{"type": "object", "required": []any{"notes"}}
+			specs["helper"] = helper
+			reply := text(tc.output)
+			if len(tc.output) > api.TextInlineMax { // the worker keeps a typed reply whole and stores it (KeepReply)
+				reply.ContentRef, reply.ContentBytes = memBlob(tc.output), len(tc.output)
+			}
+			f := &delegateFakes{specs: specs,
+				lead:  []api.ChatMessage{toolReply(delegateCall("Take notes.")), text("Noted.")},
+				child: []api.ChatMessage{reply}}
+			f.register(env)
+			env.ExecuteWorkflow(api.WorkflowAgentRun, payload(t, api.AgentRunInput{Agent: "lead", Prompt: "Notes, please."}))
+			if err := env.GetWorkflowError(); err != nil {
+				t.Fatal(err)
+			}
+			if got := lastToolResult(t, f.leadReqs[1]); got.Content != tc.output {
+				t.Errorf("the lead's model got %d bytes, want the child's whole %d-byte output", len(got.Content), len(tc.output))
+			}
+			results := delegateEvents(t, queryRecord(t, env), "agent_tool_result")
+			if len(results) != 1 {
+				t.Fatalf("agent_tool_result events = %v, want 1", results)
+			}
+			content, _ := results[0]["content"].(string)
+			ref, _ := results[0]["content_ref"].(string)
+			if !tc.byRef {
+				if content != tc.output || ref != "" {
+					t.Errorf("event content %q ref %q, want the output inline", content, ref)
+				}
+				return
+			}
+			if ref == "" || ref != memSum(tc.output) || results[0]["bytes"] != float64(len(tc.output)) {
+				t.Errorf("event ref %q bytes %v, want the reply's blob %s and its %d bytes", ref, results[0]["bytes"], memSum(tc.output), len(tc.output))
+			}
+			if len(content) > api.PreviewBytes+200 || !strings.HasPrefix(content, `{"notes":"nnn`) ||
+				!strings.Contains(content, fmt.Sprintf("[… %d bytes in all; the model received the whole output]", len(tc.output))) {
+				t.Errorf("event content is %d bytes (%.80q…), want a preview naming the whole size", len(content), content)
+			}
+		})
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/nexo-temporal/nexo/api"
+	"github.com/nexo-temporal/nexo/api/searchattr"
 	"github.com/nexo-temporal/nexo/internal/execlocal"
 	"github.com/nexo-temporal/nexo/permissions"
 )
@@ -271,8 +272,6 @@ func (rt *runtime) query() (api.Record, error) {
 	return rec, nil
 }
 
-var statusKey = temporal.NewSearchAttributeKeyKeyword(api.SearchAttributeStatus)
-
 func (rt *runtime) touch(ctx workflow.Context) {
 	rt.rec.UpdatedAt = workflow.Now(ctx).UTC()
 }
@@ -283,15 +282,13 @@ func (rt *runtime) setStatus(ctx workflow.Context, s api.Status) {
 	// The search attribute mirrors the status so `starter list --status` is a visibility
 	// query. An upsert only fails on an unregistered attribute, a setup error the worker
 	// checks at start; the record stays right either way.
-	if err := workflow.UpsertTypedSearchAttributes(ctx, statusKey.ValueSet(string(s))); err != nil {
+	if err := workflow.UpsertTypedSearchAttributes(ctx, searchattr.Status.ValueSet(string(s))); err != nil {
 		workflow.GetLogger(ctx).Warn("upsert NexoStatus failed", "error", err)
 	}
 	// A decided call leaves the record's approval state and sets the status: the inbox
 	// attribute follows here, so every status change re-checks it.
 	rt.syncApprovalAttr(ctx)
 }
-
-var approvalAgentKey = temporal.NewSearchAttributeKeyKeyword(api.SearchAttributeApprovalAgent)
 
 // syncApprovalAttr upserts NexoApprovalAgent when what the record waits for changed: the
 // agent of the pending call while state holds __approval__, unset otherwise. It asks the
@@ -315,9 +312,9 @@ func (rt *runtime) syncApprovalAttr(ctx workflow.Context) {
 	if *rt.inboxV < 1 {
 		return
 	}
-	upd := approvalAgentKey.ValueUnset()
+	upd := searchattr.ApprovalAgent.ValueUnset()
 	if want != "" {
-		upd = approvalAgentKey.ValueSet(want)
+		upd = searchattr.ApprovalAgent.ValueSet(want)
 	}
 	if err := workflow.UpsertTypedSearchAttributes(ctx, upd); err != nil {
 		// Only on an unregistered attribute, which the worker checks at start.

@@ -314,7 +314,8 @@ func (s *session) prompt(ctx workflow.Context, rt *runtime, req api.PromptReques
 		turn.Error = err.Error()
 		endData["error"] = err.Error()
 	} else {
-		turn.Reply = reply
+		// A long reply stays a reference (a preview in Reply): readers resolve it.
+		turn.Reply, turn.ReplyRef, turn.ReplyBytes = reply, res.ContentRef, res.ContentBytes
 	}
 	// turn_end closes the turn for every viewer, success or failure.
 	rt.emit(ctx, api.StreamTurnEnd, endData)

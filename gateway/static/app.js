@@ -319,8 +319,9 @@
 
   // The session page: the prompt box, and the live activity stream drawn into the turns:
   // user_input opens a turn, text (live, then the call's text event) and thinking chunks
-  // are appended to it as they arrive,
-  // a tool call's start and update are merged by id, turn_end closes the turn.
+  // are appended to it as they arrive, a steered message is drawn where a model call took
+  // it, a tool call's start and update are merged by id, turn_end closes the turn (marked
+  // when an interrupt ended it).
   function sessionPage() {
     const root = document.getElementById("session");
     if (!root) return;
@@ -468,14 +469,26 @@
 
     function note(li, text) { blocksOf(li).appendChild(el("p", "note muted", text)); }
 
+    // steered draws a message `session prompt --steer` (or the API's steer) handed to the
+    // turn, where its next model call took it: among the agent's blocks, in order.
+    function steered(li, d) {
+      const b = el("div", "steer");
+      b.append(el("span", "who", "you, while it ran"), el("div", "text", d.text || ""));
+      blocksOf(li).appendChild(b);
+    }
+
     function closeTurn(li, d) {
       li.classList.remove("writing");
       li.classList.add("done");
-      if (d.error) {
+      if (d.interrupted) {
+        // session interrupt ended it before its answer: no reply, and not a failure.
+        li.classList.add("interrupted");
+        blocksOf(li).appendChild(el("div", "text interrupted", "interrupted before its answer"));
+      } else if (d.error) {
         li.classList.add("failed");
         blocksOf(li).appendChild(el("div", "text problem", d.error));
       }
-      li.querySelector(".meta").textContent = "turn " + li.dataset.turn;
+      li.querySelector(".meta").textContent = "turn " + li.dataset.turn + (d.interrupted ? " · interrupted" : "");
     }
 
     function onEvent(ev) {
@@ -498,6 +511,9 @@
         case "plan": // update_plan: the whole plan, one line
           note(current, "plan: " + (d.steps || []).map((s) =>
             (s.status === "done" ? "[x] " : s.status === "in_progress" ? "[>] " : "[ ] ") + s.step).join(" · "));
+          break;
+        case "steer":
+          steered(current, d);
           break;
         case "approval_requested":
           note(current, "waits for approval of " + d.tool + " (call " + d.call_id + ")");
