@@ -210,8 +210,7 @@ func (s *Sandbox) OpenWorkspaceFile(ctx context.Context, rel string) (io.ReadClo
 	if clean == "." || clean == ".." || strings.HasPrefix(clean, "../") || path.IsAbs(clean) {
 		return nil, fmt.Errorf("open %s: %w", sandbox.QuotePath(rel), sandbox.ErrEscape)
 	}
-	cmd := "set -- " + shellQuote(s.set.workdir) + " " + shellQuote("./"+clean) + "\n" + catScript
-	res, err := s.run(ctx, cmd, listTimeout, maxWorkspaceFile+1)
+	res, err := s.cat(ctx, "./"+clean, maxWorkspaceFile+1)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", sandbox.QuotePath(rel), err)
 	}

@@ -48,7 +48,10 @@ import (
 // bomb at its pids limit). A marker starting with L asks, once the command and its group
 // are gone, for the workspace's listing (listScript's find and stat, see listing.go) on
 // stdout between "<marker>S" and "<marker>L<listing's exit code>", before the end line:
-// the snapshot after a shell call then needs no round trip of its own. $1 is the marker
+// the snapshot after a shell call then needs no round trip of its own. A marker starting
+// with C asks for the workspace file named on the command line, printed by cat in a
+// subshell (catScript's checks and exit codes, see listing.go) without the session and
+// watchdog a command gets: a snapshot's read of a changed file. $1 is the marker
 // of the startup handshake, $2 the workspace.
 const serverScript = `command -v setsid >/dev/null 2>&1 || { echo "nexo shell server: setsid not found" >&2; exit 1; }
 nl='
@@ -65,6 +68,16 @@ continue;;
 esac
 c=$(printf '%bx' "$c")
 c=${c%x}
+case $m in
+C*)
+(cd "$2" || exit 3
+[ -L "$c" ] && exit 4
+[ -f "$c" ] || { [ -e "$c" ] && exit 4; exit 5; }
+exec cat -- "$c") </dev/null
+printf '%sE%d\n' "$m" $?
+printf '%sE\n' "$m" >&2
+continue;;
+esac
 setsid /bin/sh -c 'printf "%sB%d\n" "$0" $$ >&2; (sleep "$2"; kill -9 0) </dev/null >/dev/null 2>&1 & exec /bin/sh -c "$1"' "$m" "$c" "$t" </dev/null &
 p=$!
 wait $p 2>/dev/null

@@ -114,9 +114,40 @@ func (s *Sandbox) runListed(ctx context.Context, command string, timeout time.Du
 		s.forgetIfGone(err)
 		return sandbox.ShellResult{}, nil, err
 	}
-	res, listing, err = s.runOnServer(ctx, srv, command, timeout, max, list)
+	kind := ""
+	if list {
+		kind = kindList
+	}
+	res, listing, err = s.runOnServer(ctx, srv, command, timeout, max, kind)
 	s.forgetIfGone(err)
 	return res, listing, err
+}
+
+// Kinds of request to a command server besides a plain command (see serverScript).
+const (
+	kindList = "L" // a command, then the workspace's listing
+	kindCat  = "C" // the workspace file named on the command line, printed by cat alone
+)
+
+// cat prints the workspace file rel (catScript's exit codes) with one light request on a
+// command server: no session, no watchdog, only a subshell and cat, a few processes
+// fewer than a command's. An image without the server runs catScript as a command.
+func (s *Sandbox) cat(ctx context.Context, rel string, max int) (sandbox.ShellResult, error) {
+	srv, err := s.pool.get(ctx)
+	if err == nil && srv == nil {
+		cmd := "set -- " + shellQuote(s.set.workdir) + " " + shellQuote(rel) + "\n" + catScript
+		res, err := s.runExec(ctx, cmd, listTimeout, max)
+		s.forgetIfGone(err)
+		return res, err
+	}
+	if err != nil {
+		err = s.apiError(err)
+		s.forgetIfGone(err)
+		return sandbox.ShellResult{}, err
+	}
+	res, _, err := s.runOnServer(ctx, srv, rel, listTimeout, max, kindCat)
+	s.forgetIfGone(err)
+	return res, err
 }
 
 // forgetIfGone drops the container's command servers from the Manager once the container
@@ -129,12 +160,9 @@ func (s *Sandbox) forgetIfGone(err error) {
 
 // runOnServer runs one command on srv and gives srv back to the pool when it is still
 // usable.
-func (s *Sandbox) runOnServer(ctx context.Context, srv *shellServer, command string, timeout time.Duration, max int, list bool) (sandbox.ShellResult, []byte, error) {
-	prefix := ""
-	if list {
-		prefix = "L"
-	}
-	mark := newMark(prefix)
+func (s *Sandbox) runOnServer(ctx context.Context, srv *shellServer, command string, timeout time.Duration, max int, kind string) (sandbox.ShellResult, []byte, error) {
+	list := kind == kindList
+	mark := newMark(kind)
 	j := newJob(mark, max, s.track)
 	if list {
 		j.listing = &capBuffer{max: maxWorkspaceListing}
