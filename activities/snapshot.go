@@ -92,11 +92,13 @@ func snapshotEligible(spec api.SandboxSpec) bool { return spec.Dir == "" || spec
 // snapshotAfter snapshots the run's workspace after a tool call. A workspace over the
 // snapshot limits is not an activity failure: the call's result stands, and SnapshotError
 // says why there is no snapshot (the workflow records it).
-func (a *Host) snapshotAfter(ctx context.Context, req api.RunToolRequest, sb sandbox.Sandbox) (*api.SnapshotRef, string, error) {
+// listed, when not nil, is the workspace as the call's own round trip listed it after
+// the command (Tools.shell): the snapshot starts from it instead of listing again.
+func (a *Host) snapshotAfter(ctx context.Context, req api.RunToolRequest, sb sandbox.Sandbox, listed *preListing) (*api.SnapshotRef, string, error) {
 	if !snapshotEligible(req.Sandbox) {
 		return nil, "", nil
 	}
-	ref, err := a.snapshotWorkspace(ctx, req.RunID, req.Sandbox, sb)
+	ref, err := a.snapshotListed(ctx, req.RunID, req.Sandbox, sb, listed)
 	if errors.Is(err, sandbox.ErrArchiveTooLarge) {
 		return nil, err.Error(), nil
 	}
@@ -108,10 +110,21 @@ func (a *Host) snapshotAfter(ctx context.Context, req api.RunToolRequest, sb san
 
 // snapshotWorkspace stores a snapshot of sb, the sandbox of the run.
 func (a *Host) snapshotWorkspace(ctx context.Context, runID string, spec api.SandboxSpec, sb sandbox.Sandbox) (api.SnapshotRef, error) {
+	return a.snapshotListed(ctx, runID, spec, sb, nil)
+}
+
+// snapshotListed is snapshotWorkspace starting from a listing already taken (nil: list).
+// The snapshot's time is then when that listing was asked for, before it began: a file
+// changed in between is inside the racy window next time and read again.
+func (a *Host) snapshotListed(ctx context.Context, runID string, spec api.SandboxSpec, sb sandbox.Sandbox, listed *preListing) (api.SnapshotRef, error) {
 	st := a.sandboxes.snapStateOf(runID, spec)
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	started := time.Now()
+	var pre []sandbox.WorkspaceEntry
+	if listed != nil {
+		started, pre = listed.at, listed.entries
+	}
 	st.uploaded = 0
 	var (
 		m   api.Manifest
@@ -122,7 +135,7 @@ func (a *Host) snapshotWorkspace(ctx context.Context, runID string, spec api.San
 	switch {
 	case listable:
 		var entries []sandbox.WorkspaceEntry
-		m, entries, err = a.manifestFromListing(ctx, st, l)
+		m, entries, err = a.manifestFromListing(ctx, st, l, pre)
 		if errors.Is(err, sandbox.ErrListingUnsupported) && archivable {
 			// See the Docker tier's listing, and OpenLimiter. The listing's stamps, taken
 			// before the archive's bytes, go with the archive's sums: a file that changed
@@ -149,6 +162,7 @@ func (a *Host) snapshotWorkspace(ctx context.Context, runID string, spec api.San
 			ref.Bytes += e.Size
 		}
 	}
+	stored := time.Now()
 	body, err := json.Marshal(m)
 	if err != nil {
 		return api.SnapshotRef{}, fmt.Errorf("encode manifest: %w", err)
@@ -157,12 +171,14 @@ func (a *Host) snapshotWorkspace(ctx context.Context, runID string, spec api.San
 	if err != nil {
 		return api.SnapshotRef{}, fmt.Errorf("store manifest: %w", err)
 	}
+	phaseSince(ctx, PhaseManifest, stored)
 	ref.Manifest, ref.Uploaded = sum, st.uploaded
 	return ref, nil
 }
 
 // storeFile puts data in the store unless this host knows it is there, and returns its sum.
 func (a *Host) storeFile(ctx context.Context, st *snapState, data []byte) (string, error) {
+	defer phaseSince(ctx, PhaseUpload, time.Now())
 	sum := artifacts.Sum(data)
 	if at, ok := st.stored[sum]; ok && time.Since(at) < artifacts.FreshenAfter {
 		return sum, nil
@@ -175,11 +191,17 @@ func (a *Host) storeFile(ctx context.Context, st *snapState, data []byte) (strin
 	return sum, nil
 }
 
-// manifestFromListing lists a host-directory workspace and hashes only what changed.
-func (a *Host) manifestFromListing(ctx context.Context, st *snapState, l sandbox.Lister) (api.Manifest, []sandbox.WorkspaceEntry, error) {
-	entries, err := l.ListWorkspace(ctx)
-	if err != nil {
-		return api.Manifest{}, nil, err
+// manifestFromListing lists a workspace (or takes entries, a listing already made) and
+// hashes only what changed.
+func (a *Host) manifestFromListing(ctx context.Context, st *snapState, l sandbox.Lister, entries []sandbox.WorkspaceEntry) (api.Manifest, []sandbox.WorkspaceEntry, error) {
+	if entries == nil {
+		listed := time.Now()
+		var err error
+		entries, err = l.ListWorkspace(ctx)
+		phaseSince(ctx, PhaseList, listed)
+		if err != nil {
+			return api.Manifest{}, nil, err
+		}
 	}
 	racy := st.listed - int64(racyWindow)
 	unchanged := func(e sandbox.WorkspaceEntry) (snapFile, bool) {
@@ -252,12 +274,14 @@ func (a *Host) hashListed(ctx context.Context, st *snapState, l sandbox.Lister, 
 	if e.Size > maxSnapshotFile {
 		return "", fmt.Errorf("%w: %s holds %d bytes, over the %d a snapshot keeps of one file", sandbox.ErrArchiveTooLarge, e.Path, e.Size, maxSnapshotFile)
 	}
+	read := time.Now()
 	f, err := l.OpenWorkspaceFile(ctx, e.Path)
 	if err != nil {
 		return "", err
 	}
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, maxSnapshotFile+1))
+	phaseSince(ctx, PhaseRead, read)
 	if err != nil {
 		return "", fmt.Errorf("read %s: %w", e.Path, err)
 	}

@@ -95,6 +95,7 @@ func (a *Tools) RunTool(ctx context.Context, req api.RunToolRequest) (res api.Ru
 	call := ToolCall{RunID: req.RunID, CallID: req.CallID, Tool: req.Tool, Args: req.Args}
 	var hooked []api.ToolHookNote
 	ran := false
+	var listed *preListing // the workspace as the shell call's own round trip listed it
 	defer func() {
 		if errors.Is(err, docker.ErrContainerGone) {
 			a.sandboxes.Forget(req.RunID, req.Sandbox)
@@ -103,7 +104,9 @@ func (a *Tools) RunTool(ctx context.Context, req api.RunToolRequest) (res api.Ru
 			res = a.hooks.after(ctx, req.Hooks, call, res, hooked)
 		}
 		if err == nil && req.Snapshot && snapshotTool(req.Tool) && sb != nil {
-			res.Snapshot, res.SnapshotError, err = a.host.snapshotAfter(ctx, req, sb)
+			started := time.Now()
+			res.Snapshot, res.SnapshotError, err = a.host.snapshotAfter(ctx, req, sb, listed)
+			phaseSince(ctx, PhaseSnapshot, started)
 		}
 		if err == nil {
 			res = noteRetry(ctx, res)
@@ -119,7 +122,9 @@ func (a *Tools) RunTool(ctx context.Context, req api.RunToolRequest) (res api.Ru
 		req.Args = call.Args
 	}
 	ran = true
+	opened := time.Now()
 	sb, rebuilt, err := a.sandboxes.OpenFrom(ctx, req.RunID, req.Sandbox, req.Base)
+	phaseSince(ctx, PhaseOpen, opened)
 	if err != nil {
 		sb = nil
 		return api.RunToolResult{}, classify(fmt.Errorf("tool %s: %w", req.Tool, err))
@@ -177,7 +182,13 @@ func (a *Tools) RunTool(ctx context.Context, req api.RunToolRequest) (res api.Ru
 			timeout = time.Duration(min(n, 86400)) * time.Second // clamped first: a huge n would overflow past the cap
 		}
 		timeout = min(timeout, a.shellTimeout)
-		res, err := a.shell(ctx, sb, inDir(req.Dir, cmd), timeout)
+		started := time.Now()
+		// A snapshot follows: a tier that can list the workspace in the command's own
+		// round trip does, and the snapshot uses that listing.
+		list := req.Snapshot && snapshotEligible(req.Sandbox)
+		var res api.RunToolResult
+		res, listed, err = a.shell(ctx, sb, inDir(req.Dir, cmd), timeout, list)
+		phaseSince(ctx, PhaseCommand, started)
 		if err == nil {
 			// What the command asked of the egress proxy: the workflow records an egress
 			// event for each (workflows/hostq.go).
@@ -320,13 +331,39 @@ func (a *Tools) writeFile(ctx context.Context, sb sandbox.Sandbox, p, content st
 	return res, nil
 }
 
-func (a *Tools) shell(ctx context.Context, sb sandbox.Sandbox, cmd string, timeout time.Duration) (api.RunToolResult, error) {
-	out, err := sb.Shell(ctx, cmd, timeout)
+// preListing is a workspace listing taken in a shell command's own round trip
+// (sandbox.ShellLister), for the snapshot after it.
+type preListing struct {
+	// at is before the command was sent, so no later than the listing began: the
+	// snapshot's racy window counts from it (snapshot.go).
+	at      time.Time
+	entries []sandbox.WorkspaceEntry
+}
+
+// shell runs cmd in sb. With list, a sandbox that can list its workspace in the same
+// round trip (sandbox.ShellLister) does, and the listing comes back (nil otherwise).
+func (a *Tools) shell(ctx context.Context, sb sandbox.Sandbox, cmd string, timeout time.Duration, list bool) (api.RunToolResult, *preListing, error) {
+	var (
+		out    sandbox.ShellResult
+		err    error
+		listed *preListing
+	)
+	if sl, ok := sb.(sandbox.ShellLister); ok && list {
+		at := time.Now()
+		var entries []sandbox.WorkspaceEntry
+		out, entries, err = sl.ShellAndList(ctx, cmd, timeout)
+		if entries != nil {
+			listed = &preListing{at: at, entries: entries}
+		}
+	} else {
+		out, err = sb.Shell(ctx, cmd, timeout)
+	}
 	if err != nil && (!out.TimedOut || ctx.Err() != nil) { // a cancelled activity is not a timed-out command
 		if ctx.Err() != nil {
-			return api.RunToolResult{}, fmt.Errorf("shell: %w", ctx.Err())
+			return api.RunToolResult{}, nil, fmt.Errorf("shell: %w", ctx.Err())
 		}
-		return fileError("shell", "", err)
+		res, err := fileError("shell", "", err)
+		return res, nil, err
 	}
 	var b strings.Builder
 	if out.TimedOut {
@@ -340,7 +377,7 @@ func (a *Tools) shell(ctx context.Context, sb sandbox.Sandbox, cmd string, timeo
 	if s := sandbox.TruncateOutput(out.Stderr, ShellLines, ShellChars); s != "" {
 		fmt.Fprintf(&b, "--- stderr ---\n%s\n", strings.TrimRight(s, "\n"))
 	}
-	return api.RunToolResult{Content: strings.TrimRight(b.String(), "\n"), IsError: out.TimedOut || out.ExitCode != 0}, nil
+	return api.RunToolResult{Content: strings.TrimRight(b.String(), "\n"), IsError: out.TimedOut || out.ExitCode != 0}, listed, nil
 }
 
 // CollectOutputs returns the sandbox files matching an agent's `produces` patterns: a

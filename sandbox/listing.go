@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Entry types of a workspace listing (the same words as api.Manifest entries).
@@ -178,4 +179,15 @@ func (v *Virtual) OpenWorkspaceFile(ctx context.Context, rel string) (io.ReadClo
 // stream instead of thousands of calls.
 type OpenLimiter interface {
 	OpenLimit() int
+}
+
+// ShellLister is a sandbox whose command round trip can carry the workspace's listing,
+// taken right after the command ends, so the snapshot after a shell call costs no round
+// trip of its own (the Docker tier's command server: one round trip is milliseconds
+// there, a good part of a first call).
+type ShellLister interface {
+	// ShellAndList is Shell, plus ListWorkspace's listing taken once the command and
+	// what it left in its process group are gone; nil entries when it could not be
+	// taken that way (the caller lists with ListWorkspace).
+	ShellAndList(ctx context.Context, command string, timeout time.Duration) (ShellResult, []WorkspaceEntry, error)
 }

@@ -50,6 +50,13 @@ type LocalOptions struct {
 	// needs to read (ExecOptions.ReadOnly), to bind them into a sealed process. Unset,
 	// Exec uses Wrap.
 	WrapExec func(argv, readOnly []string) ([]string, []*os.File, error)
+	// WrapDiesWithWorker says the process Wrap makes kills itself and everything it
+	// started when the worker dies, even by SIGKILL (bubblewrap with --die-with-parent and
+	// its own pid namespace: the kernel kills the namespace with its first process), and
+	// that nothing it started outlives it. Such a process leads its own process group and
+	// Shell starts no guard process beside it (see guardScript): one process less per
+	// command. The group is still killed at the timeout.
+	WrapDiesWithWorker bool
 	// RefuseHardLinks makes reads, listings, snapshots and archives refuse a regular file
 	// with more than one hard link (ErrHardLink, naming the file). Set it for a directory
 	// the user gave (sandbox.dir): anyone who can write there can plant a hard link to a
@@ -75,6 +82,7 @@ type Local struct {
 	maxOutput int
 	wrap      func([]string) ([]string, []*os.File, error)
 	wrapExec  func(argv, readOnly []string) ([]string, []*os.File, error)
+	selfGuard bool // WrapDiesWithWorker
 	noLinks   bool // RefuseHardLinks
 
 	closed atomic.Bool
@@ -115,7 +123,8 @@ func NewLocal(dir string, opts LocalOptions) (*Local, error) {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	l := &Local{root: abs, realRoot: real, maxOutput: opts.MaxOutput, wrap: opts.Wrap, wrapExec: opts.WrapExec, noLinks: opts.RefuseHardLinks, groups: map[int]struct{}{}}
+	l := &Local{root: abs, realRoot: real, maxOutput: opts.MaxOutput, wrap: opts.Wrap, wrapExec: opts.WrapExec,
+		selfGuard: opts.Wrap != nil && opts.WrapDiesWithWorker, noLinks: opts.RefuseHardLinks, groups: map[int]struct{}{}}
 	for _, k := range keys {
 		l.env = append(l.env, k+"="+env[k])
 	}

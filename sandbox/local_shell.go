@@ -127,15 +127,25 @@ func (l *Local) run(ctx context.Context, op string, argv []string, p runParams) 
 		return ExecResult{}, fmt.Errorf("%s: %w", op, ErrClosed)
 	}
 	// The group's leader is a guard that kills the group if the worker dies, so no command
-	// outlives the worker (see guardScript); the command joins the guard's group.
-	g, err := startGuard()
-	if err == nil {
+	// outlives the worker (see guardScript); the command joins the guard's group. A
+	// wrapped command that dies with the worker by itself leads its own group instead.
+	var g *guard
+	if l.selfGuard {
+		ownGroup(cmd)
+		err = cmd.Start()
+	} else if g, err = startGuard(); err == nil {
 		joinGroup(cmd, g)
 		if err = cmd.Start(); err != nil {
 			g.stop()
-		} else {
-			l.groups[g.pgid()] = struct{}{}
 		}
+	}
+	pgid := 0
+	if err == nil {
+		pgid = cmd.Process.Pid
+		if g != nil {
+			pgid = g.pgid()
+		}
+		l.groups[pgid] = struct{}{}
 	}
 	l.mu.Unlock()
 	closeAll(outW, errW) // the child holds its own copies
@@ -146,7 +156,6 @@ func (l *Local) run(ctx context.Context, op string, argv []string, p runParams) 
 		}
 		return ExecResult{}, fmt.Errorf("%s: start %s: %w", op, filepath.Base(argv[0]), err)
 	}
-	pgid := g.pgid()
 	if r, ok := cmd.Stdin.(*os.File); ok {
 		r.Close() // the child holds its own copy: the write below fails once it is gone
 	}
@@ -174,7 +183,7 @@ func (l *Local) run(ctx context.Context, op string, argv []string, p runParams) 
 	select {
 	case waitErr = <-exited:
 	case <-runCtx.Done():
-		killGroup(pgid)
+		killGroup(pgid) // the leader is not reaped yet: the id is still the command's
 		killed = true
 		waitErr = <-exited
 	case <-flooded:
@@ -182,9 +191,13 @@ func (l *Local) run(ctx context.Context, op string, argv []string, p runParams) 
 		overflow = true
 		waitErr = <-exited
 	}
-	// Background jobs the command left behind die with the group; the guard, unreaped
-	// until now, keeps the group id from being reused by an unrelated process.
-	g.stop()
+	if g != nil {
+		// Background jobs the command left behind die with the group; the guard, unreaped
+		// until now, keeps the group id from being reused by an unrelated process.
+		g.stop()
+	}
+	// A self-guarded command's group is not killed once its leader is reaped (its id may
+	// be another's by then): nothing it started outlives it (WrapDiesWithWorker).
 	l.mu.Lock()
 	delete(l.groups, pgid)
 	l.mu.Unlock()

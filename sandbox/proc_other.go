@@ -16,6 +16,7 @@ func startGuard() (*guard, error)       { return nil, ErrNoShell }
 func (g *guard) pgid() int              { return 0 }
 func (g *guard) stop()                  {}
 func joinGroup(cmd *exec.Cmd, g *guard) {}
+func ownGroup(cmd *exec.Cmd)            {}
 func killGroup(pgid int)                {}
 func exitCode(ps *os.ProcessState) int  { return ps.ExitCode() }
 

@@ -65,6 +65,11 @@ func joinGroup(cmd *exec.Cmd, g *guard) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: g.pgid()}
 }
 
+// ownGroup makes cmd the leader of a new process group, whose id is its pid.
+func ownGroup(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+}
+
 // killGroup sends SIGKILL to every process in the group. A group that is already gone
 // (ESRCH) is not an error.
 func killGroup(pgid int) {

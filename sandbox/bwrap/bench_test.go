@@ -18,9 +18,12 @@ import (
 // tier, on the bubblewrap tier, with bwrap run by hand with the tier's own options (its
 // namespaces, binds, filter and limits) on /bin/true, and with a bare bwrap (a user
 // namespace and /usr, nothing else: what bubblewrap itself costs on this machine), on the
-// bubblewrap tier with egress (its forwarder starts before each command), beside
-// the Docker tier's VersusCLI.
-// Each reports its median per command as p50-ms. Run it with
+// bubblewrap tier with egress (its forwarder starts before each command), and the
+// tier as it was with a guard process beside bwrap (bubblewrap-guarded), beside the
+// Docker tier's VersusCLI.
+// It reports each one's median per command (<name>-p50-ms) and the bubblewrap tier's
+// cost over bwrap by hand (over-by-hand-p50-ms) and what the guard process cost it
+// (guard-cost-p50-ms), each the median of per-round differences. Run it with
 //
 //	go test ./sandbox/bwrap -run '^$' -bench ShellStart -benchtime 20x -count 5
 //
@@ -61,6 +64,13 @@ func BenchmarkShellStart(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer local.Close(ctx)
+	// The tier as it was before bwrap ran without a guard process beside it: the same
+	// sealed command, led by the guard (sandbox/proc_unix.go), for the comparison.
+	guarded, err := sandbox.NewLocal(dir, sandbox.LocalOptions{Wrap: sealed.wrap})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer guarded.Close(ctx)
 	// By hand: the tier's bwrap options and limits, then /bin/true without a shell.
 	args := append(slices.Clone(sealed.prefix), "/bin/true")
 
@@ -104,22 +114,41 @@ func BenchmarkShellStart(b *testing.B) {
 			b.Fatalf("bare bwrap: %v: %s", err, out)
 		}
 	}
-	for _, bm := range []struct {
+	// The variants run interleaved, one of each per round in a rotating order, so the
+	// machine's load (shared, it moves by the second) weighs on all alike; the tier's cost
+	// over bwrap by hand is the median of the per-round differences.
+	variants := []struct {
 		name string
 		run  func(*testing.B)
-	}{{"local", shell(local)}, {"bubblewrap", shell(sealed)}, {"bubblewrap-egress", shell(withEgress)}, {"bwrap-by-hand", byHand}, {"bwrap-bare", bareBwrap}} {
-		b.Run(bm.name, func(b *testing.B) {
-			bm.run(b) // warm: page cache, first fork
-			times := make([]time.Duration, 0, b.N)
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				start := time.Now()
-				bm.run(b)
-				times = append(times, time.Since(start))
-			}
-			b.StopTimer()
-			slices.Sort(times)
-			b.ReportMetric(float64(times[len(times)/2].Microseconds())/1000, "p50-ms")
-		})
+	}{{"local", shell(local)}, {"bubblewrap", shell(sealed)}, {"bubblewrap-egress", shell(withEgress)}, {"bwrap-by-hand", byHand}, {"bwrap-bare", bareBwrap},
+		{"bubblewrap-guarded", shell(guarded)}}
+	for _, v := range variants {
+		v.run(b) // warm: page cache, first fork
 	}
+	times := make([][]time.Duration, len(variants))
+	var over []time.Duration  // bubblewrap minus by hand, per round
+	var saved []time.Duration // bubblewrap-guarded minus bubblewrap, per round
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		round := make([]time.Duration, len(variants))
+		for k := range variants {
+			j := (i + k) % len(variants)
+			start := time.Now()
+			variants[j].run(b)
+			round[j] = time.Since(start)
+			times[j] = append(times[j], round[j])
+		}
+		over = append(over, round[1]-round[3])
+		saved = append(saved, round[5]-round[1])
+	}
+	b.StopTimer()
+	p50 := func(ds []time.Duration) float64 {
+		s := slices.Sorted(slices.Values(ds))
+		return float64(s[len(s)/2].Microseconds()) / 1000
+	}
+	for j, v := range variants {
+		b.ReportMetric(p50(times[j]), v.name+"-p50-ms")
+	}
+	b.ReportMetric(p50(over), "over-by-hand-p50-ms")
+	b.ReportMetric(p50(saved), "guard-cost-p50-ms")
 }

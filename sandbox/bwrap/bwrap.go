@@ -159,7 +159,10 @@ func New(dir string, opts Options) (*Sandbox, error) {
 		return nil, fmt.Errorf("new bubblewrap sandbox: %w", err)
 	}
 	s := &Sandbox{}
-	local, err := sandbox.NewLocal(dir, sandbox.LocalOptions{MaxOutput: opts.MaxOutput, Wrap: s.wrap, WrapExec: s.wrapExec, RefuseHardLinks: opts.RefuseHardLinks})
+	// bwrap needs no guard process beside it (sandbox.LocalOptions.WrapDiesWithWorker):
+	// --die-with-parent kills it when the worker dies, and its pid namespace dies with it.
+	local, err := sandbox.NewLocal(dir, sandbox.LocalOptions{MaxOutput: opts.MaxOutput, Wrap: s.wrap, WrapExec: s.wrapExec,
+		WrapDiesWithWorker: true, RefuseHardLinks: opts.RefuseHardLinks})
 	if err != nil {
 		return nil, fmt.Errorf("new bubblewrap sandbox: %w", err)
 	}
@@ -241,8 +244,11 @@ func sealedArgs(bin, dir string, env map[string]string) ([]string, error) {
 		// Every namespace bwrap knows (user, mount, pid, ipc, uts, net, cgroup where the
 		// kernel allows it), no nested user namespaces, every capability dropped.
 		"--unshare-all", "--unshare-user", "--unshare-cgroup-try", "--disable-userns", "--cap-drop", "ALL",
-		// Killed with the worker's guard process; a new session so a command cannot
-		// push input into the worker's terminal (TIOCSTI).
+		// Killed (SIGKILL, by the kernel: PR_SET_PDEATHSIG) when the worker dies, even by
+		// SIGKILL, and every process of the sandbox with it: the pid namespace dies with
+		// its first process. That is what keeps a command from outliving its worker, so
+		// no guard process runs beside it (sandbox.LocalOptions.WrapDiesWithWorker). A new
+		// session so a command cannot push input into the worker's terminal (TIOCSTI).
 		"--die-with-parent", "--new-session",
 		"--hostname", "sandbox", "--clearenv",
 		// The seccomp filter (seccomp.go), read from the command's descriptor 3.

@@ -133,6 +133,15 @@ func (m *Manager) Ensure(ctx context.Context, runID string, opts Options) (*Sand
 	if err != nil {
 		return nil, fmt.Errorf("ensure sandbox for run %s: %w", runID, err)
 	}
+	// A pooled container is claimed by renaming it to the run's container name, which
+	// conflicts when the run has its container already (an earlier attempt): claimWarm
+	// then reuses that one. So with a pooled container ready the claim comes first, and a
+	// run's first call spends one engine call (the rename), not two (a list, then it).
+	if m.warmReady(runID, set) {
+		if sb, err := m.claimWarm(ctx, runID, set); sb != nil || err != nil {
+			return sb, err
+		}
+	}
 	found, err := m.find(ctx, runID)
 	if err != nil {
 		return nil, fmt.Errorf("ensure sandbox for run %s: %w", runID, err)

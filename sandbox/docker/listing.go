@@ -66,7 +66,10 @@ const maxWorkspaceListing = 128 << 20
 // listTimeout bounds the listing command.
 const listTimeout = 2 * time.Minute
 
-var _ sandbox.Lister = (*Sandbox)(nil)
+var (
+	_ sandbox.Lister      = (*Sandbox)(nil)
+	_ sandbox.ShellLister = (*Sandbox)(nil)
+)
 
 // ListWorkspace lists the container's workspace (see sandbox.Lister); see above for when it
 // answers sandbox.ErrListingUnsupported.
@@ -78,6 +81,34 @@ func (s *Sandbox) ListWorkspace(ctx context.Context) ([]sandbox.WorkspaceEntry, 
 	if err != nil {
 		return nil, err
 	}
+	return s.finishListing(ctx, out)
+}
+
+// ShellAndList is Shell followed, in the same round trip on the command server, by the
+// workspace's listing as ListWorkspace gives it, taken once the command and everything
+// left in its process group are gone (see serverScript): a snapshot after a shell call
+// needs no round trip of its own. The entries are nil when the listing could not be
+// taken that way (an image that cannot run the command server, a command killed at its
+// timeout, a listing that failed or does not parse); the caller then lists with
+// ListWorkspace, which says why.
+func (s *Sandbox) ShellAndList(ctx context.Context, command string, timeout time.Duration) (sandbox.ShellResult, []sandbox.WorkspaceEntry, error) {
+	res, out, err := s.shell(ctx, command, timeout, true)
+	if err != nil || out == nil {
+		return res, nil, err
+	}
+	entries, err := s.finishListing(ctx, string(out))
+	if err != nil {
+		return res, nil, nil // ListWorkspace, run by the caller, says what failed
+	}
+	if entries == nil {
+		entries = []sandbox.WorkspaceEntry{} // an empty workspace, listed
+	}
+	return res, entries, nil
+}
+
+// finishListing reads listScript's output out, with the targets of its symbolic links
+// (linkScript, one more round trip, only when the listing holds a link).
+func (s *Sandbox) finishListing(ctx context.Context, out string) ([]sandbox.WorkspaceEntry, error) {
 	for _, line := range strings.SplitAfter(out, "\n") {
 		if strings.HasPrefix(line, "a") { // raw mode 0xa...: a symbolic link
 			links, err := s.listCommand(ctx, linkScript)
@@ -179,8 +210,7 @@ func (s *Sandbox) OpenWorkspaceFile(ctx context.Context, rel string) (io.ReadClo
 	if clean == "." || clean == ".." || strings.HasPrefix(clean, "../") || path.IsAbs(clean) {
 		return nil, fmt.Errorf("open %s: %w", sandbox.QuotePath(rel), sandbox.ErrEscape)
 	}
-	cmd := "set -- " + shellQuote(s.set.workdir) + " " + shellQuote("./"+clean) + "\n" + catScript
-	res, err := s.run(ctx, cmd, listTimeout, maxWorkspaceFile+1)
+	res, err := s.cat(ctx, "./"+clean, maxWorkspaceFile+1)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", sandbox.QuotePath(rel), err)
 	}

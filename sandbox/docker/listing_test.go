@@ -147,3 +147,50 @@ func TestParseListingRefusesWhatItCannotRead(t *testing.T) {
 		}
 	}
 }
+
+// TestShellAndListListsAfterTheCommand: the listing a shell call's own round trip carries
+// is ListWorkspace's, taken after the command: it holds what the command wrote (and a
+// link's target), not what a background job of the command would have written later (the
+// job dies with the command's group), and the command's own output and exit code are as
+// Shell gives them. A command killed at its timeout carries no listing, nor does a
+// workspace the listing cannot read (a newline in a name): the caller lists.
+func TestShellAndListListsAfterTheCommand(t *testing.T) {
+	t.Parallel()
+	sb, _, _ := newTestSandbox(t, Options{})
+	ctx := testCtx(t)
+	res, got, err := sb.ShellAndList(ctx, `printf none; echo err >&2; exit 3`, 0)
+	if err != nil || res.ExitCode != 3 || res.Stdout != "none" || res.Stderr != "err\n" {
+		t.Fatalf("ShellAndList on an empty workspace: %v %+v", err, res)
+	}
+	if got == nil || len(got) != 0 {
+		t.Fatalf("an empty workspace listed as %#v, want no entries (and not nil: it was listed)", got)
+	}
+	res, got, err = sb.ShellAndList(ctx, `mkdir -p d && printf abc > d/f.txt && ln -s d/f.txt link; (sleep 2; echo late > late.txt) & echo out`, 0)
+	if err != nil || res.ExitCode != 0 || res.Stdout != "out\n" {
+		t.Fatalf("ShellAndList: %v %+v", err, res)
+	}
+	want, err := sb.ListWorkspace(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("ShellAndList listed\n%+v\nListWorkspace lists\n%+v", got, want)
+	}
+	var paths []string
+	for _, e := range got {
+		paths = append(paths, e.Path+":"+e.Type+":"+e.Link)
+	}
+	if w := []string{"d:dir:", "d/f.txt:file:", "link:link:d/f.txt"}; !slices.Equal(paths, w) {
+		t.Fatalf("listed %q, want %q", paths, w)
+	}
+	res, got, err = sb.ShellAndList(ctx, `sleep 30`, time.Second)
+	if err != nil || !res.TimedOut || got != nil {
+		t.Fatalf("a timed-out command: %v %+v, listing %v; want a timeout and no listing", err, res, got)
+	}
+	if _, err := sb.Write(ctx, "two\nlines.txt", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if res, got, err = sb.ShellAndList(ctx, `true`, 0); err != nil || res.ExitCode != 0 || got != nil {
+		t.Fatalf("a name with a newline: %v %+v, listing %v; want the command's result and no listing", err, res, got)
+	}
+}

@@ -45,8 +45,17 @@ import (
 //
 // A marker starting with K asks to SIGKILL the process group on the second line instead:
 // that uses shell builtins only, so it works even when the container cannot fork (a fork
-// bomb at its pids limit). $1 is the marker of the startup handshake.
+// bomb at its pids limit). A marker starting with L asks, once the command and its group
+// are gone, for the workspace's listing (listScript's find and stat, see listing.go) on
+// stdout between "<marker>S" and "<marker>L<listing's exit code>", before the end line:
+// the snapshot after a shell call then needs no round trip of its own. A marker starting
+// with C asks for the workspace file named on the command line, printed by cat in a
+// subshell (catScript's checks and exit codes, see listing.go) without the session and
+// watchdog a command gets: a snapshot's read of a changed file. $1 is the marker
+// of the startup handshake, $2 the workspace.
 const serverScript = `command -v setsid >/dev/null 2>&1 || { echo "nexo shell server: setsid not found" >&2; exit 1; }
+nl='
+'
 printf '%sE0\n' "$1"
 printf '%sE\n' "$1" >&2
 while IFS= read -r m && IFS= read -r t && IFS= read -r c; do
@@ -59,11 +68,27 @@ continue;;
 esac
 c=$(printf '%bx' "$c")
 c=${c%x}
+case $m in
+C*)
+(cd "$2" || exit 3
+[ -L "$c" ] && exit 4
+[ -f "$c" ] || { [ -e "$c" ] && exit 4; exit 5; }
+exec cat -- "$c") </dev/null
+printf '%sE%d\n' "$m" $?
+printf '%sE\n' "$m" >&2
+continue;;
+esac
 setsid /bin/sh -c 'printf "%sB%d\n" "$0" $$ >&2; (sleep "$2"; kill -9 0) </dev/null >/dev/null 2>&1 & exec /bin/sh -c "$1"' "$m" "$c" "$t" </dev/null &
 p=$!
 wait $p 2>/dev/null
 r=$?
 kill -9 -$p 2>/dev/null
+case $m in
+L*)
+printf '%sS\n' "$m"
+(cd "$2" && find . -mindepth 1 \( -name "*$nl*" -exec echo N \; \) -o -exec stat -c '%f|%i|%s|%Y|%Z|%n' {} +) </dev/null 2>/dev/null
+printf '%sL%d\n' "$m" $?;;
+esac
 printf '%sE%d\n' "$m" "$r"
 printf '%sE\n' "$m" >&2
 done`
@@ -224,7 +249,7 @@ type shellServer struct {
 func startServer(ctx context.Context, cli Client, containerID, workdir string) (*shellServer, error) {
 	mark := newMark("")
 	created, err := cli.ExecCreate(ctx, containerID, client.ExecCreateOptions{
-		Cmd:         []string{"/bin/sh", "-c", serverScript, "nexo-shell-server", mark},
+		Cmd:         []string{"/bin/sh", "-c", serverScript, "nexo-shell-server", mark, workdir},
 		AttachStdin: true, AttachStdout: true, AttachStderr: true, WorkingDir: workdir,
 	})
 	if err != nil {
@@ -327,6 +352,28 @@ type job struct {
 	pgid    atomic.Int64
 	code    atomic.Int64
 	ended   int // streams ended, of 2; the reader goroutine's
+
+	// listing, when the command asked for the workspace's listing after it (an L
+	// marker), takes stdout between the S and L lines; listCode is the listing's exit
+	// code, -1 until its L line came. Read once done is closed.
+	listing  *capBuffer
+	listCode atomic.Int64
+}
+
+// capBuffer keeps what is written to it up to max bytes; past that it keeps nothing more
+// and says so (over): a listing cut short is no listing.
+type capBuffer struct {
+	b    bytes.Buffer
+	max  int
+	over bool
+}
+
+func (c *capBuffer) Write(p []byte) (int, error) {
+	if c.over || c.b.Len()+len(p) > c.max {
+		c.over = true
+		return len(p), nil
+	}
+	return c.b.Write(p)
 }
 
 // newJob prepares a job with marker mark and output caps max; onGroup (may be nil) hears
@@ -342,13 +389,24 @@ func newJob(mark string, max int, onGroup func(int)) *job {
 			close(j.done)
 		}
 	}
-	j.outScan = &markScanner{mark: []byte(mark), sink: j.stdout, onLine: func(kind byte, arg string) {
-		if kind == 'E' {
+	j.listCode.Store(-1)
+	j.outScan = &markScanner{mark: []byte(mark), sink: j.stdout}
+	j.outScan.onLine = func(kind byte, arg string) {
+		switch kind {
+		case 'S': // the listing follows (only asked for with an L marker)
+			if j.listing != nil {
+				j.outScan.sink = j.listing
+			}
+		case 'L':
+			if code, err := strconv.Atoi(arg); err == nil && j.listing != nil {
+				j.listCode.Store(int64(code))
+			}
+		case 'E':
 			code, _ := strconv.Atoi(arg)
 			j.code.Store(int64(code))
 			end()
 		}
-	}}
+	}
 	j.errScan = &markScanner{mark: []byte(mark), sink: j.stderr, onLine: func(kind byte, arg string) {
 		switch kind {
 		case 'B':

@@ -65,11 +65,18 @@ exec /bin/sh -c "$1"`
 // costs milliseconds instead of an exec's start; an image that cannot run the server gets
 // one exec per command, with the same behaviour.
 func (s *Sandbox) Shell(ctx context.Context, command string, timeout time.Duration) (sandbox.ShellResult, error) {
+	res, _, err := s.shell(ctx, command, timeout, false)
+	return res, err
+}
+
+// shell is Shell; list asks for the workspace's listing output after the command (see
+// ShellAndList), nil when it was not taken.
+func (s *Sandbox) shell(ctx context.Context, command string, timeout time.Duration, list bool) (sandbox.ShellResult, []byte, error) {
 	if err := s.check(ctx); err != nil {
-		return sandbox.ShellResult{}, fmt.Errorf("run shell: %w", err)
+		return sandbox.ShellResult{}, nil, fmt.Errorf("run shell: %w", err)
 	}
 	if strings.IndexByte(command, 0) >= 0 {
-		return sandbox.ShellResult{}, errors.New("run shell: the command contains a NUL byte")
+		return sandbox.ShellResult{}, nil, errors.New("run shell: the command contains a NUL byte")
 	}
 	if timeout <= 0 {
 		timeout = sandbox.DefaultShellTimeout
@@ -78,19 +85,58 @@ func (s *Sandbox) Shell(ctx context.Context, command string, timeout time.Durati
 	if max <= 0 {
 		max = sandbox.DefaultMaxOutput
 	}
-	res, err := s.run(ctx, command, timeout, max)
+	res, listing, err := s.runListed(ctx, command, timeout, max, list)
 	if err != nil {
-		return res, fmt.Errorf("run shell: %w", err)
+		return res, nil, fmt.Errorf("run shell: %w", err)
 	}
-	return res, nil
+	return res, listing, nil
 }
 
 // run runs command on a command server of the container, or with an exec of its own
 // when the image cannot run servers.
 func (s *Sandbox) run(ctx context.Context, command string, timeout time.Duration, max int) (sandbox.ShellResult, error) {
+	res, _, err := s.runListed(ctx, command, timeout, max, false)
+	return res, err
+}
+
+// runListed is run; with list, a command server lists the workspace after the command
+// in the same round trip and listing is that output (nil when it was not taken: an
+// exec, a command killed, a listing that failed or outgrew maxWorkspaceListing).
+func (s *Sandbox) runListed(ctx context.Context, command string, timeout time.Duration, max int, list bool) (res sandbox.ShellResult, listing []byte, err error) {
 	srv, err := s.pool.get(ctx)
 	if err == nil && srv == nil {
 		res, err := s.runExec(ctx, command, timeout, max)
+		s.forgetIfGone(err)
+		return res, nil, err
+	}
+	if err != nil {
+		err = s.apiError(err)
+		s.forgetIfGone(err)
+		return sandbox.ShellResult{}, nil, err
+	}
+	kind := ""
+	if list {
+		kind = kindList
+	}
+	res, listing, err = s.runOnServer(ctx, srv, command, timeout, max, kind)
+	s.forgetIfGone(err)
+	return res, listing, err
+}
+
+// Kinds of request to a command server besides a plain command (see serverScript).
+const (
+	kindList = "L" // a command, then the workspace's listing
+	kindCat  = "C" // the workspace file named on the command line, printed by cat alone
+)
+
+// cat prints the workspace file rel (catScript's exit codes) with one light request on a
+// command server: no session, no watchdog, only a subshell and cat, a few processes
+// fewer than a command's. An image without the server runs catScript as a command.
+func (s *Sandbox) cat(ctx context.Context, rel string, max int) (sandbox.ShellResult, error) {
+	srv, err := s.pool.get(ctx)
+	if err == nil && srv == nil {
+		cmd := "set -- " + shellQuote(s.set.workdir) + " " + shellQuote(rel) + "\n" + catScript
+		res, err := s.runExec(ctx, cmd, listTimeout, max)
 		s.forgetIfGone(err)
 		return res, err
 	}
@@ -99,7 +145,7 @@ func (s *Sandbox) run(ctx context.Context, command string, timeout time.Duration
 		s.forgetIfGone(err)
 		return sandbox.ShellResult{}, err
 	}
-	res, err := s.runOnServer(ctx, srv, command, timeout, max)
+	res, _, err := s.runOnServer(ctx, srv, rel, listTimeout, max, kindCat)
 	s.forgetIfGone(err)
 	return res, err
 }
@@ -114,9 +160,13 @@ func (s *Sandbox) forgetIfGone(err error) {
 
 // runOnServer runs one command on srv and gives srv back to the pool when it is still
 // usable.
-func (s *Sandbox) runOnServer(ctx context.Context, srv *shellServer, command string, timeout time.Duration, max int) (sandbox.ShellResult, error) {
-	mark := newMark("")
+func (s *Sandbox) runOnServer(ctx context.Context, srv *shellServer, command string, timeout time.Duration, max int, kind string) (sandbox.ShellResult, []byte, error) {
+	list := kind == kindList
+	mark := newMark(kind)
 	j := newJob(mark, max, s.track)
+	if list {
+		j.listing = &capBuffer{max: maxWorkspaceListing}
+	}
 	defer func() {
 		if g := int(j.pgid.Load()); g != 0 {
 			s.untrack(g)
@@ -125,7 +175,7 @@ func (s *Sandbox) runOnServer(ctx context.Context, srv *shellServer, command str
 	srv.setJob(j)
 	if err := srv.send(mark, backstop(timeout), encodeCommand(command)); err != nil {
 		s.pool.discard(srv)
-		return sandbox.ShellResult{}, fmt.Errorf("send command: %w", s.serverGone(err))
+		return sandbox.ShellResult{}, nil, fmt.Errorf("send command: %w", s.serverGone(err))
 	}
 	s.pool.warm() // a spare for the next command, and for killing this one
 
@@ -159,16 +209,20 @@ func (s *Sandbox) runOnServer(ctx context.Context, srv *shellServer, command str
 	complete := isClosed(j.done)
 	srv.setJob(nil) // from here on nothing writes to j
 	res := sandbox.ShellResult{Stdout: j.stdout.String(), Stderr: j.stderr.String(), TimedOut: killed}
+	var listing []byte
 	switch {
 	case complete:
 		res.ExitCode = int(j.code.Load())
+		if list && !killed && j.listCode.Load() == 0 && !j.listing.over {
+			listing = append([]byte{}, j.listing.b.Bytes()...) // not nil: an empty workspace is listed too
+		}
 		s.pool.put(srv)
 	case srv.isDead():
 		// The server died with the command: the container stopped or went, or the command
 		// killed every process of its user.
 		s.pool.discard(srv)
 		if err := s.serverGone(nil); errors.Is(err, ErrContainerGone) {
-			return res, err
+			return res, nil, err
 		}
 		res.ExitCode = 137
 		if !killed {
@@ -184,12 +238,12 @@ func (s *Sandbox) runOnServer(ctx context.Context, srv *shellServer, command str
 		res.ExitCode = 137
 	}
 	if killed && ctx.Err() != nil {
-		return res, context.Cause(ctx)
+		return res, nil, context.Cause(ctx)
 	}
 	if killErr != nil {
-		return res, fmt.Errorf("kill timed-out command: %w", killErr)
+		return res, nil, fmt.Errorf("kill timed-out command: %w", killErr)
 	}
-	return res, nil
+	return res, listing, nil
 }
 
 // serverGone explains a dead server: ErrContainerGone when the container is gone or no

@@ -172,6 +172,23 @@ func (m *Manager) WarmReady(opts Options) int {
 	return len(p.ready)
 }
 
+// warmReady reports whether runID may claim a pooled container of set's key and one is
+// ready now.
+func (m *Manager) warmReady(runID string, set settings) bool {
+	if !warmEligible(runID) {
+		return false
+	}
+	m.mu.Lock()
+	p := m.warm[warmKey(set)]
+	m.mu.Unlock()
+	if p == nil {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.ready) > 0
+}
+
 // fill makes containers until the pool holds want, then waits for a claim or the stop.
 // A failure is retried after a backoff (1 s doubling to 30 s): the engine or the image
 // may come back.
@@ -261,8 +278,15 @@ func (m *Manager) makeWarm(ctx context.Context, p *warmPool) (string, error) {
 		return "", fmt.Errorf("warm pool: container %s: %w", name, errors.Join(err, rmErr))
 	}
 	// An image that cannot run the command server answers (nil, nil): its runs exec.
+	// Two servers: the run's first command takes one, and the other is the spare that
+	// runOnServer would otherwise start (an exec, tens of milliseconds of the engine's
+	// time) while that first command and the snapshot after it run.
 	if srv, err := sb.pool.get(ctx); err == nil && srv != nil {
+		spare, err := sb.pool.get(ctx)
 		sb.pool.put(srv)
+		if err == nil && spare != nil {
+			sb.pool.put(spare)
+		}
 	}
 	return created.ID, nil
 }
