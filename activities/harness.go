@@ -2,6 +2,7 @@ package activities
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -185,8 +186,16 @@ func (a *Tools) harnessStep(ctx context.Context, req api.CompleteChatRequest, lo
 	if strings.HasPrefix(loop.Command[0], "/") {
 		ro = []string{loop.Command[0]}
 	}
-	res, err := ex.Exec(ctx, loop.Command, sandbox.ExecOptions{Stdin: append(start, '\n'), Timeout: loop.StepTimeout(),
-		MaxStdout: api.MaxHarnessOutput, ReadOnly: ro})
+	opts := sandbox.ExecOptions{Stdin: append(start, '\n'), Timeout: loop.StepTimeout(),
+		MaxStdout: api.MaxHarnessOutput, ReadOnly: ro, ReadOnlyWorkspace: true}
+	if req.StreamLive {
+		// A session's viewers see the step's text and thinking as the harness prints
+		// them, through the attempt's heartbeat, as a model's streamed reply.
+		live := startLiveText(ctx, req.StreamCall)
+		defer live.stop()
+		opts.OnStdout = (&liveLines{live: live}).write
+	}
+	res, err := ex.Exec(ctx, loop.Command, opts)
 	if err != nil {
 		if ctx.Err() != nil {
 			return api.LoopStep{}, fmt.Errorf("%s: %w", name, err)
@@ -380,4 +389,39 @@ func clipBytes(s string, n int) string {
 		return s
 	}
 	return s[:n] + "…"
+}
+
+// liveLines splits a harness's stdout into lines as it arrives and publishes the text and
+// thinking lines live; the step's result is still parsed from the whole output. A line
+// longer than the step's output cap is not published (the step fails on it anyway).
+type liveLines struct {
+	live    *liveText
+	partial []byte
+}
+
+func (l *liveLines) write(p []byte) {
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			if len(l.partial)+len(p) <= api.MaxHarnessOutput {
+				l.partial = append(l.partial, p...)
+			}
+			return
+		}
+		line := append(l.partial, p[:i]...)
+		l.partial, p = l.partial[:0], p[i+1:]
+		var m struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		}
+		if json.Unmarshal(line, &m) != nil {
+			continue
+		}
+		switch m.Type {
+		case "text", "final": // a final line's text ends the reply (ParseHarnessOutput)
+			l.live.add(m.Text)
+		case "thinking":
+			l.live.think(m.Text)
+		}
+	}
 }

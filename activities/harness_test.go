@@ -4,13 +4,19 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/interceptor"
+	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
 
 	"github.com/nexo-temporal/nexo/activities"
 	"github.com/nexo-temporal/nexo/api"
@@ -253,7 +259,18 @@ func TestHarnessStepSealed(t *testing.T) {
 	script := harnessScript(t, `cat >/dev/null
 if echo x >> "$0" 2>/dev/null; then echo '{"type":"text","text":"wrote my binary "}'; fi
 if [ -e /root ] || [ -e /home ]; then echo '{"type":"text","text":"saw the host "}'; fi
+if echo x > mine.txt 2>/dev/null; then echo '{"type":"text","text":"wrote the workspace "}'; fi
+if [ "$(cat brief.md)" != "the brief" ]; then echo '{"type":"text","text":"cannot read the workspace "}'; fi
 echo '{"type":"final","text":"sealed"}'`)
+	// The workspace is the harness's to read, not to change: it acts through tool uses,
+	// which the permission gate decides and the platform snapshots.
+	sb, err := sbs.Open(context.Background(), testRun, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sb.Write(context.Background(), "brief.md", []byte("the brief")); err != nil {
+		t.Fatal(err)
+	}
 	req := harnessReq(api.LoopSpec{Type: api.LoopHarness, Command: []string{script}})
 	req.Sandbox = spec
 	out, err := e.a.Tools.HarnessStep(context.Background(), req)
@@ -262,5 +279,66 @@ echo '{"type":"final","text":"sealed"}'`)
 	}
 	if out.Message.Content != "sealed" {
 		t.Errorf("the harness said %q, want only sealed", out.Message.Content)
+	}
+	if _, err := sb.Stat(context.Background(), "mine.txt"); err == nil {
+		t.Error("the harness's own write reached the workspace")
+	}
+}
+
+// In a session (StreamLive) a step's text and thinking are published as the harness prints
+// them, through the attempt's heartbeat, before the step ends; the result is unchanged.
+func TestHarnessStepStreamsLive(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, activities.Deps{})
+	gate := filepath.Join(t.TempDir(), "go")
+	script := harnessScript(t, `cat >/dev/null
+echo '{"type":"thinking","text":"Let me see."}'
+echo '{"type":"text","text":"Half "}'
+while [ ! -e `+gate+` ]; do sleep 0.01; done
+echo '{"type":"final","text":"done."}'`)
+	req := harnessReq(api.LoopSpec{Type: api.LoopHarness, Command: []string{script}})
+	req.StreamLive, req.StreamCall = true, "2"
+	var mu sync.Mutex
+	var beats []api.LiveText
+	record := func(_ context.Context, details ...any) {
+		if len(details) != 1 {
+			return
+		}
+		if lt, ok := details[0].(api.LiveText); ok {
+			mu.Lock()
+			beats = append(beats, lt)
+			mu.Unlock()
+			if lt.Text == "Half " && lt.Thinking != nil && lt.Thinking.Text == "Let me see." {
+				_ = os.WriteFile(gate, nil, 0o600) // seen live: let the harness finish
+			}
+		}
+	}
+	var suite testsuite.WorkflowTestSuite
+	suite.SetLogger(tlog.NewStructuredLogger(slog.New(slog.DiscardHandler)))
+	tenv := suite.NewTestActivityEnvironment()
+	tenv.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{&activities.KeepAlive{Every: 20 * time.Millisecond, Record: record}}})
+	e.a.Register(tenv)
+	val, err := tenv.ExecuteActivity(api.ActivityHarnessStep, req)
+	if err != nil {
+		t.Fatalf("HarnessStep: %v", err)
+	}
+	var out api.CompleteChatResult
+	if err := val.Get(&out); err != nil {
+		t.Fatal(err)
+	}
+	if out.Message.Content != "Half done." || out.Reasoning != "Let me see." {
+		t.Errorf("content %q, reasoning %q", out.Message.Content, out.Reasoning)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	seen := false // the gate opens only on a beat with both, so the harness waited for it
+	for _, b := range beats {
+		if b.Call != "2" || (b.Text != "" && b.Text != "Half " && b.Text != "Half done.") {
+			t.Errorf("live beat %+v, want call 2 and the text so far", b)
+		}
+		seen = seen || b.Text == "Half "
+	}
+	if !seen {
+		t.Errorf("no live beat carried the first text while the step ran: %+v", beats)
 	}
 }

@@ -167,8 +167,8 @@ func (lf *liveFollow) poll(ctx context.Context) (wait time.Duration, more bool) 
 	wait = liveWaitEvery
 	var snaps []api.LiveText
 	for _, pa := range desc.GetPendingActivities() {
-		if pa.GetActivityType().GetName() != api.ActivityCompleteChat {
-			continue
+		if n := pa.GetActivityType().GetName(); n != api.ActivityCompleteChat && n != api.ActivityHarnessStep {
+			continue // a harness step streams its text as a model call does
 		}
 		more = true
 		since := pa.GetScheduledTime()

@@ -156,6 +156,12 @@ func chatPending(t *testing.T, state enumspb.PendingActivityState, details any, 
 	}
 }
 
+// asHarnessStep is r with its pending model call a pluggable loop's step instead.
+func asHarnessStep(r *workflowservice.DescribeWorkflowExecutionResponse) *workflowservice.DescribeWorkflowExecutionResponse {
+	r.PendingActivities[1].ActivityType.Name = api.ActivityHarnessStep
+	return r
+}
+
 func idle() *workflowservice.DescribeWorkflowExecutionResponse {
 	return &workflowservice.DescribeWorkflowExecutionResponse{
 		WorkflowExecutionInfo: &workflowpb.WorkflowExecutionInfo{Status: enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING}}
@@ -179,6 +185,14 @@ func TestLivePoll(t *testing.T) {
 			},
 			[]api.LiveText{{Call: "3.2", Text: "Hel"}, {Call: "3.2", From: 3, Text: "lo wor"}},
 			[]time.Duration{livePollEvery, livePollEvery, livePollEvery, 0}},
+		{"a harness step's text, as it grows, as a model call's",
+			[]*workflowservice.DescribeWorkflowExecutionResponse{
+				asHarnessStep(chatPending(t, started, api.LiveText{Call: "2", Text: "Half "}, after)),
+				asHarnessStep(chatPending(t, started, api.LiveText{Call: "2", Text: "Half done."}, after)),
+				idle(),
+			},
+			[]api.LiveText{{Call: "2", Text: "Half "}, {Call: "2", From: 5, Text: "done."}},
+			[]time.Duration{livePollEvery, livePollEvery, 0}},
 		{"thinking as it grows, then the text beside it, each handed on apart",
 			[]*workflowservice.DescribeWorkflowExecutionResponse{
 				chatPending(t, started, api.LiveText{Call: "3.2", Thinking: &api.LiveThinking{Text: "Let me"}}, after),

@@ -49,13 +49,22 @@ func (l *Local) Exec(ctx context.Context, argv []string, opts ExecOptions) (Exec
 	}
 	wrap := l.wrap
 	if l.wrapExec != nil {
-		wrap = func(a []string) ([]string, []*os.File, error) { return l.wrapExec(a, opts.ReadOnly) }
+		ro := opts.ReadOnly
+		if opts.ReadOnlyWorkspace {
+			// Bound after the workspace's own binds, these make it read-only inside.
+			ro = append(append([]string(nil), ro...), l.realRoot)
+			if l.root != l.realRoot {
+				ro = append(ro, l.root)
+			}
+		}
+		wrap = func(a []string) ([]string, []*os.File, error) { return l.wrapExec(a, ro) }
 	}
 	maxOut := opts.MaxStdout
 	if maxOut <= 0 {
 		maxOut = l.maxOutput
 	}
-	return l.run(ctx, "exec "+filepath.Base(argv[0]), argv, runParams{timeout: opts.Timeout, stdin: opts.Stdin, headStdout: maxOut, wrap: wrap})
+	return l.run(ctx, "exec "+filepath.Base(argv[0]), argv, runParams{timeout: opts.Timeout, stdin: opts.Stdin, headStdout: maxOut,
+		onStdout: opts.OnStdout, wrap: wrap})
 }
 
 // runParams are what Shell and Exec differ in.
@@ -65,7 +74,9 @@ type runParams struct {
 	// headStdout > 0 keeps stdout's first headStdout bytes and kills the process when it
 	// prints more; 0 keeps its tail, as Shell does.
 	headStdout int
-	wrap       func([]string) ([]string, []*os.File, error)
+	// onStdout sees each chunk of stdout the buffer kept (ExecOptions.OnStdout).
+	onStdout func([]byte)
+	wrap     func([]string) ([]string, []*os.File, error)
 }
 
 // run starts argv as Shell describes and waits for it; op names the operation in errors.
@@ -173,7 +184,11 @@ func (l *Local) run(ctx context.Context, op string, argv []string, p runParams) 
 	stderr := NewTailBuffer(l.maxOutput)
 	var readers sync.WaitGroup
 	readers.Add(2)
-	go drain(&readers, stdout, outR)
+	var outSink io.Writer = stdout
+	if p.onStdout != nil {
+		outSink = teeFunc{w: stdout, f: p.onStdout}
+	}
+	go drain(&readers, outSink, outR)
 	go drain(&readers, stderr, errR)
 
 	exited := make(chan error, 1)
@@ -226,6 +241,18 @@ func (l *Local) run(ctx context.Context, op string, argv []string, p runParams) 
 		return res, fmt.Errorf("%s: %w", op, context.Cause(ctx))
 	}
 	return res, nil
+}
+
+// teeFunc writes to w and hands f each chunk (Exec's OnStdout).
+type teeFunc struct {
+	w io.Writer
+	f func([]byte)
+}
+
+func (t teeFunc) Write(p []byte) (int, error) {
+	n, err := t.w.Write(p)
+	t.f(p)
+	return n, err
 }
 
 // outBuffer is what drain fills: a TailBuffer, or Exec's headBuffer.

@@ -57,6 +57,13 @@ type ExecOptions struct {
 	// ReadOnly are host files the process needs to read (its own binary): a sealed tier
 	// binds each read-only at the same path; an unsealed tier sees them anyway.
 	ReadOnly []string
+	// ReadOnlyWorkspace makes the workspace read-only to the process on a sealed tier
+	// (bubblewrap): it reads the files but changes none (a harness acts only through
+	// the tool uses it asks for). An unsealed tier (local) cannot enforce it.
+	ReadOnlyWorkspace bool
+	// OnStdout, when set, is called with each chunk of stdout as it arrives, from one
+	// goroutine (live output; the result still has all of it).
+	OnStdout func([]byte)
 }
 
 // ExecResult is the outcome of one Exec. A non-zero ExitCode is a result, not an error.

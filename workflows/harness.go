@@ -34,12 +34,13 @@ func loopStepOptions(spec agents.Spec) workflow.ActivityOptions {
 // loopStep runs one step of the agent's pluggable loop in place of its model call: the
 // same request (with the loop) to a HarnessStep on the run's sandbox host, since a
 // harness is a process of the run's sandbox, and the same result back, which the loop
-// handles as a model's reply. Nothing streams by signal or heartbeat: a step's text is
+// handles as a model's reply. A session's step streams live (StreamLive: the text the
+// harness prints, through the attempt's heartbeat), never by signal; its text is
 // recorded when it returns.
 func (rt *runtime) loopStep(ctx workflow.Context, spec agents.Spec, req api.CompleteChatRequest, out *api.CompleteChatResult) error {
 	loop := *spec.Loop
 	req.Loop, req.Agent = &loop, spec.Name
-	req.StreamTo, req.StreamLive = "", false
+	req.StreamTo = "" // only live streaming: what a session with its thread by reference uses
 	rt.streamCall = ""
 	opts := loopStepOptions(spec)
 	return rt.onSandbox(ctx, &opts, api.ActivityHarnessStep, req, out)
