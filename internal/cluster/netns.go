@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // ErrNoNetns: isolated workers need root and iproute2's `ip netns`.
@@ -258,7 +259,33 @@ func (w *Worker) setLink(state string) error {
 	if w.net == nil {
 		return fmt.Errorf("cluster: worker %s is not isolated (AddIsolatedWorker)", w.Name)
 	}
-	return ipCmd("link", "set", w.net.hostIf, state)
+	if err := ipCmd("link", "set", w.net.hostIf, state); err != nil {
+		return err
+	}
+	if state == "up" {
+		return w.net.waitUp()
+	}
+	return nil
+}
+
+// waitUp waits until both ends of the veth pair are operationally up. The kernel applies
+// a link's carrier change in its link-watch work, up to a second after `ip link set up`
+// returns; until then the link drops what is sent (a healed worker's first connection
+// failed, and a test with it).
+func (n *netns) waitUp() error {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		host, _ := os.ReadFile("/sys/class/net/" + n.hostIf + "/operstate")
+		ns, _ := exec.Command("ip", "-n", n.name, "-o", "link", "show", "dev", n.nsIf).Output()
+		if strings.TrimSpace(string(host)) == "up" && strings.Contains(string(ns), "state UP") {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("cluster: the link %s of namespace %s is not up 10s after it was set up (host side %q)",
+				n.hostIf, n.name, strings.TrimSpace(string(host)))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // removeNetns removes the namespaces of the isolated workers (Stop calls it).
