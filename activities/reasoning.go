@@ -137,7 +137,7 @@ func (a *Model) offloadReasoning(ctx context.Context, out api.CompleteChatResult
 // reasoningPreview is the start of stored reasoning, at most api.PreviewBytes, with a note
 // of the whole size.
 func reasoningPreview(text string, size int) string {
-	return strings.TrimRight(previewHead(text), "\n") + fmt.Sprintf("\n[… %d bytes of reasoning in all]", size)
+	return strings.TrimRight(api.PreviewHead(text), "\n") + fmt.Sprintf("\n[… %d bytes of reasoning in all]", size)
 }
 
 // offloadReply stores a reply text over api.TextInlineMax as a blob and leaves a preview
@@ -170,5 +170,5 @@ func (a *Model) offloadReply(ctx context.Context, req api.CompleteChatRequest, o
 // textPreview is the start of a stored reply text, at most api.PreviewBytes, with a note
 // of the whole size, for a reader that cannot reach the store.
 func textPreview(text string, size int) string {
-	return strings.TrimRight(previewHead(text), "\n") + fmt.Sprintf("\n[… %d bytes of text in all]", size)
+	return strings.TrimRight(api.PreviewHead(text), "\n") + fmt.Sprintf("\n[… %d bytes of text in all]", size)
 }

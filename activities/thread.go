@@ -6,9 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
-	"unicode/utf8"
 
 	"go.temporal.io/sdk/temporal"
 
@@ -265,24 +263,8 @@ func (a *outputs) putPreviewed(ctx context.Context, text, what string, preview f
 	return preview(text, len(text)), sum, len(text), nil
 }
 
-// Preview is the start of a stored content, at most api.PreviewBytes of it, cut on a
-// UTF-8 boundary, with a note of the whole size.
-func Preview(content string, size int) string {
-	return strings.TrimRight(previewHead(content), "\n") + fmt.Sprintf("\n[… %d bytes in all; the model received the whole output]", size)
-}
-
-// previewHead is the start of content, at most api.PreviewBytes of it, cut on a UTF-8
-// boundary.
-func previewHead(content string) string {
-	p := content
-	if len(p) > api.PreviewBytes {
-		p = p[:api.PreviewBytes]
-		for len(p) > 0 && !utf8.ValidString(p) {
-			p = p[:len(p)-1]
-		}
-	}
-	return p
-}
+// Preview is api.OutputPreview: the start of a stored content with a note of its size.
+func Preview(content string, size int) string { return api.OutputPreview(content, size) }
 
 func short(sum string) string {
 	if len(sum) > 12 {

@@ -1,6 +1,10 @@
 package api
 
-import "strings"
+import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
 
 // Wire names. Nobody spells these twice: workflows, the worker, the starter and the tests
 // all use the constants.
@@ -90,4 +94,24 @@ func IsReservedStateKey(name string) bool {
 		}
 	}
 	return false
+}
+
+// PreviewHead is the start of a stored content: at most PreviewBytes of it, cut on a
+// UTF-8 boundary.
+func PreviewHead(content string) string {
+	p := content
+	if len(p) > PreviewBytes {
+		p = p[:PreviewBytes]
+		for len(p) > 0 && !utf8.ValidString(p) {
+			p = p[:len(p)-1]
+		}
+	}
+	return p
+}
+
+// OutputPreview is what a thread and the events keep of a tool output stored by reference
+// (ContentRef): its PreviewHead and a note of the whole size. The worker words every
+// stored tool output so, and the workflow a delegate's typed output it stores by reference.
+func OutputPreview(content string, size int) string {
+	return strings.TrimRight(PreviewHead(content), "\n") + fmt.Sprintf("\n[… %d bytes in all; the model received the whole output]", size)
 }

@@ -2,7 +2,6 @@ package workflows
 
 import (
 	"encoding/json"
-	"fmt"
 	"slices"
 	"strings"
 
@@ -130,16 +129,9 @@ func (rt *runtime) runDelegate(ctx workflow.Context, spec agents.Spec, agent str
 	if res.Output != nil {
 		out := string(res.Output)
 		if storeOver > 0 && len(out) > storeOver && res.ContentRef != "" {
-			return api.RunToolResult{Content: delegatePreview(out, res.ContentBytes), ContentRef: res.ContentRef, ContentBytes: res.ContentBytes}, nil
+			return api.RunToolResult{Content: api.OutputPreview(out, res.ContentBytes), ContentRef: res.ContentRef, ContentBytes: res.ContentBytes}, nil
 		}
 		return api.RunToolResult{Content: out}, nil
 	}
 	return api.RunToolResult{Content: res.Content, ContentRef: res.ContentRef, ContentBytes: res.ContentBytes}, nil
-}
-
-// delegatePreview is what the thread and the events keep of a typed child's output stored
-// by reference: its start (api.PreviewBytes) and the whole size, worded as the worker's
-// preview of any stored tool output (activities.Preview).
-func delegatePreview(output string, size int) string {
-	return strings.TrimRight(clip(output, api.PreviewBytes), "\n") + fmt.Sprintf("\n[… %d bytes in all; the model received the whole output]", size)
 }
