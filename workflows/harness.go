@@ -22,7 +22,7 @@ const harnessAttempts = 3
 func loopStepOptions(spec agents.Spec) workflow.ActivityOptions {
 	return workflow.ActivityOptions{
 		StartToCloseTimeout: spec.Loop.StepTimeout() + time.Minute,
-		HeartbeatTimeout:    10 * time.Second,
+		HeartbeatTimeout:    ActivityHeartbeatTimeout,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second,
 			MaximumAttempts:        harnessAttempts,
